@@ -1,0 +1,40 @@
+"""The core's defaults, registered as plugins through the same hooks as everyone else's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ._plugins import hookimpl
+
+
+class DefaultPolicies:
+    """Permission pattern and duplicate check: the owning server's own answers."""
+
+    @hookimpl(trylast=True)
+    def entropic_mcp_permission_pattern(self, server: Any, tool: str, args: dict[str, Any]) -> str:
+        return server.permission_pattern(tool, args)
+
+    @hookimpl(trylast=True)
+    def entropic_mcp_skip_duplicate_check(self, server: Any, tool: str) -> bool:
+        return bool(server.skip_duplicate_check(tool))
+
+
+class TinyDBStorage:
+    """The embedded default store (nothing to run)."""
+
+    @hookimpl
+    def entropic_mcp_storage_backends(self) -> Any:
+        from ._storage import StorageBackendSpec
+
+        def factory(config: Any) -> Any:
+            from ._storage._tinydb import TinyDBBackend
+
+            return TinyDBBackend.from_config(config)
+
+        return StorageBackendSpec(name="tinydb", factory=factory)
+
+
+def builtin_plugins() -> Iterator[tuple[str, object]]:
+    yield "builtin-policies", DefaultPolicies()
+    yield "builtin-tinydb", TinyDBStorage()

@@ -1,0 +1,45 @@
+"""CallContext: what the pipeline and a tool know about the caller."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from ._manager import ServerManager
+
+DEFAULT_CONVERSATION = "default"
+
+ProgressReporter = Callable[[float, "float | None", "str | None"], None]
+
+
+@attrs.define(kw_only=True)
+class CallContext:
+    """Per-call facts: conversation (state is kept per conversation), identity, deadline.
+
+    ``cancelled`` is set when the call is cancelled or its deadline passes, so synchronous
+    tools running in a worker thread can stop; ``partial`` may be set by a tool to the output
+    it has so far, returned if the call times out.
+    """
+
+    conversation_id: str = DEFAULT_CONVERSATION
+    identity: str | None = None
+    iteration: int = 0
+    deadline: float | None = None
+    progress: ProgressReporter | None = None
+    manager: ServerManager | None = attrs.field(default=None, repr=False)
+    cancelled: threading.Event = attrs.field(factory=threading.Event, repr=False)
+    partial: str | None = attrs.field(default=None, repr=False)
+    meta: dict[str, Any] = attrs.field(factory=dict, repr=False)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (None when there is none)."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self.progress is not None:
+            self.progress(progress, total, message)

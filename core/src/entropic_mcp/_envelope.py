@@ -1,0 +1,89 @@
+"""ServerResponse (the one envelope every call ends in) and ToolResult (what a tool returns)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import orjson
+
+from ._directives import Directive, coerce_directive, directive_from_dict
+
+
+def _directives(value: Iterable[object]) -> tuple[Directive, ...]:
+    return tuple(coerce_directive(v) for v in value)
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON text as tools return it (non-ASCII kept)."""
+    return orjson.dumps(data).decode()
+
+
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """A tool's result: text, directives, an error flag, and optional structured content."""
+
+    text: str = attrs.field(validator=attrs.validators.instance_of(str))
+    directives: tuple[Directive, ...] = attrs.field(default=(), converter=_directives)
+    is_error: bool = False
+    structured: Mapping[str, Any] | None = None
+
+    @classmethod
+    def json(cls, data: Any, *, directives: Iterable[object] = ()) -> ToolResult:
+        """A successful result whose text is ``data`` as JSON (objects also as structured content)."""
+        return cls(
+            text=dumps(data),
+            directives=directives,
+            structured=data if isinstance(data, dict) else None,
+        )
+
+    @classmethod
+    def error(cls, code: str, message: str, **extra: Any) -> ToolResult:
+        """A failure ``{"error": code, "message": message, ...}``; failures carry no directives."""
+        return cls(text=dumps({"error": code, "message": message, **extra}), is_error=True)
+
+
+@attrs.frozen(kw_only=True)
+class ServerResponse:
+    """``{"result": str, "directives": [...], "is_error": bool}`` — failures carry no directives."""
+
+    result: str = attrs.field(validator=attrs.validators.instance_of(str))
+    directives: tuple[Directive, ...] = attrs.field(default=(), converter=_directives)
+    is_error: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    structured: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.is_error and self.directives:
+            object.__setattr__(self, "directives", ())
+
+    @classmethod
+    def failure(cls, text: str) -> ServerResponse:
+        return cls(result=text, is_error=True)
+
+    @classmethod
+    def refusal(cls, code: str, message: str, **extra: Any) -> ServerResponse:
+        return cls(result=dumps({"error": code, "message": message, **extra}), is_error=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "result": self.result,
+            "directives": [d.to_dict() for d in self.directives],
+            "is_error": self.is_error,
+        }
+
+    def to_json(self) -> str:
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerResponse:
+        if not isinstance(data, Mapping) or not isinstance(data.get("result"), str):
+            raise ValueError("an envelope is an object with a string 'result'")
+        directives = data.get("directives") or []
+        if not isinstance(directives, list):
+            raise ValueError("'directives' must be a list")
+        return cls(
+            result=data["result"],
+            directives=[directive_from_dict(d) for d in directives],
+            is_error=bool(data.get("is_error", False)),
+        )

@@ -1,0 +1,372 @@
+"""The call pipeline: every call, from every path, goes through ``Pipeline.run``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import orjson
+
+from ._access import AccessLevel
+from ._calls import ApprovalDecision, ApprovalRequest, Refuse, ReplaceArgs, ToolCall
+from ._context import CallContext
+from ._directives import Complete, StopProcessing
+from ._envelope import ServerResponse, dumps
+from ._permissions import PermissionPart
+from ._server import normalize_args
+
+if TYPE_CHECKING:
+    from ._manager import ServerManager
+
+log = logging.getLogger("entropic_mcp")
+
+KINDS = (
+    "ok", "ok_empty", "error", "timeout", "cancelled", "rejected_hook", "rejected_loop",
+    "rejected_schema", "rejected_access", "rejected_duplicate", "rejected_permission",
+)
+MAX_CONVERSATIONS = 4096
+MAX_CACHED_RESULTS = 512
+
+
+@attrs.frozen(kw_only=True)
+class CallOutcome:
+    """What one call came to: the envelope plus how it got there."""
+
+    name: str
+    response: ServerResponse
+    kind: str
+    elapsed_ms: float
+    conversation_id: str
+    identity: str | None = None
+    args: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+    permission: str | None = None  # allow | ask->allow | deny | ...
+    pattern: str | None = None
+    consecutive_duplicates: int = 0
+    same_tool_calls: int = 0
+    time: float = attrs.field(factory=time.time)
+
+    def summary(self) -> dict[str, Any]:
+        """The history form: argument names only, never values."""
+        return {
+            "tool": self.name,
+            "kind": self.kind,
+            "is_error": self.response.is_error,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "arg_names": sorted(self.args),
+            "conversation_id": self.conversation_id,
+            "identity": self.identity,
+            "permission": self.permission,
+            "time": self.time,
+        }
+
+    def to_record(self) -> dict[str, Any]:
+        """The audit form: everything."""
+        return {**self.summary(), "args": dict(self.args), "pattern": self.pattern,
+                "response": self.response.to_dict(),
+                "consecutive_duplicates": self.consecutive_duplicates}
+
+
+@attrs.define
+class _Conversation:
+    results: OrderedDict[str, str] = attrs.field(factory=OrderedDict)
+    last_key: str | None = None
+    consecutive_duplicates: int = 0
+    failures: dict[str, int] = attrs.field(factory=dict)
+    last_tool: str | None = None
+    same_tool: int = 0
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` UTF-8 bytes at a character boundary, with the marker."""
+    if limit <= 0 or len(text) * 4 <= limit:
+        return text
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", errors="ignore")
+    rest = len(data) - len(head.encode("utf-8"))
+    return f"{head}\n[... truncated, {rest} more bytes]"
+
+
+def classify(response: ServerResponse) -> str:
+    if response.is_error:
+        return "error"
+    stripped = response.result.strip()
+    return "ok_empty" if stripped in ("", "[]", "{}", "null", '""') else "ok"
+
+
+class Pipeline:
+    """Runs the stages of pipeline.md for a ServerManager; holds per-conversation guard state."""
+
+    def __init__(self, manager: ServerManager) -> None:
+        self.manager = manager
+        self.config = manager.config.pipeline
+        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
+        self._lock = threading.Lock()
+        self.history: deque[dict[str, Any]] = deque(maxlen=self.config.history_size)
+        self.metrics: dict[str, dict[str, int]] = {}
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _state(self, conversation_id: str) -> _Conversation:
+        state = self._conversations.get(conversation_id)
+        if state is None:
+            with self._lock:
+                state = self._conversations.setdefault(conversation_id, _Conversation())
+                while len(self._conversations) > MAX_CONVERSATIONS:
+                    self._conversations.popitem(last=False)
+        return state
+
+    def end_conversation(self, conversation_id: str) -> None:
+        with self._lock:
+            self._conversations.pop(conversation_id, None)
+
+    # -- the stages ------------------------------------------------------------------------------
+
+    async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:
+        started = time.perf_counter()
+        manager = self.manager
+        ctx.manager = manager
+        server_name, _, tool_name = name.partition(".")
+        server = manager.servers.get(server_name)
+        if server is None:
+            known = ", ".join(sorted(manager.servers)) or "none"
+            return self._finish(name, {}, ctx, started, "error", ServerResponse.refusal(
+                "unknown_server", f"Error: unknown server '{server_name}'. Servers: {known}. "
+                "Tool names are <server>.<tool>; list them with tools/list."))
+        tool = server.get_tool(tool_name)
+        if tool is None:
+            return self._finish(name, {}, ctx, started, "error", ServerResponse.refusal(
+                "unknown_tool", f"Error: unknown tool '{name}'. Tools of '{server_name}': "
+                f"{', '.join(server.tools) or 'none'}."))
+
+        # 1. before hooks
+        if manager.has_before_hooks:
+            raw_args, refusal = manager.before_tool_call(ToolCall(
+                name=name, server=server_name, tool=tool_name,
+                args=normalize_args(raw_args), context=ctx))
+            if refusal is not None:
+                return self._finish(name, normalize_args(raw_args), ctx, started, "rejected_hook",
+                                    ServerResponse.refusal("refused_by_hook", refusal))
+        # 2. normalise
+        args = normalize_args(raw_args)
+        state = self._state(ctx.conversation_id)
+        key = name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS, default=str).decode()
+
+        # 3. loop guards
+        same = state.same_tool + 1 if state.last_tool == name else 1
+        state.last_tool, state.same_tool = name, same
+        if same > self.config.same_tool_limit:
+            return self._finish(name, args, ctx, started, "rejected_loop", ServerResponse.refusal(
+                "loop_detected",
+                f"'{name}' has been called {same - 1} times in a row (limit {self.config.same_tool_limit}). "
+                "Step back: use another tool or change approach before calling it again."), same_tool=same)
+        if state.failures.get(key, 0) >= self.config.identical_failure_limit:
+            return self._finish(name, args, ctx, started, "rejected_loop", ServerResponse.refusal(
+                "loop_detected",
+                f"'{name}' already failed {state.failures[key]} times with exactly these arguments; the "
+                "failure is not transient. Take a different approach (other arguments or another tool)."),
+                same_tool=same)
+
+        # 4. schema
+        validator = manager.validator(name, tool)
+        args = validator.coerce(args)
+        problem = validator.validate(args)
+        if problem is not None:
+            return self._finish(name, args, ctx, started, "rejected_schema", ServerResponse.refusal(
+                "invalid_args", f"{problem}. Fix the arguments of '{name}' and call it again."),
+                same_tool=same, failure_key=key)
+
+        # 5. access keys
+        level = tool.required_access_level
+        if ctx.identity is not None and manager.access_keys.has_keys(ctx.identity):
+            held = manager.access_keys.level(ctx.identity, name)
+            if held < level:
+                return self._finish(name, args, ctx, started, "rejected_access", ServerResponse.refusal(
+                    "access_denied",
+                    f"'{ctx.identity}' holds {held.name} access to '{name}', which needs {level.name}. "
+                    "Use entropic.delegate to hand this work to a tier that has it."), same_tool=same)
+
+        # 6. duplicates
+        skip_duplicates = manager.skip_duplicate_check(server, tool_name)
+        if not skip_duplicates:
+            previous = state.results.get(key)
+            if previous is not None:
+                count = state.consecutive_duplicates + 1 if state.last_key == key else 1
+                state.last_key, state.consecutive_duplicates = key, count
+                if count >= self.config.duplicate_stop_after:
+                    message = (f"STOP. You have called the same tool {count + 1} times with identical "
+                               f"arguments ('{name}'). The result will not change. Use the result you "
+                               "already have, or do something else.")
+                else:
+                    message = (f"Tool '{name}' was already called with the same arguments. The previous "
+                               "result is included; use it instead of calling again.")
+                return self._finish(name, args, ctx, started, "rejected_duplicate", ServerResponse.refusal(
+                    "duplicate_call", message, previous_result=previous),
+                    same_tool=same, duplicates=count)
+        state.last_key, state.consecutive_duplicates = key, 0
+
+        # 7. permissions
+        parts, pattern = manager.permission_parts(server, tool_name, args)
+        decision, asking = manager.permissions.decide(parts, read_only=level <= AccessLevel.READ)
+        permission = decision
+        if decision == "ask":
+            request = ApprovalRequest(
+                tool=name, args=args, pattern=asking[0].store, patterns=tuple(p.store for p in asking),
+                access=level, identity=ctx.identity, conversation_id=ctx.conversation_id,
+                reason="no rule allows this call" if not asking[0].neutral else "a rule asks for this call")
+            answer = await manager.approve_tool_call(request)
+            if answer is None:
+                rules = ", ".join(f'"{p.store}"' for p in asking)
+                return self._finish(name, args, ctx, started, "rejected_permission", ServerResponse.refusal(
+                    "permission_denied",
+                    f"'{name}' needs approval and no approver is available. To allow it, add "
+                    f"allow = [{rules}] under [permissions] in entropic-mcp.toml (or answer 'always allow' "
+                    "when asked)."), same_tool=same, permission="ask->deny", pattern=pattern)
+            if answer.answer in ("always_allow", "always_deny"):
+                kind_ = "allow" if answer.answer == "always_allow" else "deny"
+                manager.permissions.add(kind_, [p.store for p in asking])
+            permission = "ask->" + ("allow" if answer.answer in ("allow_once", "always_allow") else "deny")
+            if permission == "ask->deny":
+                feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""
+                return self._finish(name, args, ctx, started, "rejected_permission", ServerResponse.refusal(
+                    "permission_denied", f"The user denied '{name}'.{feedback} Do not retry it unchanged.",
+                    **({"feedback": answer.feedback} if answer.feedback else {})),
+                    same_tool=same, permission=permission, pattern=pattern)
+        elif decision == "deny":
+            rules = ", ".join(p.store for p in asking) or name
+            return self._finish(name, args, ctx, started, "rejected_permission", ServerResponse.refusal(
+                "permission_denied",
+                f"'{name}' is denied by the permission rules ({rules}). Do not retry it; choose another "
+                "approach or ask the user to change [permissions]."),
+                same_tool=same, permission="deny", pattern=pattern)
+
+        # 8. dispatch
+        timeout = self.config.tool_timeouts.get(name, server.default_timeout_seconds)
+        try:
+            if timeout is None:
+                response = await server.execute(tool_name, args, ctx)
+            else:
+                ctx.deadline = time.monotonic() + timeout
+                async with asyncio.timeout(timeout):
+                    response = await server.execute(tool_name, args, ctx)
+        except TimeoutError:
+            ctx.cancelled.set()
+            extra = {"output": ctx.partial} if ctx.partial else {}
+            return self._finish(name, args, ctx, started, "timeout", ServerResponse.refusal(
+                "timeout", f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
+                "request or raise the timeout in config.", timeout_seconds=timeout, **extra),
+                same_tool=same, permission=permission, pattern=pattern, failure_key=key)
+        except asyncio.CancelledError:
+            ctx.cancelled.set()
+            self._finish(name, args, ctx, started, "cancelled", ServerResponse.refusal(
+                "cancelled", f"'{name}' was cancelled."), same_tool=same, permission=permission, pattern=pattern)
+            raise
+
+        # 9. cap and classify
+        text = cap_text(response.result, self.config.max_result_bytes)
+        if text is not response.result:
+            response = ServerResponse(result=text, directives=response.directives, is_error=response.is_error)
+        kind = classify(response)
+        if kind == "error":
+            state.failures[key] = state.failures.get(key, 0) + 1
+        else:
+            state.failures.pop(key, None)
+            if not skip_duplicates:
+                state.results[key] = response.result
+                if len(state.results) > MAX_CACHED_RESULTS:
+                    state.results.popitem(last=False)
+        if kind == "error" and response.result.startswith("{"):
+            try:
+                code = orjson.loads(response.result).get("error")
+            except (orjson.JSONDecodeError, AttributeError):
+                code = None
+            if code == "timeout":
+                kind = "timeout"
+        return self._finish(name, args, ctx, started, kind, response, same_tool=same,
+                            permission=permission, pattern=pattern)
+
+    def _finish(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        ctx: CallContext,
+        started: float,
+        kind: str,
+        response: ServerResponse,
+        *,
+        same_tool: int = 0,
+        duplicates: int = 0,
+        permission: str | None = None,
+        pattern: str | None = None,
+        failure_key: str | None = None,
+    ) -> CallOutcome:
+        if failure_key is not None:
+            failures = self._state(ctx.conversation_id).failures
+            failures[failure_key] = failures.get(failure_key, 0) + 1
+        outcome = CallOutcome(
+            name=name, response=response, kind=kind,
+            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+            conversation_id=ctx.conversation_id, identity=ctx.identity, args=args,
+            permission=permission, pattern=pattern, consecutive_duplicates=duplicates,
+            same_tool_calls=same_tool,
+        )
+        manager = self.manager
+        if manager.has_after_hooks:
+            text = manager.after_tool_call(ToolCall(
+                name=name, server=name.partition(".")[0], tool=name.partition(".")[2],
+                args=args, context=ctx), outcome)
+            if text is not None and text != response.result:
+                outcome = attrs.evolve(outcome, response=ServerResponse(
+                    result=text, directives=response.directives, is_error=response.is_error))
+        self.history.append(outcome.summary())
+        counts = self.metrics.get(name)
+        if counts is None:
+            counts = self.metrics[name] = {}
+        counts[kind] = counts.get(kind, 0) + 1
+        manager.audit(outcome)
+        return outcome
+
+
+@attrs.frozen(kw_only=True)
+class BatchOutcome:
+    """A model turn's calls: what ran, what was left over, and whether the batch stopped early."""
+
+    outcomes: tuple[CallOutcome, ...]
+    surplus: tuple[str, ...] = ()
+    stopped: str | None = None  # stop_processing | complete | duplicate_stop
+
+
+DEFERRED = ("entropic.delegate", "entropic.pipeline")
+
+
+def stops_batch(outcome: CallOutcome, stop_after: int) -> str | None:
+    for directive in outcome.response.directives:
+        if isinstance(directive, StopProcessing):
+            return "stop_processing"
+        if isinstance(directive, Complete):
+            return "complete"
+    if outcome.consecutive_duplicates >= stop_after:
+        return "duplicate_stop"
+    return None
+
+
+def approval_from(value: object) -> ApprovalDecision | None:
+    try:
+        return ApprovalDecision.coerce(value)
+    except (TypeError, ValueError) as exc:
+        log.warning("ignored an approver's answer: %s", exc)
+        return None
+
+
+def before_result(value: object) -> Refuse | ReplaceArgs | None:
+    return value if isinstance(value, (Refuse, ReplaceArgs)) else None
+
+
+__all__ = ["BatchOutcome", "CallOutcome", "KINDS", "Pipeline", "PermissionPart", "dumps"]

@@ -1,0 +1,178 @@
+"""The plugin manager: load entry points one at a time, isolate failures, list what loaded."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from ._errors import ConfigError, PluginError
+
+log = logging.getLogger("entropic_mcp")
+
+ENTRY_POINT_GROUP = "entropic_mcp.plugins"
+ENV_STRICT = "ENTROPIC_MCP_STRICT_PLUGINS"
+ENV_DISABLED = "ENTROPIC_MCP_DISABLED_PLUGINS"
+FIRST_PARTY = ("filesystem", "bash", "git", "entropic")
+
+hookimpl = pluggy.HookimplMarker("entropic_mcp")
+
+
+class PluginLoadWarning(UserWarning):
+    """A plugin failed to load and was skipped (an error under ENTROPIC_MCP_STRICT_PLUGINS=1)."""
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    """One plugin as ``entropic-mcp plugins`` shows it."""
+
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    status: str = "active"  # active | disabled | failed
+    builtin: bool = False
+    hooks: tuple[str, ...] = ()
+    servers: tuple[str, ...] = ()
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "status": self.status,
+            "builtin": self.builtin,
+            "hooks": list(self.hooks),
+            "servers": list(self.servers),
+            "error": self.error,
+        }
+
+
+def strict_from_env() -> bool:
+    return os.environ.get(ENV_STRICT, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def disabled_from_env() -> frozenset[str]:
+    return frozenset(n.strip() for n in os.environ.get(ENV_DISABLED, "").split(",") if n.strip())
+
+
+class Plugins:
+    """Wraps a pluggy PluginManager; callers use typed methods on ServerManager, not ``hook``.
+
+    Args:
+        strict: raise instead of skipping a broken plugin (default: ``$ENTROPIC_MCP_STRICT_PLUGINS``).
+        builtins: register the core's built-in plugins.
+    """
+
+    def __init__(self, *, strict: bool | None = None, builtins: bool = True) -> None:
+        self.strict = strict_from_env() if strict is None else strict
+        self.pm = pluggy.PluginManager("entropic_mcp")
+        self.pm.add_hookspecs(hookspecs)
+        self.infos: dict[str, PluginInfo] = {}
+        if builtins:
+            from . import _builtins
+
+            for name, plugin in _builtins.builtin_plugins():
+                self.pm.register(plugin, name=name)
+                self.infos[name] = PluginInfo(name=name, distribution="entropic-mcp", builtin=True,
+                                              hooks=self._hooks_of(plugin))
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+    def _hooks_of(self, plugin: object) -> tuple[str, ...]:
+        return tuple(sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ()))
+
+    def fail(self, name: str, error: str, **fields: Any) -> None:
+        """Record a plugin as failed; fatal in strict mode."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin, name=name)
+        previous = self.infos.get(name)
+        info = attrs.evolve(previous, status="failed", error=error) if previous else PluginInfo(
+            name=name, status="failed", error=error, **fields
+        )
+        self.infos[name] = info
+        message = f"plugin {name!r} ({info.distribution or 'unknown distribution'}) failed: {error}"
+        if self.strict:
+            raise PluginError(message)
+        warnings.warn(message + "; skipped", PluginLoadWarning, stacklevel=3)
+
+    def register(self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None) -> bool:
+        """Register one plugin object; False (and recorded) when it fails."""
+        try:
+            self.pm.register(plugin, name=name)
+        except Exception as exc:
+            self.fail(name, f"{type(exc).__name__}: {exc}", distribution=distribution, version=version)
+            return False
+        self.infos[name] = PluginInfo(name=name, distribution=distribution, version=version,
+                                      hooks=self._hooks_of(plugin))
+        return True
+
+    def load_entry_points(self, enabled: Iterable[str] | None = None) -> None:
+        """Load installed plugins one at a time; ``enabled`` (config) limits which."""
+        import importlib_metadata
+
+        disabled = disabled_from_env()
+        wanted = None if enabled is None else list(enabled)
+        found: dict[str, Any] = {}
+        for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+            found.setdefault(ep.name, ep)
+        if wanted is not None:
+            missing = [name for name in wanted if name not in found and name not in disabled]
+            if missing:
+                hints = "; ".join(
+                    f"pip install entropic-mcp-{n}" if n in FIRST_PARTY
+                    else f"install the distribution that provides entry point {n!r} in group {ENTRY_POINT_GROUP!r}"
+                    for n in missing
+                )
+                raise ConfigError(
+                    f"plugin(s) {', '.join(map(repr, missing))} enabled in config but not installed: {hints}"
+                )
+        for name in sorted(found):
+            ep = found[name]
+            dist = getattr(ep, "dist", None)
+            fields = {"distribution": dist.name if dist else None, "version": dist.version if dist else None}
+            if name in disabled or (wanted is not None and name not in wanted):
+                why = f"blocked by ${ENV_DISABLED}" if name in disabled else "not in config plugins"
+                self.infos[name] = PluginInfo(name=name, status="disabled", error=why, **fields)
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                self.fail(name, f"import failed: {type(exc).__name__}: {exc}", **fields)
+                continue
+            self.register(plugin, name, **fields)
+        self.check_unknown_hooks()
+
+    def check_unknown_hooks(self) -> None:
+        """Fail plugins that implement hooks no spec declares (typos must not pass silently)."""
+        for name, plugin in list(self.pm.list_name_plugin()):
+            unknown = [
+                caller.name
+                for caller in self.pm.get_hookcallers(plugin) or ()
+                if not caller.has_spec()
+                and not any(impl.plugin is plugin and impl.optionalhook for impl in caller.get_hookimpls())
+            ]
+            if unknown:
+                self.fail(name, f"implements unknown hook(s) {', '.join(sorted(unknown))}")
+
+    def implementations(self, hook_name: str) -> list[tuple[str, Any]]:
+        """(plugin name, function) for each implementation of a hook, in call order."""
+        caller = getattr(self.pm.hook, hook_name)
+        return [(impl.plugin_name, impl.function) for impl in reversed(caller.get_hookimpls())]
+
+    def note_servers(self, name: str, servers: Iterable[str]) -> None:
+        info = self.infos.get(name)
+        if info is not None:
+            self.infos[name] = attrs.evolve(info, servers=(*info.servers, *servers))
+
+    def listing(self, *, include_builtins: bool = False) -> list[PluginInfo]:
+        return [info for _, info in sorted(self.infos.items()) if include_builtins or not info.builtin]

@@ -1,0 +1,198 @@
+"""MCPServerBase: registration, listing, and the execute semantics every server shares."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio.to_thread
+import orjson
+
+from ._access import AccessLevel
+from ._context import CallContext
+from ._directives import ContextAnchor
+from ._envelope import ServerResponse, ToolResult, dumps
+from ._errors import ConfigError, DuplicateNameError, ToolError
+from ._tools import TOOL_NAME, ToolBase
+
+log = logging.getLogger("entropic_mcp")
+
+
+def normalize_args(raw: object) -> dict[str, Any]:
+    """``None``, blank text, ``null``, non-object JSON and unparseable text become ``{}``."""
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, (str, bytes, bytearray)):
+        if not raw.strip():
+            return {}
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+class MCPServerBase:
+    """A server of tools. Subclasses register tools in ``__init__`` and override what they must.
+
+    Args:
+        name: the server name (also the tool prefix); defaults to the class attribute ``name``.
+        root: the directory a directory-aware server works in.
+    """
+
+    name: ClassVar[str] = ""
+    #: Seconds a call may run before the pipeline cancels it; None = no pipeline timeout.
+    default_timeout_seconds: float | None = 60.0
+    #: Config keys ``configure`` accepts (besides ``timeout_seconds``).
+    config_keys: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
+        if name is not None:
+            self.name = name  # type: ignore[misc]
+        if not isinstance(self.name, str) or not TOOL_NAME.match(self.name) or "." in self.name:
+            raise ValueError(f"invalid server name {self.name!r}: use letters, digits, '_' or '-'")
+        self._tools: dict[str, ToolBase] = {}
+        self.root = Path(root).resolve() if root is not None else Path.cwd().resolve()
+        self.closed = False
+
+    # -- registration and listing -------------------------------------------------------
+
+    def register_tool(self, tool: ToolBase) -> None:
+        if isinstance(tool, type):
+            raise TypeError(f"register_tool got the class {tool.__name__} — did you mean an instance, {tool.__name__}()?")
+        if not isinstance(tool, ToolBase):
+            raise TypeError(f"register_tool expects a ToolBase instance, got {type(tool).__name__}")
+        existing = self._tools.get(tool.name)
+        if existing is not None:
+            raise DuplicateNameError(
+                f"server {self.name!r} already has a tool named {tool.name!r} "
+                f"({type(existing).__name__}); {type(tool).__name__} cannot register the same name"
+            )
+        self._tools[tool.name] = tool
+
+    @property
+    def tools(self) -> Mapping[str, ToolBase]:
+        return self._tools
+
+    def get_tool(self, tool_name: str) -> ToolBase | None:
+        return self._tools.get(tool_name)
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        """The tools as MCP tool objects, in registration order (names without the prefix)."""
+        return [tool.to_mcp() for tool in self._tools.values()]
+
+    # -- execution ---------------------------------------------------------------------------
+
+    async def execute(self, tool_name: str, raw_args: object, ctx: CallContext | None = None) -> ServerResponse:
+        """Run one call: normalise arguments, dispatch, anchor on success; never raises."""
+        tool = self._tools.get(tool_name)
+        if tool is None:
+            return ServerResponse.failure(f"Error: unknown tool '{self.name}.{tool_name}'")
+        args = normalize_args(raw_args)
+        if ctx is None:
+            ctx = CallContext()
+        try:
+            return await self._run(tool, args, ctx)
+        except ToolError as exc:
+            return ServerResponse.refusal(exc.code, exc.message, **exc.extra)
+        except Exception as exc:  # the barrier: one tool never takes the turn down
+            log.debug("tool %s.%s raised", self.name, tool_name, exc_info=True)
+            return ServerResponse.failure(f"Error: tool '{self.name}.{tool_name}' failed: {exc}")
+
+    async def _run(self, tool: ToolBase, args: dict[str, Any], ctx: CallContext) -> ServerResponse:
+        run = tool.execute
+        if inspect.iscoroutinefunction(run):
+            value = await run(args, ctx)
+        else:
+            value = await anyio.to_thread.run_sync(run, args, ctx, abandon_on_cancel=True)
+        response = self._to_response(tool, value)
+        if response.is_error:
+            return response
+        key = tool.anchor_key(args)
+        if key and not any(isinstance(d, ContextAnchor) and d.key == key for d in response.directives):
+            response = ServerResponse(
+                result=response.result,
+                directives=(*response.directives, ContextAnchor(key=key, content=response.result)),
+                structured=response.structured,
+            )
+        return response
+
+    def _to_response(self, tool: ToolBase, value: object) -> ServerResponse:
+        if isinstance(value, str):
+            return ServerResponse(result=value)
+        if isinstance(value, ToolResult):
+            return ServerResponse(
+                result=value.text,
+                directives=value.directives,
+                is_error=value.is_error,
+                structured=value.structured,
+            )
+        if isinstance(value, ServerResponse):
+            return value
+        raise TypeError(
+            f"returned {type(value).__name__}; a tool returns a str or a ToolResult "
+            f"(wrap data with ToolResult.json(...))"
+        )
+
+    # -- extension points ---------------------------------------------------------------------
+
+    def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
+        """The key "always allow" stores and rules match; default: the tool-level name."""
+        return f"{self.name}.{tool_name}"
+
+    def skip_duplicate_check(self, tool_name: str) -> bool:
+        return False
+
+    def access_level(self, tool_name: str) -> AccessLevel:
+        tool = self._tools.get(tool_name)
+        return tool.required_access_level if tool is not None else AccessLevel.WRITE
+
+    def configure(self, config: Mapping[str, Any]) -> None:
+        """Validate and apply the server's ``[servers.<name>]`` table.
+
+        The base accepts ``timeout_seconds``; subclasses list their keys in ``config_keys``
+        and call ``super().configure(config)`` before reading them.
+        """
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"[servers.{self.name}] must be a table, got {type(config).__name__}")
+        allowed = self.config_keys | {"timeout_seconds"}
+        unknown = sorted(set(config) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"[servers.{self.name}] unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"expected one of: {', '.join(sorted(allowed))}"
+            )
+        if "timeout_seconds" in config:
+            value = config["timeout_seconds"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(
+                    f"[servers.{self.name}] timeout_seconds: expected a positive number, got {value!r}"
+                )
+            self.default_timeout_seconds = float(value)
+
+    def set_working_dir(self, path: str | Path) -> bool:
+        candidate = Path(path)
+        if not candidate.is_dir():
+            return False
+        self.root = candidate.resolve()
+        return True
+
+    def end_conversation(self, conversation_id: str) -> None:
+        """Release per-conversation state; servers that keep some override this."""
+
+    def close(self) -> None:
+        """Release resources; idempotent."""
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} tools={list(self._tools)}>"
+
+
+def error_text(code: str, message: str, **extra: Any) -> str:
+    return dumps({"error": code, "message": message, **extra})
