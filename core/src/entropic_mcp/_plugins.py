@@ -74,6 +74,8 @@ class Plugins:
         self.strict = strict_from_env() if strict is None else strict
         self.pm = pluggy.PluginManager("entropic_mcp")
         self.pm.add_hookspecs(hookspecs)
+        # Historic: every plugin registered from now on gets to add its own specs as it registers.
+        self.pm.hook.entropic_mcp_add_hookspecs.call_historic(kwargs={"plugin_manager": self.pm})
         self.infos: dict[str, PluginInfo] = {}
         if builtins:
             from . import _builtins
