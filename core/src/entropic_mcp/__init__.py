@@ -1,47 +1,129 @@
 """entropic-mcp: a pluggy framework of permissioned MCP tool servers for agent hosts."""
 
-from ._access import AccessLevel
-from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
-from ._config import Config, PluginConfig, StorageConfig, config_from_dict, load_config
-from ._context import CallContext
-from ._directives import (
-    ClearSelfTodos,
-    Complete,
-    ContextAnchor,
-    Delegate,
-    Directive,
-    DirectiveHandlerSpec,
-    DirectiveProcessor,
-    InjectContext,
-    NotifyPresenter,
-    PhaseChange,
-    Pipeline,
-    ProcessingResult,
-    PruneMessages,
-    StopProcessing,
-    TierChange,
-    UnknownDirective,
-    directive_from_dict,
-)
-from ._envelope import ServerResponse, ToolResult
-from ._errors import (
-    ConfigError,
-    DuplicateNameError,
-    EntropicMCPError,
-    PluginError,
-    StorageError,
-    ToolDefinitionError,
-    ToolError,
-)
-from ._keys import AccessKeyError, AccessKeys
-from ._manager import ServerManager
-from ._paths import PathPolicy, ResolvedPath, confine, is_within
-from ._permissions import PermissionPart
-from ._pipeline import BatchOutcome, CallOutcome
-from ._plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, Plugins, hookimpl
-from ._server import MCPServerBase, normalize_args
-from ._storage import StorageBackend, StorageBackendSpec
-from ._tools import ToolBase, ToolDefinition, load_tool_definition
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._access import AccessLevel
+    from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
+    from ._config import Config, PluginConfig, StorageConfig, config_from_dict, load_config
+    from ._context import CallContext
+    from ._directives import (
+        ClearSelfTodos,
+        Complete,
+        ContextAnchor,
+        Delegate,
+        Directive,
+        DirectiveHandlerSpec,
+        DirectiveProcessor,
+        InjectContext,
+        NotifyPresenter,
+        PhaseChange,
+        Pipeline,
+        ProcessingResult,
+        PruneMessages,
+        StopProcessing,
+        TierChange,
+        UnknownDirective,
+        directive_from_dict,
+    )
+    from ._envelope import ServerResponse, ToolResult
+    from ._errors import (
+        ConfigError,
+        DuplicateNameError,
+        EntropicMCPError,
+        PluginError,
+        StorageError,
+        ToolDefinitionError,
+        ToolError,
+    )
+    from ._keys import AccessKeyError, AccessKeys
+    from ._manager import ServerManager
+    from ._paths import PathPolicy, ResolvedPath, confine, is_within
+    from ._permissions import PermissionPart
+    from ._pipeline import BatchOutcome, CallOutcome
+    from ._plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, Plugins, hookimpl
+    from ._server import MCPServerBase, normalize_args
+    from ._storage import StorageBackend, StorageBackendSpec
+    from ._tools import ToolBase, ToolDefinition, load_tool_definition
+
+# Names resolve on first use, so a command that only lists tools never pays for the
+# protocol stack, the schema validator or asyncio.
+_LAZY: dict[str, str] = {
+    "AccessKeyError": "._keys",
+    "AccessKeys": "._keys",
+    "AccessLevel": "._access",
+    "ApprovalDecision": "._calls",
+    "ApprovalRequest": "._calls",
+    "BatchOutcome": "._pipeline",
+    "CallContext": "._context",
+    "CallOutcome": "._pipeline",
+    "ClearSelfTodos": "._directives",
+    "Complete": "._directives",
+    "Config": "._config",
+    "ConfigError": "._errors",
+    "ContextAnchor": "._directives",
+    "Delegate": "._directives",
+    "Directive": "._directives",
+    "DirectiveHandlerSpec": "._directives",
+    "DirectiveProcessor": "._directives",
+    "DuplicateNameError": "._errors",
+    "ENTRY_POINT_GROUP": "._plugins",
+    "EntropicMCPError": "._errors",
+    "InjectContext": "._directives",
+    "MCPServerBase": "._server",
+    "NotifyPresenter": "._directives",
+    "OutsideRootRequest": "._calls",
+    "PathPolicy": "._paths",
+    "PermissionPart": "._permissions",
+    "PhaseChange": "._directives",
+    "Pipeline": "._directives",
+    "PluginConfig": "._config",
+    "PluginError": "._errors",
+    "PluginInfo": "._plugins",
+    "PluginLoadWarning": "._plugins",
+    "Plugins": "._plugins",
+    "ProcessingResult": "._directives",
+    "PruneMessages": "._directives",
+    "Refuse": "._calls",
+    "ReplaceArgs": "._calls",
+    "ResolvedPath": "._paths",
+    "ServerManager": "._manager",
+    "ServerResponse": "._envelope",
+    "StopProcessing": "._directives",
+    "StorageBackend": "._storage",
+    "StorageBackendSpec": "._storage",
+    "StorageConfig": "._config",
+    "StorageError": "._errors",
+    "TierChange": "._directives",
+    "ToolBase": "._tools",
+    "ToolCall": "._calls",
+    "ToolDefinition": "._tools",
+    "ToolDefinitionError": "._errors",
+    "ToolError": "._errors",
+    "ToolResult": "._envelope",
+    "UnknownDirective": "._directives",
+    "config_from_dict": "._config",
+    "confine": "._paths",
+    "directive_from_dict": "._directives",
+    "hookimpl": "._plugins",
+    "is_within": "._paths",
+    "load_config": "._config",
+    "load_tool_definition": "._tools",
+    "normalize_args": "._server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'entropic_mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

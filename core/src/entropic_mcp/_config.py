@@ -214,9 +214,7 @@ def _validate_file(data: dict[str, Any], path: Path) -> dict[tuple[str, str], An
             for key, value in table.items():
                 check = SECTIONS[section].get(key)
                 if check is None:
-                    raise ConfigError(
-                        f"{where} unknown key {key!r}; expected one of: {', '.join(SECTIONS[section])}"
-                    )
+                    raise ConfigError(f"{where} unknown key {key!r}; expected one of: {', '.join(SECTIONS[section])}")
                 flat[(section, key)] = check(value, f"{path}: {section}.{key}")
         elif section == "servers":
             for name, server_table in _table(table, where).items():
@@ -233,7 +231,9 @@ def _validate_file(data: dict[str, Any], path: Path) -> dict[tuple[str, str], An
                     try:
                         levels[pattern] = AccessLevel.parse(level)
                     except ValueError:
-                        raise _fail(f"{path}: identities.{name}.keys.{pattern}", '"NONE", "READ" or "WRITE"', level) from None
+                        raise _fail(
+                            f"{path}: identities.{name}.keys.{pattern}", '"NONE", "READ" or "WRITE"', level
+                        ) from None
                 flat[("identities", name)] = IdentityConfig(keys=levels)
         else:
             known = [*SECTIONS, "servers", "identities"]

@@ -120,8 +120,17 @@ class UnknownDirective(Directive):
 DIRECTIVE_TYPES: dict[str, type[Directive]] = {
     cls.type: cls
     for cls in (
-        StopProcessing, TierChange, Delegate, Pipeline, Complete, ClearSelfTodos,
-        InjectContext, PruneMessages, ContextAnchor, PhaseChange, NotifyPresenter,
+        StopProcessing,
+        TierChange,
+        Delegate,
+        Pipeline,
+        Complete,
+        ClearSelfTodos,
+        InjectContext,
+        PruneMessages,
+        ContextAnchor,
+        PhaseChange,
+        NotifyPresenter,
     )
 }
 

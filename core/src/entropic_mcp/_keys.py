@@ -17,9 +17,7 @@ class AccessKeys:
     """Key sets per identity. An identity with no key set is not checked; an empty set denies all."""
 
     def __init__(self, initial: Mapping[str, Mapping[str, AccessLevel]] | None = None) -> None:
-        self._sets: dict[str, dict[str, AccessLevel]] = {
-            name: dict(keys) for name, keys in (initial or {}).items()
-        }
+        self._sets: dict[str, dict[str, AccessLevel]] = {name: dict(keys) for name, keys in (initial or {}).items()}
         self._lock = threading.Lock()
 
     def has_keys(self, identity: str | None) -> bool:

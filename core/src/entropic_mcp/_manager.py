@@ -8,8 +8,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from ._access import AccessLevel
 from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
 from ._config import Config, PluginConfig, config_from_dict
@@ -73,7 +71,9 @@ class ServerManager:
     # -- building ----------------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, config: Config, *, plugins: Plugins | None = None, load_entry_points: bool = True) -> ServerManager:
+    def from_config(
+        cls, config: Config, *, plugins: Plugins | None = None, load_entry_points: bool = True
+    ) -> ServerManager:
         """Load plugins (entry points, one at a time), collect and configure their servers."""
         if plugins is None:
             plugins = Plugins()
@@ -92,7 +92,9 @@ class ServerManager:
                 results = _as_list(function(config=plugin_config))
                 bad = [r for r in results if not isinstance(r, MCPServerBase)]
                 if bad:
-                    raise TypeError(f"entropic_mcp_servers returned {type(bad[0]).__name__}, expected MCPServerBase instances")
+                    raise TypeError(
+                        f"entropic_mcp_servers returned {type(bad[0]).__name__}, expected MCPServerBase instances"
+                    )
                 for server in results:
                     server.configure(self.config.server_table(server.name))
             except ConfigError:
@@ -105,13 +107,16 @@ class ServerManager:
         conflicts = {name: entries for name, entries in found.items() if len(entries) > 1}
         if conflicts:
             lines = [
-                f"server {name!r} is provided by: " + ", ".join(
+                f"server {name!r} is provided by: "
+                + ", ".join(
                     f"{p} ({self.plugins.infos[p].distribution or 'in-process'})" if p in self.plugins.infos else p
-                    for p, _ in entries)
+                    for p, _ in entries
+                )
                 for name, entries in sorted(conflicts.items())
             ]
             raise PluginError(
-                "two plugins register the same server name — " + "; ".join(lines)
+                "two plugins register the same server name — "
+                + "; ".join(lines)
                 + ". Uninstall one, or block it with ENTROPIC_MCP_DISABLED_PLUGINS or [entropic_mcp] plugins."
             )
         order = {name: i for i, name in enumerate(self.config.plugins or ())}
@@ -146,7 +151,11 @@ class ServerManager:
         def implemented(hook: str, *, beyond_builtins: bool = False) -> bool:
             impls = getattr(self.plugins.hook, hook).get_hookimpls()
             if beyond_builtins:
-                impls = [i for i in impls if not (self.plugins.infos.get(i.plugin_name) and self.plugins.infos[i.plugin_name].builtin)]
+                impls = [
+                    i
+                    for i in impls
+                    if not (self.plugins.infos.get(i.plugin_name) and self.plugins.infos[i.plugin_name].builtin)
+                ]
             return bool(impls)
 
         self.has_before_hooks = implemented("entropic_mcp_before_tool_call")
@@ -192,7 +201,9 @@ class ServerManager:
             return name
         return self.permission_parts(found[0], name.partition(".")[2], dict(args))[1]
 
-    def permission_parts(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> tuple[list[PermissionPart], str]:
+    def permission_parts(
+        self, server: MCPServerBase, tool: str, args: dict[str, Any]
+    ) -> tuple[list[PermissionPart], str]:
         """The parts rules are matched against, and the call's pattern (hook first, then the server)."""
         full = f"{server.name}.{tool}"
         if self.has_pattern_hooks:
@@ -301,10 +312,14 @@ class ServerManager:
 
     def call_sync(self, name: str, args: object = None, ctx: CallContext | None = None) -> CallOutcome:
         """``call`` for synchronous hosts (runs its own event loop)."""
+        import anyio
+
         return anyio.run(self.call, name, args, ctx)
 
     async def execute_batch(self, calls: Sequence[tuple[str, object]], ctx: CallContext | None = None) -> BatchOutcome:
         """A model turn: READ tools side by side, delegation last, stop on stop directives."""
+        import anyio
+
         ctx = ctx if ctx is not None else CallContext()
         limit = self.config.pipeline.max_tool_calls_per_turn
         ordered = [c for c in calls if c[0] not in DEFERRED] + [c for c in calls if c[0] in DEFERRED]
@@ -319,9 +334,14 @@ class ServerManager:
                     group.append(ordered[i + len(group)])
             results: list[CallOutcome | None] = [None] * len(group)
 
-            async def run(index: int, name: str, args: object) -> None:
-                child = CallContext(conversation_id=ctx.conversation_id, identity=ctx.identity,
-                                    iteration=ctx.iteration, progress=ctx.progress, meta=ctx.meta)
+            async def run(index: int, name: str, args: object, results: list[CallOutcome | None] = results) -> None:
+                child = CallContext(
+                    conversation_id=ctx.conversation_id,
+                    identity=ctx.identity,
+                    iteration=ctx.iteration,
+                    progress=ctx.progress,
+                    meta=ctx.meta,
+                )
                 results[index] = await self.call(name, args, child)
 
             if len(group) == 1:

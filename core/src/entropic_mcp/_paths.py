@@ -30,7 +30,7 @@ def _absolute_paths(value: Iterable[str | Path]) -> tuple[Path, ...]:
 
 def _check_policy(instance: object, attribute: attrs.Attribute, value: object) -> None:
     if value not in (True, False, "optional"):
-        raise ConfigError(f"allow_outside_root: expected false, true or \"optional\", got {value!r}")
+        raise ConfigError(f'allow_outside_root: expected false, true or "optional", got {value!r}')
 
 
 @attrs.frozen(kw_only=True)
@@ -106,7 +106,10 @@ def confine(
             f"{raw!r} resolves to {path}, outside the work tree {root}; use a path inside it",
         )
     if any(is_within(path, d) for d in policy.outside_root_deny):
-        raise ToolError("outside_root_denied", f"{path} is outside the project root and in outside_root_deny; use a path inside {root}")
+        raise ToolError(
+            "outside_root_denied",
+            f"{path} is outside the project root and in outside_root_deny; use a path inside {root}",
+        )
     if any(is_within(path, a) for a in policy.outside_root_allow):
         return resolved
     if policy.allow_outside_root is True:
@@ -120,13 +123,20 @@ def confine(
     answer = None
     if manager is not None:
         answer = manager.approve_outside_root(
-            OutsideRootRequest(path=path, tool=tool, access=access, root=root,
-                               conversation_id=ctx.conversation_id if ctx else "default")
+            OutsideRootRequest(
+                path=path,
+                tool=tool,
+                access=access,
+                root=root,
+                conversation_id=ctx.conversation_id if ctx else "default",
+            )
         )
     if answer is True:
         return resolved
     if answer is False:
-        raise ToolError("outside_root_rejected", f"access to {path} outside the project root was rejected; use a path inside {root}")
+        raise ToolError(
+            "outside_root_rejected", f"access to {path} outside the project root was rejected; use a path inside {root}"
+        )
     raise ToolError(
         "outside_root_approval_required",
         f"{path} is outside the project root {root} and no approver answered. To allow it, add its "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from fnmatch import translate
@@ -53,7 +52,9 @@ class PermissionRules:
         self.config = config
         self.local_path = local_path
         self.lists: dict[str, list[str]] = {
-            "allow": list(config.allow), "ask": list(config.ask), "deny": list(config.deny),
+            "allow": list(config.allow),
+            "ask": list(config.ask),
+            "deny": list(config.deny),
         }
         self._lock = threading.Lock()
         self._recompile()
@@ -108,6 +109,8 @@ def persist_rules(path: Path, kind: str, patterns: Iterable[str]) -> None:
     A file lock serialises writers between processes; the new text goes to a temporary file
     in the same directory and replaces the old one, so a reader never sees half a file.
     """
+    import tempfile
+
     import filelock
     import tomlkit
 

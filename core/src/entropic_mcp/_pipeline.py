@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -27,8 +26,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("entropic_mcp")
 
 KINDS = (
-    "ok", "ok_empty", "error", "timeout", "cancelled", "rejected_hook", "rejected_loop",
-    "rejected_schema", "rejected_access", "rejected_duplicate", "rejected_permission",
+    "ok",
+    "ok_empty",
+    "error",
+    "timeout",
+    "cancelled",
+    "rejected_hook",
+    "rejected_loop",
+    "rejected_schema",
+    "rejected_access",
+    "rejected_duplicate",
+    "rejected_permission",
 )
 MAX_CONVERSATIONS = 4096
 MAX_CACHED_RESULTS = 512
@@ -67,9 +75,13 @@ class CallOutcome:
 
     def to_record(self) -> dict[str, Any]:
         """The audit form: everything."""
-        return {**self.summary(), "args": dict(self.args), "pattern": self.pattern,
-                "response": self.response.to_dict(),
-                "consecutive_duplicates": self.consecutive_duplicates}
+        return {
+            **self.summary(),
+            "args": dict(self.args),
+            "pattern": self.pattern,
+            "response": self.response.to_dict(),
+            "consecutive_duplicates": self.consecutive_duplicates,
+        }
 
 
 @attrs.define
@@ -137,23 +149,46 @@ class Pipeline:
         server = manager.servers.get(server_name)
         if server is None:
             known = ", ".join(sorted(manager.servers)) or "none"
-            return self._finish(name, {}, ctx, started, "error", ServerResponse.refusal(
-                "unknown_server", f"Error: unknown server '{server_name}'. Servers: {known}. "
-                "Tool names are <server>.<tool>; list them with tools/list."))
+            return self._finish(
+                name,
+                {},
+                ctx,
+                started,
+                "error",
+                ServerResponse.refusal(
+                    "unknown_server",
+                    f"Error: unknown server '{server_name}'. Servers: {known}. "
+                    "Tool names are <server>.<tool>; list them with tools/list.",
+                ),
+            )
         tool = server.get_tool(tool_name)
         if tool is None:
-            return self._finish(name, {}, ctx, started, "error", ServerResponse.refusal(
-                "unknown_tool", f"Error: unknown tool '{name}'. Tools of '{server_name}': "
-                f"{', '.join(server.tools) or 'none'}."))
+            return self._finish(
+                name,
+                {},
+                ctx,
+                started,
+                "error",
+                ServerResponse.refusal(
+                    "unknown_tool",
+                    f"Error: unknown tool '{name}'. Tools of '{server_name}': {', '.join(server.tools) or 'none'}.",
+                ),
+            )
 
         # 1. before hooks
         if manager.has_before_hooks:
-            raw_args, refusal = manager.before_tool_call(ToolCall(
-                name=name, server=server_name, tool=tool_name,
-                args=normalize_args(raw_args), context=ctx))
+            raw_args, refusal = manager.before_tool_call(
+                ToolCall(name=name, server=server_name, tool=tool_name, args=normalize_args(raw_args), context=ctx)
+            )
             if refusal is not None:
-                return self._finish(name, normalize_args(raw_args), ctx, started, "rejected_hook",
-                                    ServerResponse.refusal("refused_by_hook", refusal))
+                return self._finish(
+                    name,
+                    normalize_args(raw_args),
+                    ctx,
+                    started,
+                    "rejected_hook",
+                    ServerResponse.refusal("refused_by_hook", refusal),
+                )
         # 2. normalise
         args = normalize_args(raw_args)
         state = self._state(ctx.conversation_id)
@@ -163,35 +198,68 @@ class Pipeline:
         same = state.same_tool + 1 if state.last_tool == name else 1
         state.last_tool, state.same_tool = name, same
         if same > self.config.same_tool_limit:
-            return self._finish(name, args, ctx, started, "rejected_loop", ServerResponse.refusal(
-                "loop_detected",
-                f"'{name}' has been called {same - 1} times in a row (limit {self.config.same_tool_limit}). "
-                "Step back: use another tool or change approach before calling it again."), same_tool=same)
+            return self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "rejected_loop",
+                ServerResponse.refusal(
+                    "loop_detected",
+                    f"'{name}' has been called {same - 1} times in a row (limit {self.config.same_tool_limit}). "
+                    "Step back: use another tool or change approach before calling it again.",
+                ),
+                same_tool=same,
+            )
         if state.failures.get(key, 0) >= self.config.identical_failure_limit:
-            return self._finish(name, args, ctx, started, "rejected_loop", ServerResponse.refusal(
-                "loop_detected",
-                f"'{name}' already failed {state.failures[key]} times with exactly these arguments; the "
-                "failure is not transient. Take a different approach (other arguments or another tool)."),
-                same_tool=same)
+            return self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "rejected_loop",
+                ServerResponse.refusal(
+                    "loop_detected",
+                    f"'{name}' already failed {state.failures[key]} times with exactly these arguments; the "
+                    "failure is not transient. Take a different approach (other arguments or another tool).",
+                ),
+                same_tool=same,
+            )
 
         # 4. schema
         validator = manager.validator(name, tool)
         args = validator.coerce(args)
         problem = validator.validate(args)
         if problem is not None:
-            return self._finish(name, args, ctx, started, "rejected_schema", ServerResponse.refusal(
-                "invalid_args", f"{problem}. Fix the arguments of '{name}' and call it again."),
-                same_tool=same, failure_key=key)
+            return self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "rejected_schema",
+                ServerResponse.refusal("invalid_args", f"{problem}. Fix the arguments of '{name}' and call it again."),
+                same_tool=same,
+                failure_key=key,
+            )
 
         # 5. access keys
         level = tool.required_access_level
         if ctx.identity is not None and manager.access_keys.has_keys(ctx.identity):
             held = manager.access_keys.level(ctx.identity, name)
             if held < level:
-                return self._finish(name, args, ctx, started, "rejected_access", ServerResponse.refusal(
-                    "access_denied",
-                    f"'{ctx.identity}' holds {held.name} access to '{name}', which needs {level.name}. "
-                    "Use entropic.delegate to hand this work to a tier that has it."), same_tool=same)
+                return self._finish(
+                    name,
+                    args,
+                    ctx,
+                    started,
+                    "rejected_access",
+                    ServerResponse.refusal(
+                        "access_denied",
+                        f"'{ctx.identity}' holds {held.name} access to '{name}', which needs {level.name}. "
+                        "Use entropic.delegate to hand this work to a tier that has it.",
+                    ),
+                    same_tool=same,
+                )
 
         # 6. duplicates
         skip_duplicates = manager.skip_duplicate_check(server, tool_name)
@@ -201,15 +269,26 @@ class Pipeline:
                 count = state.consecutive_duplicates + 1 if state.last_key == key else 1
                 state.last_key, state.consecutive_duplicates = key, count
                 if count >= self.config.duplicate_stop_after:
-                    message = (f"STOP. You have called the same tool {count + 1} times with identical "
-                               f"arguments ('{name}'). The result will not change. Use the result you "
-                               "already have, or do something else.")
+                    message = (
+                        f"STOP. You have called the same tool {count + 1} times with identical "
+                        f"arguments ('{name}'). The result will not change. Use the result you "
+                        "already have, or do something else."
+                    )
                 else:
-                    message = (f"Tool '{name}' was already called with the same arguments. The previous "
-                               "result is included; use it instead of calling again.")
-                return self._finish(name, args, ctx, started, "rejected_duplicate", ServerResponse.refusal(
-                    "duplicate_call", message, previous_result=previous),
-                    same_tool=same, duplicates=count)
+                    message = (
+                        f"Tool '{name}' was already called with the same arguments. The previous "
+                        "result is included; use it instead of calling again."
+                    )
+                return self._finish(
+                    name,
+                    args,
+                    ctx,
+                    started,
+                    "rejected_duplicate",
+                    ServerResponse.refusal("duplicate_call", message, previous_result=previous),
+                    same_tool=same,
+                    duplicates=count,
+                )
         state.last_key, state.consecutive_duplicates = key, 0
 
         # 7. permissions
@@ -218,36 +297,76 @@ class Pipeline:
         permission = decision
         if decision == "ask":
             request = ApprovalRequest(
-                tool=name, args=args, pattern=asking[0].store, patterns=tuple(p.store for p in asking),
-                access=level, identity=ctx.identity, conversation_id=ctx.conversation_id,
-                reason="no rule allows this call" if not asking[0].neutral else "a rule asks for this call")
+                tool=name,
+                args=args,
+                pattern=asking[0].store,
+                patterns=tuple(p.store for p in asking),
+                access=level,
+                identity=ctx.identity,
+                conversation_id=ctx.conversation_id,
+                reason="no rule allows this call" if not asking[0].neutral else "a rule asks for this call",
+            )
             answer = await manager.approve_tool_call(request)
             if answer is None:
                 rules = ", ".join(f'"{p.store}"' for p in asking)
-                return self._finish(name, args, ctx, started, "rejected_permission", ServerResponse.refusal(
-                    "permission_denied",
-                    f"'{name}' needs approval and no approver is available. To allow it, add "
-                    f"allow = [{rules}] under [permissions] in entropic-mcp.toml (or answer 'always allow' "
-                    "when asked)."), same_tool=same, permission="ask->deny", pattern=pattern)
+                return self._finish(
+                    name,
+                    args,
+                    ctx,
+                    started,
+                    "rejected_permission",
+                    ServerResponse.refusal(
+                        "permission_denied",
+                        f"'{name}' needs approval and no approver is available. To allow it, add "
+                        f"allow = [{rules}] under [permissions] in entropic-mcp.toml (or answer 'always allow' "
+                        "when asked).",
+                    ),
+                    same_tool=same,
+                    permission="ask->deny",
+                    pattern=pattern,
+                )
             if answer.answer in ("always_allow", "always_deny"):
                 kind_ = "allow" if answer.answer == "always_allow" else "deny"
                 manager.permissions.add(kind_, [p.store for p in asking])
             permission = "ask->" + ("allow" if answer.answer in ("allow_once", "always_allow") else "deny")
             if permission == "ask->deny":
                 feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""
-                return self._finish(name, args, ctx, started, "rejected_permission", ServerResponse.refusal(
-                    "permission_denied", f"The user denied '{name}'.{feedback} Do not retry it unchanged.",
-                    **({"feedback": answer.feedback} if answer.feedback else {})),
-                    same_tool=same, permission=permission, pattern=pattern)
+                return self._finish(
+                    name,
+                    args,
+                    ctx,
+                    started,
+                    "rejected_permission",
+                    ServerResponse.refusal(
+                        "permission_denied",
+                        f"The user denied '{name}'.{feedback} Do not retry it unchanged.",
+                        **({"feedback": answer.feedback} if answer.feedback else {}),
+                    ),
+                    same_tool=same,
+                    permission=permission,
+                    pattern=pattern,
+                )
         elif decision == "deny":
             rules = ", ".join(p.store for p in asking) or name
-            return self._finish(name, args, ctx, started, "rejected_permission", ServerResponse.refusal(
-                "permission_denied",
-                f"'{name}' is denied by the permission rules ({rules}). Do not retry it; choose another "
-                "approach or ask the user to change [permissions]."),
-                same_tool=same, permission="deny", pattern=pattern)
+            return self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "rejected_permission",
+                ServerResponse.refusal(
+                    "permission_denied",
+                    f"'{name}' is denied by the permission rules ({rules}). Do not retry it; choose another "
+                    "approach or ask the user to change [permissions].",
+                ),
+                same_tool=same,
+                permission="deny",
+                pattern=pattern,
+            )
 
         # 8. dispatch
+        import asyncio  # here, not at module level: listing tools must not pay for asyncio
+
         timeout = self.config.tool_timeouts.get(name, server.default_timeout_seconds)
         try:
             if timeout is None:
@@ -259,14 +378,37 @@ class Pipeline:
         except TimeoutError:
             ctx.cancelled.set()
             extra = {"output": ctx.partial} if ctx.partial else {}
-            return self._finish(name, args, ctx, started, "timeout", ServerResponse.refusal(
-                "timeout", f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
-                "request or raise the timeout in config.", timeout_seconds=timeout, **extra),
-                same_tool=same, permission=permission, pattern=pattern, failure_key=key)
+            return self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "timeout",
+                ServerResponse.refusal(
+                    "timeout",
+                    f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
+                    "request or raise the timeout in config.",
+                    timeout_seconds=timeout,
+                    **extra,
+                ),
+                same_tool=same,
+                permission=permission,
+                pattern=pattern,
+                failure_key=key,
+            )
         except asyncio.CancelledError:
             ctx.cancelled.set()
-            self._finish(name, args, ctx, started, "cancelled", ServerResponse.refusal(
-                "cancelled", f"'{name}' was cancelled."), same_tool=same, permission=permission, pattern=pattern)
+            self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "cancelled",
+                ServerResponse.refusal("cancelled", f"'{name}' was cancelled."),
+                same_tool=same,
+                permission=permission,
+                pattern=pattern,
+            )
             raise
 
         # 9. cap and classify
@@ -289,8 +431,9 @@ class Pipeline:
                 code = None
             if code == "timeout":
                 kind = "timeout"
-        return self._finish(name, args, ctx, started, kind, response, same_tool=same,
-                            permission=permission, pattern=pattern)
+        return self._finish(
+            name, args, ctx, started, kind, response, same_tool=same, permission=permission, pattern=pattern
+        )
 
     def _finish(
         self,
@@ -311,20 +454,29 @@ class Pipeline:
             failures = self._state(ctx.conversation_id).failures
             failures[failure_key] = failures.get(failure_key, 0) + 1
         outcome = CallOutcome(
-            name=name, response=response, kind=kind,
+            name=name,
+            response=response,
+            kind=kind,
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
-            conversation_id=ctx.conversation_id, identity=ctx.identity, args=args,
-            permission=permission, pattern=pattern, consecutive_duplicates=duplicates,
+            conversation_id=ctx.conversation_id,
+            identity=ctx.identity,
+            args=args,
+            permission=permission,
+            pattern=pattern,
+            consecutive_duplicates=duplicates,
             same_tool_calls=same_tool,
         )
         manager = self.manager
         if manager.has_after_hooks:
-            text = manager.after_tool_call(ToolCall(
-                name=name, server=name.partition(".")[0], tool=name.partition(".")[2],
-                args=args, context=ctx), outcome)
+            text = manager.after_tool_call(
+                ToolCall(name=name, server=name.partition(".")[0], tool=name.partition(".")[2], args=args, context=ctx),
+                outcome,
+            )
             if text is not None and text != response.result:
-                outcome = attrs.evolve(outcome, response=ServerResponse(
-                    result=text, directives=response.directives, is_error=response.is_error))
+                outcome = attrs.evolve(
+                    outcome,
+                    response=ServerResponse(result=text, directives=response.directives, is_error=response.is_error),
+                )
         self.history.append(outcome.summary())
         counts = self.metrics.get(name)
         if counts is None:
@@ -369,4 +521,4 @@ def before_result(value: object) -> Refuse | ReplaceArgs | None:
     return value if isinstance(value, (Refuse, ReplaceArgs)) else None
 
 
-__all__ = ["BatchOutcome", "CallOutcome", "KINDS", "Pipeline", "PermissionPart", "dumps"]
+__all__ = ["KINDS", "BatchOutcome", "CallOutcome", "PermissionPart", "Pipeline", "dumps"]

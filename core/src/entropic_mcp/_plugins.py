@@ -82,8 +82,9 @@ class Plugins:
 
             for name, plugin in _builtins.builtin_plugins():
                 self.pm.register(plugin, name=name)
-                self.infos[name] = PluginInfo(name=name, distribution="entropic-mcp", builtin=True,
-                                              hooks=self._hooks_of(plugin))
+                self.infos[name] = PluginInfo(
+                    name=name, distribution="entropic-mcp", builtin=True, hooks=self._hooks_of(plugin)
+                )
 
     @property
     def hook(self) -> Any:
@@ -98,8 +99,10 @@ class Plugins:
         if plugin is not None:
             self.pm.unregister(plugin, name=name)
         previous = self.infos.get(name)
-        info = attrs.evolve(previous, status="failed", error=error) if previous else PluginInfo(
-            name=name, status="failed", error=error, **fields
+        info = (
+            attrs.evolve(previous, status="failed", error=error)
+            if previous
+            else PluginInfo(name=name, status="failed", error=error, **fields)
         )
         self.infos[name] = info
         message = f"plugin {name!r} ({info.distribution or 'unknown distribution'}) failed: {error}"
@@ -107,15 +110,18 @@ class Plugins:
             raise PluginError(message)
         warnings.warn(message + "; skipped", PluginLoadWarning, stacklevel=3)
 
-    def register(self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None) -> bool:
+    def register(
+        self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None
+    ) -> bool:
         """Register one plugin object; False (and recorded) when it fails."""
         try:
             self.pm.register(plugin, name=name)
         except Exception as exc:
             self.fail(name, f"{type(exc).__name__}: {exc}", distribution=distribution, version=version)
             return False
-        self.infos[name] = PluginInfo(name=name, distribution=distribution, version=version,
-                                      hooks=self._hooks_of(plugin))
+        self.infos[name] = PluginInfo(
+            name=name, distribution=distribution, version=version, hooks=self._hooks_of(plugin)
+        )
         return True
 
     def load_entry_points(self, enabled: Iterable[str] | None = None) -> None:
@@ -131,7 +137,8 @@ class Plugins:
             missing = [name for name in wanted if name not in found and name not in disabled]
             if missing:
                 hints = "; ".join(
-                    f"pip install entropic-mcp-{n}" if n in FIRST_PARTY
+                    f"pip install entropic-mcp-{n}"
+                    if n in FIRST_PARTY
                     else f"install the distribution that provides entry point {n!r} in group {ENTRY_POINT_GROUP!r}"
                     for n in missing
                 )

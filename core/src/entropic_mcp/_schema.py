@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema_rs
 import orjson
 
 
@@ -24,10 +23,13 @@ class SchemaValidator:
     """One compiled validator for one tool's ``inputSchema``."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
+        import jsonschema_rs
+
         self.schema = schema
         self._validator = jsonschema_rs.validator_for(dict(schema))
         self._string_props = {
-            name for name, prop in (schema.get("properties") or {}).items()
+            name
+            for name, prop in (schema.get("properties") or {}).items()
             if isinstance(prop, Mapping) and prop.get("type") == "string"
         }
 

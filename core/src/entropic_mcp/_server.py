@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import anyio.to_thread
 import orjson
 
 from ._access import AccessLevel
@@ -65,7 +64,9 @@ class MCPServerBase:
 
     def register_tool(self, tool: ToolBase) -> None:
         if isinstance(tool, type):
-            raise TypeError(f"register_tool got the class {tool.__name__} — did you mean an instance, {tool.__name__}()?")
+            raise TypeError(
+                f"register_tool got the class {tool.__name__} — did you mean an instance, {tool.__name__}()?"
+            )
         if not isinstance(tool, ToolBase):
             raise TypeError(f"register_tool expects a ToolBase instance, got {type(tool).__name__}")
         existing = self._tools.get(tool.name)
@@ -110,6 +111,8 @@ class MCPServerBase:
         if inspect.iscoroutinefunction(run):
             value = await run(args, ctx)
         else:
+            import anyio.to_thread
+
             value = await anyio.to_thread.run_sync(run, args, ctx, abandon_on_cancel=True)
         response = self._to_response(tool, value)
         if response.is_error:
@@ -171,9 +174,7 @@ class MCPServerBase:
         if "timeout_seconds" in config:
             value = config["timeout_seconds"]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigError(
-                    f"[servers.{self.name}] timeout_seconds: expected a positive number, got {value!r}"
-                )
+                raise ConfigError(f"[servers.{self.name}] timeout_seconds: expected a positive number, got {value!r}")
             self.default_timeout_seconds = float(value)
 
     def set_working_dir(self, path: str | Path) -> bool:

@@ -24,16 +24,13 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 def _check_name(instance: object, attribute: attrs.Attribute, value: str) -> None:
     if not isinstance(value, str) or not TOOL_NAME.match(value):
         raise ToolDefinitionError(
-            f"invalid tool name {value!r}: names match ^[A-Za-z0-9_-]{{1,64}}$ "
-            "(the server prefix is added for you)"
+            f"invalid tool name {value!r}: names match ^[A-Za-z0-9_-]{{1,64}}$ (the server prefix is added for you)"
         )
 
 
 def _check_schema(instance: object, attribute: attrs.Attribute, value: Mapping) -> None:
     if not isinstance(value, Mapping) or value.get("type") != "object":
-        raise ToolDefinitionError(
-            f"inputSchema must be an object schema ({{\"type\": \"object\", ...}}), got {value!r}"
-        )
+        raise ToolDefinitionError(f'inputSchema must be an object schema ({{"type": "object", ...}}), got {value!r}')
 
 
 @attrs.frozen(kw_only=True)

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from ._directives import DirectiveHandlerSpec
     from ._pipeline import CallOutcome
     from ._server import MCPServerBase
-    from ._storage import StorageBackendSpec
 
 hookspec = pluggy.HookspecMarker("entropic_mcp")
 

@@ -84,11 +84,13 @@ def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
     if name not in specs:
         hint = " (pip install entropic-mcp-postgres)" if name == "postgres" else ""
         raise ConfigError(
-            f"[storage] backend {name!r} is not available{hint}; available: {', '.join(sorted(specs)) or 'none'}, or \"none\""
+            f'[storage] backend {name!r} is not available{hint}; available: {", ".join(sorted(specs)) or "none"}, or "none"'
         )
     backend = specs[name][1].factory(config)
     if not isinstance(backend, StorageBackend):
-        raise StorageError(f"storage backend {name!r} returned {type(backend).__name__}, which lacks the StorageBackend methods")
+        raise StorageError(
+            f"storage backend {name!r} returned {type(backend).__name__}, which lacks the StorageBackend methods"
+        )
     return backend
 
 

@@ -1,0 +1,105 @@
+"""Shared CLI plumbing: loading config and the manager, output, one-line errors."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+from .._errors import ConfigError, EntropicMCPError, PluginError
+
+
+class CLIError(click.ClickException):
+    """A failed operation: one line, exit status 1."""
+
+    exit_code = 1
+
+
+class UsageProblem(click.ClickException):
+    """A usage or config error: one line, exit status 2."""
+
+    exit_code = 2
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def run(command: click.Command, args: list[str], *, debug: bool) -> NoReturn:
+    import warnings
+
+    if not debug:
+        warnings.showwarning = _show_warning
+    try:
+        code = command.main(args=args, prog_name="entropic-mcp", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        exc.show()
+        sys.exit(2)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (ConfigError, PluginError) as exc:
+        if debug:
+            raise
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    except (EntropicMCPError, OSError) as exc:
+        if debug:
+            raise
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def config_path(ctx: click.Context) -> str | None:
+    root = ctx.find_root()
+    return (root.obj or {}).get("config_path")
+
+
+def load(ctx: click.Context) -> Any:
+    """The effective Config (errors become one line, exit 2)."""
+    from .._config import load_config
+
+    return load_config(config_path(ctx))
+
+
+def build_manager(ctx: click.Context, *, setup: Callable[[Any], None] | None = None) -> Any:
+    """Load plugins from entry points and build the ServerManager from the config."""
+    from .._manager import ServerManager
+    from .._plugins import Plugins
+
+    config = load(ctx)
+    plugins = Plugins()
+    if setup is not None:
+        setup(plugins)
+    plugins.load_entry_points(config.plugins)
+    manager = ServerManager.from_config(config, plugins=plugins)
+    ctx.call_on_close(manager.close)
+    return manager
+
+
+def echo_json(data: Any) -> None:
+    import orjson
+
+    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+
+
+def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    view = Table(title=title, show_lines=False)
+    for column in columns:
+        view.add_column(column, overflow="fold")
+    for row in rows:
+        view.add_row(*row)
+    Console().print(view)

@@ -1,0 +1,10 @@
+"""The plugin-author kit: conformance checks, fixtures and helpers for testing plugins.
+
+Installed as a pytest plugin, so ``entropic_plugins``, ``entropic_manager_factory`` and
+``entropic_call`` are available in any test once entropic-mcp is installed.
+"""
+
+from ._checks import JUNK, ConformanceError, check_plugin, check_server
+from ._fixtures import call, fresh_plugins, make_manager
+
+__all__ = ["JUNK", "ConformanceError", "call", "check_plugin", "check_server", "fresh_plugins", "make_manager"]
