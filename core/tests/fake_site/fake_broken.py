@@ -1,0 +1,3 @@
+"""A plugin that fails to import."""
+
+import entropic_mcp_no_such_dependency  # noqa: F401

@@ -1,0 +1,505 @@
+import json
+import subprocess
+import sys
+import threading
+
+import anyio
+import pytest
+from demo_server import DemoServer, OtherServer
+from entropic_mcp import CallContext, Refuse, ReplaceArgs, hookimpl, load_config
+from entropic_mcp.testing import call, make_manager
+
+ALLOW = {"permissions": {"default": "allow"}}
+
+
+def manager_for(tmp_path, config=None, plugins=()):
+    server = DemoServer(root=tmp_path)
+    manager = make_manager(tmp_path, config=config or ALLOW, plugins=plugins, servers=[server])
+    return manager, server
+
+
+def error_of(outcome):
+    return json.loads(outcome.response.result)
+
+
+# -- stage 1: hooks ------------------------------------------------------------------------------
+
+
+class Gate:
+    @hookimpl
+    def entropic_mcp_before_tool_call(self, call):
+        if call.args.get("text") == "forbidden":
+            return Refuse(reason="not this text")
+        if call.args.get("text") == "rewrite":
+            return ReplaceArgs(args={"text": "rewritten"})
+        if call.args.get("text") == "garbage":
+            return 42
+        return None
+
+    @hookimpl
+    def entropic_mcp_after_tool_call(self, call, outcome):
+        if outcome.response.result == "shout":
+            return "SHOUT"
+        return None
+
+
+def test_before_hook_refusal_is_rejected_hook_and_the_tool_does_not_run(tmp_path):
+    manager, server = manager_for(tmp_path, plugins=[Gate()])
+    outcome = call(manager, "demo.echo", {"text": "forbidden"})
+    assert outcome.kind == "rejected_hook"
+    assert error_of(outcome) == {"error": "refused_by_hook", "message": "not this text"}
+    assert outcome.response.directives == ()
+    assert server.runs == []
+
+
+def test_before_hook_replaces_arguments_but_never_the_tool(tmp_path):
+    manager, server = manager_for(tmp_path, plugins=[Gate()])
+    outcome = call(manager, "demo.echo", {"text": "rewrite"})
+    assert outcome.response.result == "rewritten"
+    assert server.runs[0][0] == "echo"
+
+
+def test_malformed_hook_answer_is_ignored(tmp_path, caplog):
+    manager, _ = manager_for(tmp_path, plugins=[Gate()])
+    assert call(manager, "demo.echo", {"text": "garbage"}).response.result == "garbage"
+    assert "ignored" in caplog.text
+
+
+def test_after_hook_rewrites_the_result_text(tmp_path):
+    manager, _ = manager_for(tmp_path, plugins=[Gate()])
+    assert call(manager, "demo.echo", {"text": "shout"}).response.result == "SHOUT"
+
+
+# -- stage 2: normalisation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", [None, "", "   ", "null", "[1]", "junk", [1], 42])
+def test_non_object_arguments_become_empty_and_the_tool_reports_what_is_missing(tmp_path, raw):
+    manager, server = manager_for(tmp_path)
+    outcome = call(manager, "demo.echo", raw)
+    assert outcome.kind == "rejected_schema"
+    assert error_of(outcome)["message"].startswith("Missing required argument: text")
+    assert server.runs == []
+
+
+def test_json_text_arguments_are_parsed(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    assert call(manager, "demo.echo", '{"text": "from text"}').response.result == "from text"
+
+
+# -- stage 3: loop guards ---------------------------------------------------------------------------
+
+
+def test_identical_failure_is_refused_the_third_time_before_it_runs(tmp_path):
+    manager, server = manager_for(tmp_path)
+    kinds = [call(manager, "demo.fail", {"x": 1}).kind for _ in range(3)]
+    assert kinds == ["error", "error", "rejected_loop"]
+    assert len(server.runs) == 2
+    assert "not transient" in error_of(call(manager, "demo.fail", {"x": 1}))["message"]
+    assert call(manager, "demo.fail", {"x": 2}).kind == "error"  # other arguments still run
+
+
+def test_error_results_are_never_served_from_the_duplicate_cache(tmp_path):
+    manager, server = manager_for(tmp_path)
+    call(manager, "demo.fail", {"x": 1})
+    assert call(manager, "demo.fail", {"x": 1}).kind == "error"
+    assert len(server.runs) == 2
+
+
+def test_same_tool_spiral_is_refused_until_another_tool_is_called(tmp_path):
+    manager, _ = manager_for(tmp_path, config={**ALLOW, "pipeline": {"same_tool_limit": 3}})
+    kinds = [call(manager, "demo.echo", {"text": str(i)}).kind for i in range(4)]
+    assert kinds == ["ok", "ok", "ok", "rejected_loop"]
+    call(manager, "demo.empty", {})
+    assert call(manager, "demo.echo", {"text": "again"}).kind == "ok"
+
+
+# -- stage 4: schema --------------------------------------------------------------------------------
+
+
+def test_schema_messages_name_the_argument(tmp_path):
+    manager, server = manager_for(tmp_path)
+    wrong_enum = call(manager, "demo.write", {"path": "a", "status": "done"})
+    assert wrong_enum.kind == "rejected_schema"
+    assert error_of(wrong_enum)["error"] == "invalid_args"
+    assert ('Invalid value for \'status\': "done". Must be one of: ["pending","in_progress","completed"]'
+            in error_of(wrong_enum)["message"])
+    wrong_type = call(manager, "demo.echo", {"text": "x", "n": "many"})
+    assert "Type mismatch for 'n': expected integer" in error_of(wrong_type)["message"]
+    unknown = call(manager, "demo.echo", {"text": "x", "bogus": 1})
+    assert "'bogus'" in error_of(unknown)["message"]
+    assert server.runs == []
+
+
+def test_numbers_are_coerced_to_strings_where_the_schema_says_string_and_nothing_else(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    assert call(manager, "demo.echo", {"text": 42}).response.result == "42"
+    assert call(manager, "demo.echo", {"text": "x", "n": "3"}).kind == "rejected_schema"
+
+
+# -- stage 5: access keys ---------------------------------------------------------------------------
+
+
+def test_access_keys_best_match_wins_and_the_refusal_names_the_level(tmp_path):
+    config = {**ALLOW, "identities": {
+        "reader": {"keys": {"demo.*": "READ", "demo.write": "WRITE"}},
+        "nobody": {"keys": {}},
+        "star": {"keys": {"*": "READ"}},
+    }}
+    manager, server = manager_for(tmp_path, config=config)
+    assert call(manager, "demo.write", {"path": "a"}, identity="reader").kind == "ok"
+    assert call(manager, "demo.echo", {"text": "a"}, identity="reader").kind == "ok"
+    denied = call(manager, "demo.boom", {}, identity="reader")
+    assert denied.kind == "rejected_access"
+    assert "holds READ" in error_of(denied)["message"] and "needs WRITE" in error_of(denied)["message"]
+    assert "entropic.delegate" in error_of(denied)["message"]
+    assert call(manager, "demo.echo", {"text": "b"}, identity="nobody").kind == "rejected_access"
+    assert call(manager, "demo.echo", {"text": "c"}, identity="star").kind == "ok"
+    assert call(manager, "demo.write", {"path": "c"}, identity="unregistered").kind == "ok"
+
+
+def test_access_keys_grant_revoke_and_grant_from_within_the_granters_level(tmp_path):
+    from entropic_mcp import AccessKeyError
+
+    manager, _ = manager_for(tmp_path, config={**ALLOW, "identities": {"lead": {"keys": {"demo.*": "READ"}}}})
+    keys = manager.access_keys
+    keys.register("child", {})
+    assert call(manager, "demo.echo", {"text": "a"}, identity="child").kind == "rejected_access"
+    keys.grant_from("lead", "child", "demo.echo", "READ")
+    assert call(manager, "demo.echo", {"text": "b"}, identity="child").kind == "ok"
+    with pytest.raises(AccessKeyError):
+        keys.grant_from("lead", "child", "demo.write", "WRITE")
+    keys.revoke("child", "demo.echo")
+    assert call(manager, "demo.echo", {"text": "c"}, identity="child").kind == "rejected_access"
+
+
+# -- stage 6: duplicates ----------------------------------------------------------------------------
+
+
+def test_duplicate_timeline_runs_once_then_returns_the_previous_result_then_stop(tmp_path):
+    manager, server = manager_for(tmp_path)
+    outcomes = [call(manager, "demo.write", {"path": "a", "status": "pending"}) for _ in range(4)]
+    assert [o.kind for o in outcomes] == ["ok", "rejected_duplicate", "rejected_duplicate", "rejected_duplicate"]
+    assert len(server.runs) == 1
+    second = error_of(outcomes[1])
+    assert second["error"] == "duplicate_call"
+    assert second["message"].startswith("Tool 'demo.write' was already called with the same arguments.")
+    assert second["previous_result"] == outcomes[0].response.result
+    assert "STOP" not in error_of(outcomes[2])["message"]
+    assert error_of(outcomes[3])["message"].startswith("STOP. You have called the same tool 4 times")
+    assert outcomes[3].consecutive_duplicates == 3
+
+
+def test_argument_key_order_does_not_matter_for_duplicates(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    call(manager, "demo.write", {"path": "a", "status": "pending"})
+    assert call(manager, "demo.write", {"status": "pending", "path": "a"}).kind == "rejected_duplicate"
+
+
+def test_duplicates_are_per_conversation(tmp_path):
+    manager, server = manager_for(tmp_path)
+    call(manager, "demo.write", {"path": "a"}, conversation="one")
+    assert call(manager, "demo.write", {"path": "a"}, conversation="two").kind == "ok"
+    assert len(server.runs) == 2
+
+
+def test_skip_duplicate_check_hook_overrides_the_server(tmp_path):
+    class Repeatable:
+        @hookimpl
+        def entropic_mcp_skip_duplicate_check(self, server, tool):
+            return True if tool == "write" else None
+
+    manager, server = manager_for(tmp_path, plugins=[Repeatable()])
+    for _ in range(3):
+        assert call(manager, "demo.write", {"path": "a"}).kind == "ok"
+    assert len(server.runs) == 3
+
+
+# -- stage 7: permissions ---------------------------------------------------------------------------
+
+
+class Approver:
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests = []
+
+    @hookimpl
+    def entropic_mcp_approve_tool_call(self, request):
+        self.requests.append(request)
+        return self.answer
+
+
+def test_deny_beats_allow_whatever_their_breadth(tmp_path):
+    manager, server = manager_for(tmp_path, config={"permissions": {
+        "default": "allow", "allow": ["demo.write:secrets/public.txt"], "deny": ["demo.write:secrets/*"]}})
+    assert call(manager, "demo.write", {"path": "secrets/public.txt"}).kind == "rejected_permission"
+    manager, server = manager_for(tmp_path, config={"permissions": {
+        "default": "ask", "allow": ["demo.*"], "deny": ["demo.write:secrets/key"]}})
+    assert call(manager, "demo.write", {"path": "secrets/key"}).kind == "rejected_permission"
+    assert call(manager, "demo.write", {"path": "other"}).kind == "ok"
+    assert call(manager, "demo.echo", {"text": "x"}).kind == "ok"
+
+
+def test_no_approver_denies_and_names_the_rule_to_add(tmp_path):
+    manager, server = manager_for(tmp_path, config={"permissions": {"default": "ask"}})
+    outcome = call(manager, "demo.write", {"path": "a.txt"})
+    assert outcome.kind == "rejected_permission"
+    assert 'allow = ["demo.write:a.txt"]' in error_of(outcome)["message"]
+    assert server.runs == []
+
+
+def test_ask_rule_asks_even_when_an_allow_rule_matches(tmp_path):
+    approver = Approver("deny_once")
+    manager, server = manager_for(tmp_path, config={"permissions": {"allow": ["demo.*"], "ask": ["demo.write"]}},
+                                  plugins=[approver])
+    assert call(manager, "demo.write", {"path": "a"}).kind == "rejected_permission"
+    assert approver.requests[0].tool == "demo.write"
+    assert server.runs == []
+
+
+def test_allow_read_and_auto_approve(tmp_path):
+    manager, _ = manager_for(tmp_path, config={"permissions": {"allow_read": True, "deny": ["demo.echo:*"]}})
+    assert call(manager, "demo.empty", {}).kind == "ok_empty"
+    assert call(manager, "demo.write", {"path": "a"}).kind == "rejected_permission"
+    manager, _ = manager_for(tmp_path, config={"permissions": {"auto_approve": True, "deny": ["demo.write:x"]}})
+    assert call(manager, "demo.write", {"path": "a"}).kind == "ok"
+    assert call(manager, "demo.write", {"path": "x"}).kind == "rejected_permission"
+
+
+def test_always_allow_writes_one_rule_and_the_next_call_is_not_asked(tmp_path):
+    (tmp_path / "entropic-mcp.toml").write_text('[permissions]\ndefault = "ask"\n')
+    config = load_config(tmp_path / "entropic-mcp.toml")
+    from entropic_mcp import ServerManager
+    from entropic_mcp.testing import fresh_plugins
+
+    approver = Approver("always_allow")
+    manager = ServerManager(config, plugins=fresh_plugins(approver), servers=[DemoServer(root=tmp_path)])
+    assert call(manager, "demo.write", {"path": "a.txt"}).kind == "ok"
+    assert call(manager, "demo.write", {"path": "b.txt"}).kind == "ok"
+    assert call(manager, "demo.write", {"path": "a.txt", "status": "pending"}).kind == "ok"
+    assert [r.pattern for r in approver.requests] == ["demo.write:a.txt", "demo.write:b.txt"]
+    local = (tmp_path / "entropic-mcp.local.toml").read_text()
+    assert local.count("demo.write:a.txt") == 1
+    reloaded = load_config(tmp_path / "entropic-mcp.toml")
+    assert reloaded.permissions.allow == ("demo.write:a.txt", "demo.write:b.txt")
+
+
+def test_always_deny_persists_and_denies_from_then_on(tmp_path):
+    (tmp_path / "entropic-mcp.toml").write_text("")
+    config = load_config(tmp_path / "entropic-mcp.toml")
+    from entropic_mcp import ServerManager
+    from entropic_mcp.testing import fresh_plugins
+
+    approver = Approver("always_deny")
+    manager = ServerManager(config, plugins=fresh_plugins(approver), servers=[DemoServer(root=tmp_path)])
+    assert call(manager, "demo.write", {"path": "a"}).kind == "rejected_permission"
+    assert call(manager, "demo.write", {"path": "a", "status": "pending"}).kind == "rejected_permission"
+    assert len(approver.requests) == 1
+    assert load_config(tmp_path / "entropic-mcp.toml").permissions.deny == ("demo.write:a",)
+
+
+def test_feedback_of_a_denial_reaches_the_model(tmp_path):
+    from entropic_mcp import ApprovalDecision
+
+    manager, _ = manager_for(tmp_path, config={"permissions": {"default": "ask"}},
+                             plugins=[Approver(ApprovalDecision(answer="deny_once", feedback="use b.txt"))])
+    assert "use b.txt" in error_of(call(manager, "demo.write", {"path": "a"}))["message"]
+
+
+def test_concurrent_writers_of_the_local_file_leave_it_well_formed(tmp_path):
+    from entropic_mcp._permissions import persist_rules
+
+    local = tmp_path / "entropic-mcp.local.toml"
+    script = ("import sys; from pathlib import Path; from entropic_mcp._permissions import persist_rules\n"
+              "for i in range(30): persist_rules(Path(sys.argv[1]), 'allow', [f'other.tool:{i}'])\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(local)])
+    for i in range(30):
+        persist_rules(local, "allow", [f"demo.tool:{i}"])
+        import tomllib
+
+        tomllib.loads(local.read_text())  # a reader never sees half a file
+    assert child.wait(timeout=60) == 0
+    rules = tomllib.loads(local.read_text())["permissions"]["allow"]
+    assert len(rules) == 60 and len(set(rules)) == 60
+
+
+# -- stage 8: dispatch ------------------------------------------------------------------------------
+
+
+def test_timeout_returns_partial_output_with_kind_timeout(tmp_path):
+    manager, _ = manager_for(tmp_path, config={**ALLOW, "pipeline": {"tool_timeouts": {"demo.slow": 0.05}}})
+    outcome = call(manager, "demo.slow", {"seconds": 10})
+    assert outcome.kind == "timeout"
+    assert error_of(outcome)["error"] == "timeout"
+    assert error_of(outcome)["output"] == "started"
+
+
+def test_sync_tool_sees_cancellation_on_timeout(tmp_path):
+    manager, server = manager_for(tmp_path, config={**ALLOW, "pipeline": {"tool_timeouts": {"demo.slow_sync": 0.05}}})
+    assert call(manager, "demo.slow_sync", {"seconds": 10}).kind == "timeout"
+    for _ in range(500):
+        if server.runs:
+            break
+        threading.Event().wait(0.01)
+    assert server.runs[-1][0] == "slow_sync_cancelled"
+
+
+def test_cancelled_call_is_recorded_as_cancelled(tmp_path):
+    manager, _ = manager_for(tmp_path)
+
+    async def main():
+        with anyio.move_on_after(0.05):
+            await manager.call("demo.slow", {"seconds": 10}, CallContext(conversation_id="c"))
+
+    anyio.run(main)
+    assert manager.pipeline.history[-1]["kind"] == "cancelled"
+
+
+def test_a_slow_sync_tool_does_not_block_other_calls(tmp_path):
+    manager, _ = manager_for(tmp_path)
+
+    async def main():
+        order = []
+        async with anyio.create_task_group() as tg:
+            async def slow():
+                await manager.call("demo.slow_sync", {"seconds": 0.5}, CallContext(conversation_id="a"))
+                order.append("slow")
+
+            async def fast():
+                await manager.call("demo.echo", {"text": "x"}, CallContext(conversation_id="b"))
+                order.append("fast")
+
+            tg.start_soon(slow)
+            tg.start_soon(fast)
+        return order
+
+    assert anyio.run(main) == ["fast", "slow"]
+
+
+def test_tool_that_raises_gets_the_barrier_text_and_no_anchor(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    outcome = call(manager, "demo.boom", {})
+    assert outcome.kind == "error"
+    assert outcome.response.to_dict() == {
+        "result": "Error: tool 'demo.boom' failed: kaboom", "directives": [], "is_error": True}
+
+
+# -- stage 9: cap and kinds ---------------------------------------------------------------------------
+
+
+def test_results_are_capped_at_a_utf8_boundary_with_the_marker(tmp_path):
+    manager, _ = manager_for(tmp_path, config={**ALLOW, "pipeline": {"max_result_bytes": 1001}})
+    result = call(manager, "demo.big", {"size": 5000}).response.result
+    head, _, marker = result.partition("\n[... truncated, ")
+    assert head == "é" * 500
+    assert marker == f"{10000 - 1000} more bytes]"
+
+
+def test_cap_zero_disables_it(tmp_path):
+    manager, _ = manager_for(tmp_path, config={**ALLOW, "pipeline": {"max_result_bytes": 0}})
+    assert len(call(manager, "demo.big", {"size": 50000}).response.result) == 50000
+
+
+def test_kinds_ok_empty_and_unknowns(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    assert call(manager, "demo.empty", {}).kind == "ok_empty"
+    unknown_tool = call(manager, "demo.nope", {})
+    assert (unknown_tool.kind, error_of(unknown_tool)["error"]) == ("error", "unknown_tool")
+    unknown_server = call(manager, "nope.echo", {})
+    assert error_of(unknown_server)["error"] == "unknown_server"
+    assert "unknown server 'nope'" in error_of(unknown_server)["message"]
+
+
+# -- stage 10: history ------------------------------------------------------------------------------
+
+
+def test_history_keeps_argument_names_never_values(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    call(manager, "demo.echo", {"text": "secret-value"})
+    entry = manager.pipeline.history[-1]
+    assert entry["arg_names"] == ["text"]
+    assert "secret-value" not in json.dumps(entry)
+    assert manager.pipeline.metrics["demo.echo"] == {"ok": 1}
+
+
+# -- batches ---------------------------------------------------------------------------------------
+
+
+def test_batch_runs_in_order_caps_the_count_and_reports_the_surplus(tmp_path):
+    manager, server = manager_for(tmp_path, config={**ALLOW, "pipeline": {"max_tool_calls_per_turn": 3}})
+    calls = [("demo.echo", {"text": str(i)}) for i in range(5)]
+    batch = anyio.run(manager.execute_batch, calls)
+    assert [o.response.result for o in batch.outcomes] == ["0", "1", "2"]
+    assert batch.surplus == ("demo.echo", "demo.echo")
+
+
+def test_batch_runs_delegation_last_and_stops_after_stop_processing(tmp_path):
+    from entropic_mcp import MCPServerBase, StopProcessing, ToolBase, ToolResult
+    from entropic_mcp import ToolDefinition as TD
+
+    class Delegate(ToolBase):
+        definition = TD(name="delegate", description="", input_schema={"type": "object"})
+
+        def execute(self, args, ctx):
+            return ToolResult(text="delegated", directives=[StopProcessing()])
+
+    class Entropic(MCPServerBase):
+        name = "entropic"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Delegate())
+
+    manager = make_manager(tmp_path, config=ALLOW, servers=[DemoServer(root=tmp_path), Entropic(root=tmp_path)])
+    batch = anyio.run(manager.execute_batch, [("entropic.delegate", {}), ("demo.write", {"path": "a"}),
+                                              ("entropic.delegate", {"x": 1})])
+    assert [o.name for o in batch.outcomes] == ["demo.write", "entropic.delegate"]
+    assert batch.stopped == "stop_processing"
+    assert batch.surplus == ("entropic.delegate",)
+
+
+def test_batch_stops_after_the_stop_duplicate_message(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    calls = [("demo.write", {"path": "a"})] * 6
+    batch = anyio.run(manager.execute_batch, calls)
+    assert batch.stopped == "duplicate_stop"
+    assert len(batch.outcomes) == 4
+
+
+# -- isolation under load -------------------------------------------------------------------------
+
+
+def test_fifty_conversations_in_parallel_never_share_state(tmp_path):
+    manager, server = manager_for(tmp_path, config={**ALLOW, "pipeline": {"same_tool_limit": 1000}})
+    errors = []
+
+    def worker(n):
+        try:
+            for i in range(20):
+                outcome = call(manager, "demo.write", {"path": f"p{i}"}, conversation=f"conv-{n}")
+                if outcome.kind != "ok":
+                    errors.append((n, i, outcome.kind))
+                again = call(manager, "demo.write", {"path": f"p{i}"}, conversation=f"conv-{n}")
+                if again.kind != "rejected_duplicate":
+                    errors.append((n, i, "dup", again.kind))
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(server.runs) == 50 * 20
+    by_conversation = {}
+    for _, args, conversation in server.runs:
+        by_conversation.setdefault(conversation, []).append(args["path"])
+    assert all(paths == [f"p{i}" for i in range(20)] for paths in by_conversation.values())
+
+
+def test_other_server_and_listing_order(tmp_path):
+    manager = make_manager(tmp_path, config=ALLOW, servers=[DemoServer(root=tmp_path), OtherServer(root=tmp_path)])
+    names = [t["name"] for t in manager.list_tools()]
+    assert names[:2] == ["demo.echo", "demo.write"] and names[-1] == "other.echo"
+    assert manager.list_tools() is manager.list_tools()  # cached

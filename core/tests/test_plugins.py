@@ -1,0 +1,126 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+from entropic_mcp import ConfigError, PluginError, PluginLoadWarning, Plugins, ServerManager, config_from_dict
+from entropic_mcp.cli import cli
+
+
+def load(tmp_path, names, *, strict=False):
+    config = config_from_dict(
+        {"entropic_mcp": {"plugins": names}, "storage": {"backend": "none"}, "permissions": {"allow_read": True}},
+        root=tmp_path,
+    )
+    plugins = Plugins(strict=strict)
+    plugins.load_entry_points(config.plugins)
+    return config, plugins
+
+
+def test_working_plugin_is_active_with_its_distribution_and_server(fake_site, tmp_path):
+    config, plugins = load(tmp_path, ["fakegood"])
+    manager = ServerManager.from_config(config, plugins=plugins)
+    info = plugins.infos["fakegood"]
+    assert (info.status, info.distribution, info.version) == ("active", "fake_good", "1.0")
+    assert info.servers == ("good",)
+    assert "entropic_mcp_servers" in info.hooks
+    assert [t["name"] for t in manager.list_tools()] == ["good.ping"]
+
+
+def test_broken_import_is_recorded_and_the_others_still_work(fake_site, tmp_path):
+    with pytest.warns(PluginLoadWarning, match="fakebroken"):
+        config, plugins = load(tmp_path, ["fakegood", "fakebroken"])
+    assert plugins.infos["fakebroken"].status == "failed"
+    assert "entropic_mcp_no_such_dependency" in plugins.infos["fakebroken"].error
+    assert plugins.infos["fakebroken"].distribution == "fake_broken"
+    manager = ServerManager.from_config(config, plugins=plugins)
+    assert manager.call_sync("good.ping").response.result == "pong"
+
+
+def test_broken_import_is_fatal_in_strict_mode(fake_site, tmp_path):
+    with pytest.raises(PluginError, match="fakebroken.*import failed"):
+        load(tmp_path, ["fakegood", "fakebroken"], strict=True)
+
+
+def test_strict_mode_comes_from_the_environment(fake_site, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENTROPIC_MCP_STRICT_PLUGINS", "1")
+    config = config_from_dict({"entropic_mcp": {"plugins": ["fakebroken"]}}, root=tmp_path)
+    with pytest.raises(PluginError):
+        Plugins().load_entry_points(config.plugins)
+
+
+def test_raising_registration_hook_is_recorded_and_skipped(fake_site, tmp_path):
+    config, plugins = load(tmp_path, ["fakegood", "fakeraising"])
+    with pytest.warns(PluginLoadWarning, match="cannot start the raising server"):
+        manager = ServerManager.from_config(config, plugins=plugins)
+    assert plugins.infos["fakeraising"].status == "failed"
+    assert list(manager.servers) == ["good"]
+
+
+def test_unknown_hook_fails_the_plugin(fake_site, tmp_path):
+    with pytest.warns(PluginLoadWarning, match="unknown hook.*entropic_mcp_server"):
+        _, plugins = load(tmp_path, ["fakeunknown", "fakegood"])
+    assert plugins.infos["fakeunknown"].status == "failed"
+    assert plugins.infos["fakegood"].status == "active"
+
+
+def test_duplicate_server_names_are_one_error_naming_both_providers(fake_site, tmp_path):
+    config, plugins = load(tmp_path, ["fakedupa", "fakedupb"])
+    with pytest.raises(PluginError) as excinfo:
+        ServerManager.from_config(config, plugins=plugins)
+    message = str(excinfo.value)
+    assert "'dup'" in message and "fake_dup_a" in message and "fake_dup_b" in message
+
+
+def test_blocked_plugin_is_never_imported(fake_site, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENTROPIC_MCP_DISABLED_PLUGINS", "fakeblocked, other")
+    _, plugins = load(tmp_path, ["fakegood", "fakeblocked"], strict=True)
+    assert plugins.infos["fakeblocked"].status == "disabled"
+    assert "ENTROPIC_MCP_DISABLED_PLUGINS" in plugins.infos["fakeblocked"].error
+
+
+def test_plugins_not_in_config_are_disabled_not_imported(fake_site, tmp_path):
+    _, plugins = load(tmp_path, ["fakegood"], strict=True)
+    assert plugins.infos["fakeblocked"].status == "disabled"
+    assert plugins.infos["fakebroken"].status == "disabled"
+
+
+def test_enabled_but_missing_first_party_plugin_names_the_distribution(fake_site, tmp_path, monkeypatch):
+    monkeypatch.setattr("entropic_mcp._plugins.FIRST_PARTY", ("gitlike",))
+    config = config_from_dict({"entropic_mcp": {"plugins": ["gitlike"]}}, root=tmp_path)
+    with pytest.raises(ConfigError, match="pip install entropic-mcp-gitlike"):
+        Plugins().load_entry_points(config.plugins)
+
+
+def test_enabled_but_missing_plugin_is_a_config_error(fake_site, tmp_path):
+    config = config_from_dict({"entropic_mcp": {"plugins": ["nosuchplugin"]}}, root=tmp_path)
+    with pytest.raises(ConfigError, match="'nosuchplugin' enabled in config but not installed"):
+        Plugins().load_entry_points(config.plugins)
+
+
+def test_cli_lists_failed_plugin_beside_working_one(fake_site, tmp_path, monkeypatch):
+    monkeypatch.delenv("ENTROPIC_MCP_STRICT_PLUGINS", raising=False)
+    (tmp_path / "entropic-mcp.toml").write_text('[entropic_mcp]\nplugins = ["fakegood", "fakebroken"]\n')
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["plugins", "--json"], obj={})
+    assert result.exit_code == 0, result.output
+    listing = {p["name"]: p for p in json.loads(result.stdout)}
+    assert listing["fakegood"]["status"] == "active"
+    assert listing["fakebroken"]["status"] == "failed"
+    assert "import failed" in listing["fakebroken"]["error"]
+
+
+def test_cli_strict_mode_fails_the_start_with_the_error(fake_site, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENTROPIC_MCP_STRICT_PLUGINS", "1")
+    (tmp_path / "entropic-mcp.toml").write_text('[entropic_mcp]\nplugins = ["fakegood", "fakebroken"]\n')
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["plugins", "--json"], obj={})
+    assert result.exit_code != 0
+    assert isinstance(result.exception, PluginError)
+    assert "fakebroken" in str(result.exception)
+
+
+def test_builtins_are_listed_with_all(fake_site, tmp_path):
+    _, plugins = load(tmp_path, ["fakegood"])
+    names = [p.name for p in plugins.listing(include_builtins=True)]
+    assert "builtin-policies" in names and "builtin-tinydb" in names
+    assert "builtin-policies" not in [p.name for p in plugins.listing()]
