@@ -1,0 +1,1 @@
+"""Package data for the tool-definition loader tests."""

@@ -1,0 +1,90 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from entropic_mcp.cli import _hoist_config, cli
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, fake_site):
+    (tmp_path / "entropic-mcp.toml").write_text(
+        '[entropic_mcp]\nplugins = ["fakegood"]\n[storage]\nbackend = "none"\n[permissions]\ndefault = "ask"\n')
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args), obj={}, catch_exceptions=False)
+
+
+def test_tools_json_lists_mcp_objects_with_access_and_server(project):
+    result = invoke("tools", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == [{
+        "name": "good.ping", "description": "Answer pong.",
+        "inputSchema": {"type": "object", "additionalProperties": False},
+        "annotations": {"readOnlyHint": True}, "server": "good", "access": "READ",
+    }]
+
+
+def test_tools_for_an_unknown_server_is_a_usage_error(project):
+    result = CliRunner().invoke(cli, ["tools", "--server", "nope"], obj={})
+    assert result.exit_code == 2
+    assert "no server 'nope'" in result.output
+
+
+def test_call_prints_the_envelope_and_asks_fail_closed(project):
+    result = CliRunner().invoke(cli, ["call", "good.ping"], obj={})
+    envelope = json.loads(result.stdout)
+    assert envelope["kind"] == "rejected_permission"
+    assert result.exit_code == 1
+    result = invoke("call", "good.ping", "{}", "--yes")
+    assert json.loads(result.stdout) == {"result": "pong", "directives": [], "is_error": False, "kind": "ok"}
+
+
+def test_call_rejects_arguments_that_are_not_a_json_object(project):
+    result = CliRunner().invoke(cli, ["call", "good.ping", "[1]"], obj={})
+    assert result.exit_code == 2
+    assert "must be a JSON object" in result.output
+
+
+def test_init_writes_a_starter_that_loads_and_refuses_to_overwrite(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert invoke("init").exit_code == 0
+    from entropic_mcp import load_config
+
+    config = load_config(tmp_path / "entropic-mcp.toml")
+    assert config.permissions.allow_read is True
+    result = CliRunner().invoke(cli, ["init"], obj={})
+    assert result.exit_code == 2 and "--force" in result.output
+
+
+def test_config_shows_values_and_their_sources(project):
+    data = json.loads(invoke("config", "--json").stdout)
+    values = {row["key"]: row for row in data["values"]}
+    assert values["storage.backend"]["value"] == "none"
+    assert values["storage.backend"]["source"].endswith("entropic-mcp.toml")
+    assert values["pipeline.max_result_bytes"]["source"] == "default"
+
+
+def test_config_option_before_or_after_the_command():
+    assert _hoist_config(["tools", "--config", "x.toml", "--json"]) == ["--config", "x.toml", "tools", "--json"]
+    assert _hoist_config(["--config=x.toml", "tools"]) == ["--config=x.toml", "tools"]
+
+
+def test_config_error_is_one_line_with_exit_status_2(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[permissions]\ndefault = 'sometimes'\n")
+    result = subprocess.run([sys.executable, "-c", "from entropic_mcp.cli import main; main()", "tools", "--config", str(bad)],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+    assert "permissions.default" in result.stderr
+
+
+def test_check_plugin_reports_a_conforming_plugin(project):
+    result = invoke("check-plugin", "fakegood", "--examples", "5", "--json")
+    assert json.loads(result.stdout) == [{"server": "good", "ok": True, "problems": []}]
