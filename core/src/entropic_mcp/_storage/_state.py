@@ -1,0 +1,449 @@
+"""The store's contents in memory: TinyDB tables plus the indexes the protocol's queries need.
+
+Every change is an *operation* — a JSON-able dict built by a ``prepare_*`` method, which validates
+it against the current contents and raises ``StorageError`` when it cannot be done — and then
+applied by ``apply``. Applying never fails and is deterministic, so replaying a journal of
+operations rebuilds the same contents in every process. The TinyDB backend journals each
+operation before applying it; the in-memory test backend just applies it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from tinydb import TinyDB
+from tinydb.storages import Storage
+from tinydb.table import Table
+
+from .._errors import StorageError
+from ._search import SearchIndex, query_words
+
+TABLES = ("conversations", "messages", "snapshots", "delegations")
+STATUSES = ("completed", "failed")
+SEARCH_FIELDS = ("delegation_id", "target_tier", "task", "summary", "completed_at")
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def dumps(value: Any, what: str) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError as exc:
+        raise StorageError(f"{what} is not JSON-serialisable ({exc}); pass plain dicts, lists, strings and numbers") from None
+
+
+def copy(value: Any) -> Any:
+    """A deep copy of JSON data, so callers never share our documents."""
+    return orjson.loads(orjson.dumps(value))
+
+
+def checked_copy(value: Any, what: str) -> Any:
+    return orjson.loads(dumps(value, what))
+
+
+# -- TinyDB in memory, without the O(n) rewrite per change ---------------------------------------
+
+
+class _Rows(dict):  # type: ignore[type-arg]
+    """A table's documents keyed by ``str(doc_id)``, accepting int ids too.
+
+    TinyDB's ``Table`` converts a whole table between int and str keys on every change; keeping
+    keys normalised here lets ``_Table`` update the dict in place (O(1) per insert).
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, key: object) -> Any:
+        return dict.__getitem__(self, str(key))
+
+    def __setitem__(self, key: object, value: Any) -> None:
+        dict.__setitem__(self, str(key), value)
+
+    def __delitem__(self, key: object) -> None:
+        dict.__delitem__(self, str(key))
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, str(key))
+
+    def get(self, key: object, default: Any = None) -> Any:
+        return dict.get(self, str(key), default)
+
+    def pop(self, key: object, *default: Any) -> Any:
+        return dict.pop(self, str(key), *default)
+
+
+class _Table(Table):
+    def _read_table(self) -> dict[str, Mapping[str, Any]]:
+        return self._storage.read()[self.name]  # type: ignore[index]
+
+    def _update_table(self, updater: Any) -> None:
+        updater(self._read_table())
+        self.clear_cache()
+
+
+class _MemoryStorage(Storage):
+    def __init__(self) -> None:
+        self.memory: dict[str, _Rows] = {name: _Rows() for name in TABLES}
+
+    def read(self) -> dict[str, _Rows]:
+        return self.memory
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.memory = data
+
+
+class _Database(TinyDB):
+    table_class = _Table
+
+
+# -- argument checks -----------------------------------------------------------------------------
+
+
+def _text(value: Any, what: str, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise StorageError(f"{what} must be a string, got {type(value).__name__}")
+    if not empty_ok and not value.strip():
+        raise StorageError(f"{what} is empty")
+    return value
+
+
+def _count(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise StorageError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _messages(value: Any, what: str) -> list[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise StorageError(f"{what}: messages must be a list of message objects, got {type(value).__name__}")
+    out = []
+    for index, message in enumerate(value):
+        if not isinstance(message, Mapping):
+            raise StorageError(f"{what}: message {index} is a {type(message).__name__}, expected an object with a 'role'")
+        if not isinstance(message.get("role"), str) or not message["role"]:
+            raise StorageError(f"{what}: message {index} has no 'role' string")
+        out.append(dict(message))
+    return checked_copy(out, what + ": messages")
+
+
+def _now(last: str) -> str:
+    # Never earlier than the newest stamp already stored, so "newest" never goes backwards when
+    # the clock does.
+    stamp = datetime.now(UTC).isoformat(timespec="microseconds")
+    return stamp if stamp > last else last
+
+
+# -- the contents ----------------------------------------------------------------------------------
+
+
+class StoreState:
+    """Tables and indexes; ``prepare_*`` validate and build operations, ``apply`` performs them."""
+
+    def __init__(self, tables: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.db = _Database(storage=_MemoryStorage)
+        memory = self.db.storage.read()
+        for name in TABLES:
+            rows = (tables or {}).get(name) or {}
+            memory[name] = _Rows(sorted(rows.items(), key=lambda item: int(item[0])))
+        self.conversations = self.db.table("conversations")
+        self.messages = self.db.table("messages")
+        self.snapshots = self.db.table("snapshots")
+        self.delegations = self.db.table("delegations")
+        self.last_time = ""
+        self._reindex()
+
+    # -- indexes ---------------------------------------------------------------------------------
+
+    def _reindex(self) -> None:
+        memory = self.db.storage.read()
+        self._conv: dict[str, str] = {}
+        self._msgs: dict[str, list[str]] = {}
+        self._snaps: dict[str, list[str]] = {}
+        self._deleg: dict[str, str] = {}
+        self._deleg_by_conv: dict[str, set[str]] = {}
+        self._completed_by_target: dict[str, dict[str, None]] = {}
+        self._completion = 0
+        self._search = SearchIndex()
+        self._counts = {"completed": 0, "failed": 0, "running": 0}
+        for doc_id, doc in memory["conversations"].items():
+            self._conv[doc["conversation_id"]] = doc_id
+            self._msgs[doc["conversation_id"]] = []
+            self._snaps[doc["conversation_id"]] = []
+            self.last_time = max(self.last_time, doc["updated_at"])
+        for doc_id, doc in memory["messages"].items():
+            self._msgs[doc["conversation_id"]].append(doc_id)
+        for doc_id, doc in memory["snapshots"].items():
+            self._snaps[doc["conversation_id"]].append(doc_id)
+        done = []
+        for doc_id, doc in memory["delegations"].items():
+            self._index_delegation(doc_id, doc)
+            if doc["status"] != "running":
+                done.append((doc["completed_at"], int(doc_id), doc))
+        for _, _, doc in sorted(done):
+            self._index_completion(doc)
+
+    def _index_delegation(self, doc_id: str, doc: Mapping[str, Any]) -> None:
+        self._deleg[doc["delegation_id"]] = doc_id
+        self._deleg_by_conv.setdefault(doc["parent_id"], set()).add(doc["delegation_id"])
+        self._deleg_by_conv.setdefault(doc["child_conversation_id"], set()).add(doc["delegation_id"])
+        self._counts["running"] += 1
+        self.last_time = max(self.last_time, doc["created_at"])
+
+    def _index_completion(self, doc: Mapping[str, Any]) -> None:
+        self._counts["running"] -= 1
+        self._counts[doc["status"]] += 1
+        self._completion += 1
+        self.last_time = max(self.last_time, doc["completed_at"])
+        if doc["status"] == "completed":
+            by_target = self._completed_by_target.setdefault(doc["target_tier"], {})
+            by_target[doc["delegation_id"]] = None
+            self._search.add(doc["delegation_id"], doc["task"], doc["summary"], (doc["completed_at"], self._completion))
+
+    def dump(self) -> dict[str, dict[str, Any]]:
+        """Every table as TinyDB's JSON layout: ``{table: {"<doc id>": document}}``."""
+        memory = self.db.storage.read()
+        return {name: memory[name] for name in TABLES}
+
+    # -- lookups ---------------------------------------------------------------------------------
+
+    def _conversation_doc(self, conversation_id: Any, what: str) -> dict[str, Any]:
+        _text(conversation_id, what)
+        doc_id = self._conv.get(conversation_id)
+        if doc_id is None:
+            raise StorageError(f"unknown conversation {conversation_id!r} ({what}); it was never created or has been deleted")
+        return self.db.storage.read()["conversations"][doc_id]
+
+    def _delegation_doc(self, delegation_id: Any) -> dict[str, Any]:
+        _text(delegation_id, "delegation_id")
+        doc_id = self._deleg.get(delegation_id)
+        if doc_id is None:
+            raise StorageError(f"unknown delegation {delegation_id!r}; it was never created or its conversation was deleted")
+        return self.db.storage.read()["delegations"][doc_id]
+
+    def _conversation_record(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        record = copy(doc)
+        record["message_count"] = len(self._msgs[doc["conversation_id"]])
+        return record
+
+    def load_conversation(self, conversation_id: str) -> dict[str, Any]:
+        doc = self._conversation_doc(conversation_id, "conversation_id")
+        return {"conversation": self._conversation_record(doc), "messages": self._messages_of(conversation_id)}
+
+    def _messages_of(self, conversation_id: str) -> list[Any]:
+        rows = self.db.storage.read()["messages"]
+        return copy([rows[doc_id]["message"] for doc_id in self._msgs[conversation_id]])
+
+    def list_conversations(self, limit: int, offset: int) -> list[dict[str, Any]]:
+        _count(limit, "limit", 1)
+        _count(offset, "offset", 0)
+        rows = self.db.storage.read()["conversations"]
+        ids = list(self._conv.values())
+        page = ids[::-1][offset : offset + limit]
+        return [self._conversation_record(rows[doc_id]) for doc_id in page]
+
+    def list_delegations(self, limit: int, offset: int) -> list[dict[str, Any]]:
+        _count(limit, "limit", 1)
+        _count(offset, "offset", 0)
+        rows = self.db.storage.read()["delegations"]
+        ids = list(self._deleg.values())
+        return [copy(rows[doc_id]) for doc_id in ids[::-1][offset : offset + limit]]
+
+    def load_delegation_with_messages(self, delegation_id: str) -> dict[str, Any]:
+        record = copy(self._delegation_doc(delegation_id))
+        record["messages"] = self._messages_of(record["child_conversation_id"])
+        return record
+
+    def latest_delegation_for_target(self, target_tier: str) -> str | None:
+        _text(target_tier, "target_tier")
+        done = self._completed_by_target.get(target_tier)
+        return next(reversed(done)) if done else None
+
+    def search_delegations(self, query: str, max_results: int) -> list[dict[str, Any]]:
+        _text(query, "query")
+        _count(max_results, "max_results", 1)
+        rows = self.db.storage.read()["delegations"]
+        found = []
+        for delegation_id in self._search.search(query_words(query), max_results):
+            doc = rows[self._deleg[delegation_id]]
+            found.append({field: doc[field] for field in SEARCH_FIELDS})
+        return found
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "conversations": len(self._conv),
+            "messages": sum(len(ids) for ids in self._msgs.values()),
+            "snapshots": sum(len(ids) for ids in self._snaps.values()),
+            "delegations": len(self._deleg),
+            "running_delegations": self._counts["running"],
+            "completed_delegations": self._counts["completed"],
+            "failed_delegations": self._counts["failed"],
+        }
+
+    # -- operations: prepare (validate) ------------------------------------------------------------
+
+    def prepare_create_conversation(self, title: Any, metadata: Any) -> dict[str, Any]:
+        _text(title, "title", empty_ok=True)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise StorageError(f"metadata must be an object or None, got {type(metadata).__name__}")
+        return {"op": "create_conversation", "conversation_id": new_id(), "title": title,
+                "metadata": checked_copy(dict(metadata or {}), "metadata"), "at": _now(self.last_time)}
+
+    def prepare_save_messages(self, conversation_id: Any, messages: Any) -> dict[str, Any]:
+        self._conversation_doc(conversation_id, "save_messages")
+        return {"op": "save_messages", "conversation_id": conversation_id,
+                "messages": _messages(messages, "save_messages"), "at": _now(self.last_time)}
+
+    def prepare_delete_conversation(self, conversation_id: Any) -> dict[str, Any]:
+        self._conversation_doc(conversation_id, "delete_conversation")
+        return {"op": "delete_conversation", "conversation_id": conversation_id}
+
+    def prepare_save_snapshot(self, conversation_id: Any, messages: Any) -> dict[str, Any]:
+        self._conversation_doc(conversation_id, "save_snapshot")
+        return {"op": "save_snapshot", "snapshot_id": new_id(), "conversation_id": conversation_id,
+                "messages": _messages(messages, "save_snapshot"), "at": _now(self.last_time)}
+
+    def prepare_create_delegation(
+        self, parent_id: Any, delegating_tier: Any, target_tier: Any, task: Any, max_turns: Any, context: Any
+    ) -> dict[str, Any]:
+        if isinstance(parent_id, str) and not parent_id.strip():
+            raise StorageError(
+                "create_delegation: parent_id is empty; create the root conversation first "
+                "(create_conversation) and pass its id"
+            )
+        self._conversation_doc(parent_id, "create_delegation parent_id")
+        _text(delegating_tier, "delegating_tier")
+        _text(target_tier, "target_tier")
+        _text(task, "task")
+        _count(max_turns, "max_turns", -1)
+        if context is None:
+            context = []
+        elif isinstance(context, (str, bytes, Mapping)) or not isinstance(context, Sequence):
+            raise StorageError(f"context must be a list of objects or None, got {type(context).__name__}")
+        elif not all(isinstance(item, Mapping) for item in context):
+            raise StorageError("context must be a list of objects ({path, lines?, note?})")
+        return {"op": "create_delegation", "delegation_id": new_id(), "child_conversation_id": new_id(),
+                "parent_id": parent_id, "delegating_tier": delegating_tier, "target_tier": target_tier,
+                "task": task, "max_turns": max_turns, "context": checked_copy([dict(item) for item in context], "context"),
+                "at": _now(self.last_time)}
+
+    def prepare_complete_delegation(self, delegation_id: Any, status: Any, summary: Any) -> dict[str, Any]:
+        doc = self._delegation_doc(delegation_id)
+        if status not in STATUSES:
+            raise StorageError(f"status must be 'completed' or 'failed', got {status!r}")
+        if summary is None:
+            summary = ""
+        _text(summary, "summary", empty_ok=True)
+        if doc["status"] != "running":
+            raise StorageError(
+                f"delegation {delegation_id!r} was already completed (status {doc['status']!r} at "
+                f"{doc['completed_at']}); a delegation is completed once"
+            )
+        return {"op": "complete_delegation", "delegation_id": delegation_id, "status": status,
+                "summary": summary, "at": _now(self.last_time)}
+
+    # -- operations: apply -------------------------------------------------------------------------
+
+    def apply(self, op: Mapping[str, Any]) -> None:
+        getattr(self, "_apply_" + op["op"])(op)
+        if "at" in op:
+            self.last_time = max(self.last_time, op["at"])
+
+    def _insert_conversation(self, conversation_id: str, title: str, metadata: Any, at: str, parent: str | None) -> None:
+        doc_id = self.conversations.insert({
+            "conversation_id": conversation_id, "title": title, "metadata": metadata,
+            "created_at": at, "updated_at": at, "parent_delegation_id": parent,
+        })
+        self._conv[conversation_id] = str(doc_id)
+        self._msgs[conversation_id] = []
+        self._snaps[conversation_id] = []
+
+    def _apply_create_conversation(self, op: Mapping[str, Any]) -> None:
+        self._insert_conversation(op["conversation_id"], op["title"], op["metadata"], op["at"], None)
+
+    def _apply_save_messages(self, op: Mapping[str, Any]) -> None:
+        conversation_id = op["conversation_id"]
+        ids = self.messages.insert_multiple(
+            {"conversation_id": conversation_id, "created_at": op["at"], "message": message}
+            for message in op["messages"]
+        )
+        self._msgs[conversation_id].extend(str(doc_id) for doc_id in ids)
+        self.conversations.update({"updated_at": op["at"]}, doc_ids=[self._conv[conversation_id]])
+
+    def _apply_save_snapshot(self, op: Mapping[str, Any]) -> None:
+        doc_id = self.snapshots.insert({
+            "snapshot_id": op["snapshot_id"], "conversation_id": op["conversation_id"],
+            "messages": op["messages"], "created_at": op["at"],
+        })
+        self._snaps[op["conversation_id"]].append(str(doc_id))
+
+    def _apply_create_delegation(self, op: Mapping[str, Any]) -> None:
+        child = op["child_conversation_id"]
+        title = f"{op['target_tier']}: {op['task'][:80]}"
+        metadata = {"parent_id": op["parent_id"], "delegating_tier": op["delegating_tier"],
+                    "target_tier": op["target_tier"]}
+        self._insert_conversation(child, title, metadata, op["at"], op["delegation_id"])
+        doc = {
+            "delegation_id": op["delegation_id"], "parent_id": op["parent_id"], "child_conversation_id": child,
+            "delegating_tier": op["delegating_tier"], "target_tier": op["target_tier"], "task": op["task"],
+            "max_turns": op["max_turns"], "context": op["context"], "status": "running", "summary": None,
+            "created_at": op["at"], "completed_at": None,
+        }
+        doc_id = self.delegations.insert(doc)
+        self._index_delegation(str(doc_id), doc)
+
+    def _apply_complete_delegation(self, op: Mapping[str, Any]) -> None:
+        doc_id = self._deleg[op["delegation_id"]]
+        fields = {"status": op["status"], "summary": op["summary"], "completed_at": op["at"]}
+        self.delegations.update(fields, doc_ids=[doc_id])
+        self._index_completion(self.db.storage.read()["delegations"][doc_id])
+
+    def _cascade(self, conversation_id: str) -> tuple[set[str], set[str]]:
+        """The conversations and delegations deleting ``conversation_id`` removes.
+
+        A delegation goes with its parent or its child conversation; a delegation that goes takes
+        its child conversation (and so, recursively, everything delegated from there).
+        """
+        rows = self.db.storage.read()["delegations"]
+        conversations: set[str] = set()
+        delegations: set[str] = set()
+        todo = [conversation_id]
+        while todo:
+            current = todo.pop()
+            if current in conversations:
+                continue
+            conversations.add(current)
+            for delegation_id in self._deleg_by_conv.get(current, ()):
+                if delegation_id not in delegations:
+                    delegations.add(delegation_id)
+                    todo.append(rows[self._deleg[delegation_id]]["child_conversation_id"])
+        return conversations, delegations
+
+    def _apply_delete_conversation(self, op: Mapping[str, Any]) -> None:
+        conversations, delegations = self._cascade(op["conversation_id"])
+        rows = self.db.storage.read()["delegations"]
+        for delegation_id in delegations:
+            doc = rows[self._deleg[delegation_id]]
+            self._counts[doc["status"]] -= 1
+            self._completed_by_target.get(doc["target_tier"], {}).pop(delegation_id, None)
+            self._search.remove(delegation_id)
+            for conversation_id in (doc["parent_id"], doc["child_conversation_id"]):
+                linked = self._deleg_by_conv.get(conversation_id)
+                if linked is not None:
+                    linked.discard(delegation_id)
+                    if not linked:
+                        del self._deleg_by_conv[conversation_id]
+        self.delegations.remove(doc_ids=[self._deleg.pop(d) for d in delegations])
+        message_ids: list[str] = []
+        snapshot_ids: list[str] = []
+        for conversation_id in conversations:
+            message_ids.extend(self._msgs.pop(conversation_id))
+            snapshot_ids.extend(self._snaps.pop(conversation_id))
+        self.messages.remove(doc_ids=message_ids)
+        self.snapshots.remove(doc_ids=snapshot_ids)
+        self.conversations.remove(doc_ids=[self._conv.pop(c) for c in conversations])

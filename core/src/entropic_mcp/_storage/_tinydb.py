@@ -1,0 +1,428 @@
+"""The built-in ``tinydb`` backend: a journal replayed into in-memory TinyDB tables.
+
+Layout of ``[storage] path`` (a directory):
+
+- ``snapshot.json`` — the store as of its generation, in TinyDB's JSON layout (open it with
+  ``TinyDB(path, access_mode="r")`` to look inside); replaced atomically by compaction.
+- ``journal-<generation>.jsonl`` — every change since that snapshot, one JSON line each, fsync'd
+  before the method returns. A torn last line (a crash mid-append) is ignored and cut off by the
+  next append; any other unreadable line stops the store with an error naming the file.
+- ``tool_calls.jsonl`` — the audit trail, appended in batches (see ``_audit``).
+- ``.lock``, ``.audit.lock`` — the cross-process locks.
+
+Every operation takes the lock, first replays what other processes appended since it last
+looked (a ``stat`` when nothing changed), then validates, appends, and applies in memory. When the
+journal outgrows the snapshot, the next write compacts: a new snapshot (temp + fsync + rename)
+and an empty journal of the next generation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from filelock import FileLock, Timeout
+
+from .._errors import ConfigError, StorageError
+from ._audit import AuditLog
+from ._files import atomic_write, fsync_dir, write_all
+from ._state import StoreState, dumps
+
+if TYPE_CHECKING:
+    from .._config import Config
+    from .._pipeline import CallOutcome
+
+log = logging.getLogger("entropic_mcp.storage")
+
+FORMAT = 1
+SNAPSHOT = "snapshot.json"
+AUDIT = "tool_calls.jsonl"
+LOCK = ".lock"
+_JOURNAL = re.compile(r"journal-(\d+)\.jsonl")
+_OPERATIONS = frozenset({
+    "create_conversation", "save_messages", "delete_conversation", "save_snapshot",
+    "create_delegation", "complete_delegation",
+})
+
+#: ``[storage] options`` the tinydb backend understands, with their defaults.
+OPTIONS: dict[str, tuple[type, Any, str]] = {
+    "compact_bytes": (int, 8 << 20, "journal size (bytes) before compaction is considered"),
+    "audit_batch": (int, 256, "tool-call records buffered before they are written"),
+    "audit_flush_seconds": (float, 1.0, "longest a buffered tool-call record waits"),
+    "lock_timeout": (float, 30.0, "seconds to wait for another process's lock"),
+}
+
+
+def _journal_name(generation: int) -> str:
+    return f"journal-{generation:08d}.jsonl"
+
+
+class TinyDBBackend:
+    """The default store: embedded, nothing to run, safe between processes.
+
+    Args:
+        path: the store directory (created if missing).
+        compact_bytes: journal size that triggers compaction (also when it outgrows the snapshot).
+        audit_batch: tool-call records buffered before a write.
+        audit_flush_seconds: the longest a buffered tool-call record waits.
+        lock_timeout: seconds to wait for another process holding the lock.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        compact_bytes: int = 8 << 20,
+        audit_batch: int = 256,
+        audit_flush_seconds: float = 1.0,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise StorageError(f"{self.path}: exists and is not a directory; [storage] path names a directory") from None
+        except OSError as exc:
+            raise StorageError(f"{self.path}: cannot create the store directory ({exc.strerror})") from None
+        self._snapshot_path = self.path / SNAPSHOT
+        self._lock = FileLock(str(self.path / LOCK), timeout=lock_timeout)
+        self._lock_timeout = lock_timeout
+        self._compact_bytes = compact_bytes
+        self._mutex = threading.RLock()
+        self._state = StoreState()
+        self._generation: int | None = None  # None: (re)load everything at the next operation
+        self._snapshot_signature: tuple[int, int, int] | None = None
+        self._snapshot_size = 0
+        self._offset = 0  # bytes of the journal applied
+        self._torn_at: int | None = None  # start of a torn last line, cut before the next append
+        self._read_fd: int | None = None
+        self._write_fd: int | None = None
+        self._closed = False
+        self._audit = AuditLog(self.path / AUDIT, batch=audit_batch, seconds=audit_flush_seconds,
+                               lock_timeout=lock_timeout)
+        self._finalizer = weakref.finalize(self, self._audit.close)
+        with self._locked():
+            pass
+
+    @classmethod
+    def from_config(cls, config: Config) -> TinyDBBackend:
+        """Open the store at ``config.storage_path`` with ``[storage] options``."""
+        options: dict[str, Any] = {}
+        for key, value in config.storage.options.items():
+            if key not in OPTIONS:
+                raise ConfigError(
+                    f"[storage] options.{key}: unknown option for the tinydb backend; expected one of: "
+                    + ", ".join(OPTIONS)
+                )
+            kind, _, meaning = OPTIONS[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
+                kind is int and not isinstance(value, int)
+            ):
+                raise ConfigError(f"[storage] options.{key}: expected a positive {kind.__name__} ({meaning}), got {value!r}")
+            options[key] = value
+        return cls(config.storage_path, **options)
+
+    def __repr__(self) -> str:
+        return f"TinyDBBackend({str(self.path)!r})"
+
+    # -- locking and catching up -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._mutex:
+            if self._closed:
+                raise StorageError(f"{self.path}: the store is closed")
+            try:
+                self._lock.acquire(poll_interval=0.001)
+            except Timeout:
+                raise StorageError(
+                    f"{self._lock.lock_file}: still locked by another process after {self._lock_timeout} s"
+                ) from None
+            except OSError as exc:
+                raise StorageError(f"{self._lock.lock_file}: cannot lock the store ({exc.strerror or exc})") from None
+            try:
+                try:
+                    self._catch_up()
+                except BaseException:
+                    self._forget()
+                    raise
+                yield
+            finally:
+                self._lock.release()
+
+    def _forget(self) -> None:
+        """Drop what is loaded, so the next operation reloads from the files."""
+        self._generation = None
+        self._close_fds()
+
+    def _close_fds(self) -> None:
+        for fd in (self._read_fd, self._write_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._read_fd = self._write_fd = None
+
+    def _journal_path(self) -> Path:
+        return self.path / _journal_name(self._generation or 0)
+
+    def _catch_up(self) -> None:
+        try:
+            st = os.stat(self._snapshot_path)
+            signature: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            signature = None
+        except OSError as exc:
+            raise StorageError(f"{self._snapshot_path}: cannot read ({exc.strerror})") from None
+        if self._generation is None or signature != self._snapshot_signature:
+            self._load_snapshot(signature)
+        self._read_journal()
+
+    def _load_snapshot(self, signature: tuple[int, int, int] | None) -> None:
+        self._close_fds()
+        self._offset = 0
+        self._torn_at = None
+        if signature is None:
+            if self._generation:
+                raise StorageError(f"{self._snapshot_path}: disappeared while the store was open; restore it from a backup")
+            later = sorted(
+                int(match.group(1)) for name in os.listdir(self.path) if (match := _JOURNAL.fullmatch(name))
+            )
+            if later and later[-1] > 0:
+                raise StorageError(
+                    f"{self._snapshot_path}: missing, but {_journal_name(later[-1])} shows the store was compacted; "
+                    "restore snapshot.json from a backup (nothing was changed)"
+                )
+            self._state = StoreState()
+            self._generation = 0
+            self._snapshot_signature = None
+            self._snapshot_size = 0
+            return
+        try:
+            data = self._snapshot_path.read_bytes()
+        except OSError as exc:
+            raise StorageError(f"{self._snapshot_path}: cannot read ({exc.strerror})") from None
+        try:
+            tables = orjson.loads(data)
+            meta = tables.pop("_meta")["1"]
+            if meta["format"] != FORMAT:
+                raise ValueError(f"format {meta['format']!r}, this version reads format {FORMAT}")
+            generation = meta["generation"]
+            if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
+                raise ValueError(f"bad generation {generation!r}")
+            state = StoreState(tables)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StorageError(
+                f"{self._snapshot_path}: not a readable entropic-mcp store snapshot ({type(exc).__name__}: {exc}); "
+                "the file was left as it is — restore it from a backup or move the directory away"
+            ) from None
+        self._state = state
+        self._generation = generation
+        self._snapshot_signature = signature
+        self._snapshot_size = len(data)
+
+    def _read_journal(self) -> None:
+        path = self._journal_path()
+        if self._read_fd is None:
+            try:
+                self._read_fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                if self._offset:
+                    raise StorageError(f"{path}: disappeared while the store was open; restore it from a backup") from None
+                return
+            except OSError as exc:
+                raise StorageError(f"{path}: cannot read ({exc.strerror})") from None
+        size = os.fstat(self._read_fd).st_size
+        if size < self._offset:
+            raise StorageError(f"{path}: shrank from {self._offset} to {size} bytes; another program changed it")
+        if size == self._offset:
+            return
+        data = os.pread(self._read_fd, size - self._offset, self._offset)
+        end = data.rfind(b"\n") + 1
+        position = self._offset
+        for line in data[:end].split(b"\n")[:-1]:
+            try:
+                op = orjson.loads(line)
+                if not isinstance(op, dict) or op.get("op") not in _OPERATIONS:
+                    raise ValueError("not an operation")
+            except (orjson.JSONDecodeError, ValueError) as exc:
+                raise StorageError(
+                    f"{path}: corrupt entry at byte {position} ({exc}); the file was left as it is — "
+                    "restore it from a backup or move the directory away"
+                ) from None
+            try:
+                self._state.apply(op)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise StorageError(
+                    f"{path}: entry at byte {position} does not fit the store ({type(exc).__name__}: {exc}); "
+                    "the file was left as it is"
+                ) from None
+            position += len(line) + 1
+            self._offset = position
+        self._torn_at = self._offset if end < len(data) else None
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def _commit(self, op: dict[str, Any]) -> None:
+        """Append ``op`` durably, then apply it; on failure nothing changes and StorageError says why."""
+        line = dumps(op, "operation") + b"\n"
+        path = self._journal_path()
+        if self._write_fd is None:
+            try:
+                created = not path.exists()
+                self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            except OSError as exc:
+                raise StorageError(f"{path}: cannot open for writing ({exc.strerror}); nothing was changed") from None
+            if created:
+                fsync_dir(self.path)
+        try:
+            if self._torn_at is not None:
+                os.ftruncate(self._write_fd, self._torn_at)
+                self._torn_at = None
+            write_all(self._write_fd, line)
+            os.fsync(self._write_fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._write_fd, self._offset)
+            except OSError:
+                self._torn_at = self._offset
+            raise StorageError(f"{path}: write failed ({exc.strerror or exc}); nothing was changed") from None
+        self._offset += len(line)
+        self._state.apply(op)
+        if self._offset >= max(self._compact_bytes, self._snapshot_size):
+            self._compact()
+        self._flush_audit_quietly()
+
+    def _compact(self) -> None:
+        generation = (self._generation or 0) + 1
+        meta = {"format": FORMAT, "generation": generation, "written_at": datetime.now(UTC).isoformat()}
+        try:
+            data = orjson.dumps({"_meta": {"1": meta}, **self._state.dump()})
+            journal = self.path / _journal_name(generation)
+            fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            atomic_write(self._snapshot_path, data)  # the commit point
+            st = os.stat(self._snapshot_path)
+        except (OSError, StorageError) as exc:
+            # The operation itself is already durable in the journal; compaction retries later.
+            self._snapshot_size = max(self._snapshot_size, self._offset) * 2
+            log.warning("compaction of %s postponed: %s", self.path, exc)
+            return
+        old = self._journal_path()
+        self._close_fds()
+        self._generation = generation
+        self._snapshot_signature = (st.st_ino, st.st_mtime_ns, st.st_size)
+        self._snapshot_size = len(data)
+        self._offset = 0
+        self._torn_at = None
+        for name in os.listdir(self.path):
+            match = _JOURNAL.fullmatch(name)
+            if (match and int(match.group(1)) < generation) or name == old.name:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path / name)
+
+    def _flush_audit_quietly(self) -> None:
+        try:
+            self._audit.flush()
+        except StorageError as exc:
+            log.warning("audit trail not written yet: %s", exc)
+
+    # -- the protocol ------------------------------------------------------------------------------
+
+    def create_conversation(self, title: str, metadata: Mapping[str, Any] | None = None) -> str:
+        with self._locked():
+            op = self._state.prepare_create_conversation(title, metadata)
+            self._commit(op)
+            return op["conversation_id"]
+
+    def save_messages(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
+        with self._locked():
+            self._commit(self._state.prepare_save_messages(conversation_id, messages))
+
+    def load_conversation(self, conversation_id: str) -> dict[str, Any]:
+        with self._locked():
+            return self._state.load_conversation(conversation_id)
+
+    def list_conversations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        with self._locked():
+            return self._state.list_conversations(limit, offset)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        with self._locked():
+            self._commit(self._state.prepare_delete_conversation(conversation_id))
+
+    def save_snapshot(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> str:
+        with self._locked():
+            op = self._state.prepare_save_snapshot(conversation_id, messages)
+            self._commit(op)
+            return op["snapshot_id"]
+
+    def create_delegation(
+        self,
+        parent_id: str,
+        delegating_tier: str,
+        target_tier: str,
+        task: str,
+        max_turns: int = -1,
+        context: Sequence[Mapping[str, Any]] | None = None,
+    ) -> tuple[str, str]:
+        with self._locked():
+            op = self._state.prepare_create_delegation(parent_id, delegating_tier, target_tier, task, max_turns, context)
+            self._commit(op)
+            return op["delegation_id"], op["child_conversation_id"]
+
+    def complete_delegation(self, delegation_id: str, status: str, summary: str) -> None:
+        with self._locked():
+            self._commit(self._state.prepare_complete_delegation(delegation_id, status, summary))
+
+    def load_delegation_with_messages(self, delegation_id: str) -> dict[str, Any]:
+        with self._locked():
+            return self._state.load_delegation_with_messages(delegation_id)
+
+    def latest_delegation_for_target(self, target_tier: str) -> str | None:
+        with self._locked():
+            return self._state.latest_delegation_for_target(target_tier)
+
+    def search_delegations(self, query: str, max_results: int = 3) -> list[dict[str, Any]]:
+        with self._locked():
+            return self._state.search_delegations(query, max_results)
+
+    def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        with self._locked():
+            return self._state.list_delegations(limit, offset)
+
+    def record_tool_call(self, outcome: CallOutcome) -> None:
+        to_record = getattr(outcome, "to_record", None)
+        if to_record is None:
+            raise StorageError(f"record_tool_call expects a CallOutcome, got {type(outcome).__name__}")
+        self._audit.record(to_record())
+
+    def stats(self) -> dict[str, int]:
+        with self._locked():
+            counts = self._state.stats()
+        counts["tool_calls"] = self._audit.count()
+        return counts
+
+    def flush(self) -> None:
+        """Write the buffered audit records now."""
+        self._audit.flush()
+
+    def close(self) -> None:
+        """Write the buffered audit records and release the files; idempotent."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            self._close_fds()
+        self._finalizer()
