@@ -1,0 +1,199 @@
+"""The MCP server: a low-level ``mcp`` ``Server`` whose handlers run the ServerManager's pipeline."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, PaginatedRequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .. import __version__
+from .._config import ServeConfig
+from .._context import CallContext
+from .._manager import ServerManager
+from ._approval import CURRENT, ElicitingChannel, SuspendedCall, answer_from, input_required, supports_elicitation
+from ._listing import LIST_TTL_MS, InvalidCursor, Listing
+from ._names import ToolNames
+from ._progress import ProgressRelay, progress_token
+from ._results import CONVERSATION_KEY, call_result
+
+log = logging.getLogger("entropic_mcp.serve")
+
+INSTRUCTIONS = (
+    "entropic-mcp: permissioned tools named <server>.<tool> (or <server>__<tool>). Failed calls answer "
+    "isError with a JSON message that says how to recover. Results carry _meta['entropic-mcp/kind'] and "
+    "_meta['entropic-mcp/directives']; send _meta['entropic-mcp/conversation'] to keep one conversation's "
+    "state (duplicates, read tracking, todos) apart from another's."
+)
+MAX_CONVERSATION_KEY = 256
+
+
+class ServeApp:
+    """Everything one ``entropic-mcp serve`` process answers with.
+
+    Args:
+        manager: the ServerManager whose tools are served (its pipeline runs every call).
+        settings: the ``[serve]`` table.
+        transport: ``"stdio"`` or ``"http"`` (decides the default conversation key).
+    """
+
+    def __init__(self, manager: ServerManager, settings: ServeConfig, *, transport: str = "stdio") -> None:
+        self.manager = manager
+        self.settings = settings
+        self.transport = transport
+        tools = manager.list_tools()
+        self.names = ToolNames.build([tool["name"] for tool in tools], settings.tool_names)
+        self.names.report()
+        self.listing = Listing(tools, self.names, settings.list_page_size)
+        self.process_conversation = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
+        self.suspended: dict[str, SuspendedCall] = {}
+        self.server: Server[Any] = Server(
+            "entropic-mcp",
+            version=__version__,
+            title="entropic-mcp",
+            instructions=INSTRUCTIONS,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            get_tool_input_schema=self.listing.input_schema,
+        )
+
+    # -- tools/list ---------------------------------------------------------------------------------
+
+    async def list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
+        cursor = params.cursor if params is not None else None
+        try:
+            page = self.listing.page(cursor)
+        except InvalidCursor as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+        return page
+
+    # -- tools/call ---------------------------------------------------------------------------------
+
+    async def call_tool(self, ctx: Any, params: CallToolRequestParams) -> dict[str, Any]:
+        internal = self.names.internal(params.name)
+        if internal is None:
+            # MCP: an unknown tool is a protocol error (invalid params), not a tool result.
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}. List the tools with tools/list.")
+        conversation = self.conversation(ctx)
+        arguments = params.arguments if params.arguments is not None else {}
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return await self._call_modern(ctx, params, internal, arguments, conversation)
+        channel = None
+        session = ctx.session
+        if session.can_send_request and supports_elicitation(session.client_capabilities):
+            channel = ElicitingChannel(session, ctx.request_id)
+        relay = ProgressRelay(session) if progress_token(ctx.params) is not None else None
+        token = CURRENT.set(channel)
+        try:
+            outcome = await self.manager.call(internal, arguments, CallContext(conversation_id=conversation, progress=relay))
+        except BaseException:
+            if relay is not None:
+                relay.abort()
+            raise
+        finally:
+            CURRENT.reset(token)
+        if relay is not None:
+            await relay.close()
+        return call_result(outcome)
+
+    async def _call_modern(
+        self, ctx: Any, params: CallToolRequestParams, internal: str, arguments: dict[str, Any], conversation: str
+    ) -> dict[str, Any]:
+        """2026-07-28: the call runs in its own task so it can wait for an InputRequiredResult round."""
+        state = params.request_state
+        if state is not None:
+            call = self.suspended.pop(state, None)
+            if call is None or call.name != internal or call.arguments != arguments or call.conversation != conversation:
+                raise MCPError(code=INVALID_PARAMS, message="Invalid or expired requestState: call the tool again",
+                               data={"reason": "invalid_request_state"})
+            if call.relay is not None:
+                call.relay.target = ctx.session
+            waiting = call.next_round()
+            call.answer(answer_from(params.input_responses))
+        else:
+            call = SuspendedCall(name=internal, arguments=arguments, conversation=conversation)
+            asks = supports_elicitation(ctx.session.client_capabilities)
+            if progress_token(ctx.params) is not None:
+                call.relay = ProgressRelay(ctx.session)
+            token = CURRENT.set(call if asks else None)
+            try:
+                call.start(self.manager.call(internal, arguments,
+                                             CallContext(conversation_id=conversation, progress=call.relay)))
+            finally:
+                CURRENT.reset(token)
+            waiting = call.round
+        try:
+            asked = await waiting
+        except BaseException:
+            call.cancel()
+            if call.relay is not None:
+                call.relay.abort()
+            raise
+        if asked is not None:
+            state = secrets.token_urlsafe(24)
+            self.suspended[state] = call
+            assert call.task is not None
+            call.task.add_done_callback(lambda _task, state=state: self.suspended.pop(state, None))
+            return input_required(asked, state)
+        assert call.task is not None
+        outcome = call.task.result()
+        if call.relay is not None:
+            await call.relay.close()
+        return call_result(outcome)
+
+    # -- conversations -------------------------------------------------------------------------------
+
+    def conversation(self, ctx: Any) -> str:
+        """``_meta["entropic-mcp/conversation"]``, else one per stdio process / HTTP session / HTTP client."""
+        params = ctx.params
+        meta = params.get("_meta") if isinstance(params, Mapping) else None
+        if isinstance(meta, Mapping):
+            key = meta.get(CONVERSATION_KEY)
+            if isinstance(key, str) and 0 < len(key) <= MAX_CONVERSATION_KEY:
+                return key
+            if key is not None:
+                raise MCPError(code=INVALID_PARAMS, message=(
+                    f"_meta['{CONVERSATION_KEY}'] must be a non-empty string of at most {MAX_CONVERSATION_KEY} characters"))
+        if self.transport == "stdio":
+            return self.process_conversation
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        session_id = headers.get("mcp-session-id") if headers is not None else None
+        if session_id:
+            key = f"http-session-{session_id}"
+            self._end_with_connection(ctx, key)
+            return key
+        # 2026-07-28 requests are stateless: without a conversation key they share one per client.
+        info = ctx.session.client_params.client_info if ctx.session.client_params is not None else None
+        who = f"{getattr(info, 'name', '')}/{getattr(info, 'version', '')}"
+        auth = headers.get("authorization", "") if headers is not None else ""
+        return "http-client-" + hashlib.sha256(f"{who}\x00{auth}".encode()).hexdigest()[:16]
+
+    def _end_with_connection(self, ctx: Any, key: str) -> None:
+        """Release the conversation's state when its HTTP session ends (once per connection)."""
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is None or connection.state.get("entropic_mcp_conversation") == key:
+            return
+        connection.state["entropic_mcp_conversation"] = key
+        connection.exit_stack.callback(self.manager.end_conversation, key)
+
+
+async def cancel_suspended(app: ServeApp) -> None:
+    """Cancel calls still waiting for an answer (serve is stopping)."""
+    calls = list(app.suspended.values())
+    app.suspended.clear()
+    for call in calls:
+        call.cancel()
+    tasks = [call.task for call in calls if call.task is not None]
+    if tasks:
+        await asyncio.wait(tasks, timeout=5)

@@ -1,0 +1,195 @@
+""""ask" decisions answered by the client's user through the protocol's input-request mechanism.
+
+Handshake era (2025-06-18, 2025-11-25): an ``elicitation/create`` request to the client in the
+middle of the call. 2026-07-28: servers may not send requests, so the call is suspended and the
+``tools/call`` answers an ``InputRequiredResult`` carrying the elicitation; the client's retry
+(with ``inputResponses`` and the echoed ``requestState``) resumes the same call. A client that did
+not declare elicitation gets no question: the approver answers None and the pipeline refuses the
+call naming the rule that would allow it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from .._calls import ApprovalDecision, ApprovalRequest
+from .._envelope import dumps
+from .._plugins import hookimpl
+
+log = logging.getLogger("entropic_mcp.serve")
+
+#: Seconds a suspended 2026-07-28 call waits for the client's answer before it is refused.
+ANSWER_TIMEOUT = 600.0
+#: The key of our one input request inside ``inputRequests``.
+INPUT_KEY = "entropic-mcp/approval"
+
+DECISIONS = ("allow_once", "always_allow", "deny_once", "always_deny")
+
+#: The channel of the ``tools/call`` being served in this task (None: nobody to ask).
+CURRENT: ContextVar[Any] = ContextVar("entropic_mcp_serve_channel", default=None)
+
+
+def question(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
+    """The message and form schema shown to the user."""
+    args = dumps(dict(request.args))
+    if len(args) > 600:
+        args = args[:600] + " …"
+    message = (
+        f"Allow the tool call {request.tool} ({request.reason})?\n"
+        f"Arguments: {args}\n"
+        f"'always' stores the rule: {', '.join(request.patterns or (request.pattern,))}"
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "description": "allow or deny this call once, or store a rule (always)",
+                "enum": list(DECISIONS),
+                "default": "allow_once",
+            },
+            "feedback": {
+                "type": "string",
+                "title": "Feedback for the model",
+                "description": "optional; shown to the model with a denial",
+            },
+        },
+        "required": ["decision"],
+    }
+    return message, schema
+
+
+def decision_from(action: object, content: object) -> ApprovalDecision | None:
+    """An elicitation answer as an approval; decline and cancel deny once."""
+    if action == "accept" and isinstance(content, Mapping):
+        answer = content.get("decision")
+        feedback = content.get("feedback")
+        if answer in DECISIONS:
+            return ApprovalDecision(answer=answer, feedback=feedback if isinstance(feedback, str) else "")
+        return None
+    if action == "decline":
+        return ApprovalDecision(answer="deny_once", feedback="The user declined the approval request.")
+    if action == "cancel":
+        return ApprovalDecision(answer="deny_once", feedback="The user dismissed the approval request.")
+    return None
+
+
+def supports_elicitation(capabilities: Any) -> bool:
+    """Whether the client declared form elicitation (an empty ``elicitation`` object means form)."""
+    elicitation = getattr(capabilities, "elicitation", None)
+    if elicitation is None:
+        return False
+    return elicitation.form is not None or elicitation.url is None
+
+
+class ElicitingChannel:
+    """Handshake era: ask with an ``elicitation/create`` request tied to the running call."""
+
+    def __init__(self, session: Any, request_id: Any) -> None:
+        self.session = session
+        self.request_id = request_id
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        message, schema = question(request)
+        try:
+            result = await self.session.elicit_form(message, schema, related_request_id=self.request_id)
+        except Exception as exc:
+            log.warning("could not ask the client to approve %s: %s", request.tool, exc)
+            return None
+        return decision_from(result.action, result.content)
+
+
+class SuspendedCall:
+    """2026-07-28: a call running in its own task that can pause for the client's answer.
+
+    ``round`` is the future the request now waiting on the call awaits: it resolves with an
+    ``ApprovalRequest`` when the call needs an answer, or with None when the call is done.
+    """
+
+    def __init__(self, *, name: str, arguments: Any, conversation: str) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.conversation = conversation
+        self.task: asyncio.Task[Any] | None = None
+        self.round: asyncio.Future[ApprovalRequest | None] = asyncio.get_running_loop().create_future()
+        self._answer: asyncio.Future[ApprovalDecision | None] | None = None
+        self.relay: Any = None
+
+    def start(self, coroutine: Any) -> None:
+        self.task = asyncio.get_running_loop().create_task(coroutine)
+        self.task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        if not self.round.done():
+            self.round.set_result(None)
+        if self._answer is not None and not self._answer.done():
+            self._answer.cancel()
+
+    def next_round(self) -> asyncio.Future[ApprovalRequest | None]:
+        self.round = asyncio.get_running_loop().create_future()
+        if self.task is not None and self.task.done():
+            self.round.set_result(None)
+        return self.round
+
+    def answer(self, decision: ApprovalDecision | None) -> None:
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(decision)
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        self._answer = asyncio.get_running_loop().create_future()
+        if not self.round.done():
+            self.round.set_result(request)
+        try:
+            return await asyncio.wait_for(self._answer, ANSWER_TIMEOUT)
+        except TimeoutError:
+            log.warning("no answer to the approval of %s within %g s; refused", request.tool, ANSWER_TIMEOUT)
+            return None
+
+
+def input_required(request: ApprovalRequest, state: str) -> dict[str, Any]:
+    """The ``InputRequiredResult`` (wire form) asking the approval of ``request``."""
+    message, schema = question(request)
+    return {
+        "resultType": "input_required",
+        "inputRequests": {
+            INPUT_KEY: {
+                "method": "elicitation/create",
+                "params": {"mode": "form", "message": message, "requestedSchema": schema},
+            }
+        },
+        "requestState": state,
+    }
+
+
+def answer_from(input_responses: Mapping[str, Any] | None) -> ApprovalDecision | None:
+    """Our answer inside a retried call's ``inputResponses`` (None when missing or malformed)."""
+    if not input_responses:
+        return None
+    response = input_responses.get(INPUT_KEY)
+    if response is None:
+        return None
+    action = getattr(response, "action", None)
+    content = getattr(response, "content", None)
+    if action is None and isinstance(response, Mapping):
+        action, content = response.get("action"), response.get("content")
+    return decision_from(action, content)
+
+
+class ServeApprover:
+    """The plugin ``serve`` registers: answers "ask" through the current call's channel."""
+
+    @hookimpl
+    async def entropic_mcp_approve_tool_call(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        channel = CURRENT.get()
+        if channel is None:
+            return None
+        return await channel.ask(request)

@@ -1,0 +1,143 @@
+"""Streamable HTTP: loopback by default, Origin and Host checked, a bearer token for anything else."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import os
+import socket
+import sys
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._errors import ConfigError
+
+log = logging.getLogger("entropic_mcp.serve")
+
+TOKEN_ENV = "ENTROPIC_MCP_TOKEN"
+PATH = "/mcp"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip("[]") in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token_for(host: str, environ: dict[str, str] | None = None) -> str | None:
+    """The bearer token required on ``host``; refuses a non-loopback address without one."""
+    token = (environ if environ is not None else os.environ).get(TOKEN_ENV, "").strip() or None
+    if token is None and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve HTTP on {host!r} without a bearer token: set {TOKEN_ENV} to a long random "
+            "secret (clients send 'Authorization: Bearer <token>'), or bind 127.0.0.1"
+        )
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"{TOKEN_ENV} is too short ({len(token)} characters); use at least 16 random characters")
+    return token
+
+
+def _origin_allowed(origin: str, allowed: Iterable[str]) -> bool:
+    for pattern in allowed:
+        if origin == pattern:
+            return True
+        if pattern.endswith(":*") and origin.startswith(pattern[:-2] + ":"):
+            return True
+    parts = urlsplit(origin)
+    # Local tools (the MCP Inspector's web UI, a local web client) are same-machine origins.
+    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback(parts.hostname)
+
+
+class Guard:
+    """ASGI middleware in front of the SDK app: Origin, Host (on loopback) and bearer token."""
+
+    def __init__(self, app: Any, *, token: str | None, allowed_origins: Iterable[str], loopback: bool) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.allowed_origins = tuple(allowed_origins)
+        self.loopback = loopback
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        origin = headers.get("origin")
+        if origin and not _origin_allowed(origin, self.allowed_origins):
+            log.warning("refused a request from Origin %r", origin[:200])
+            await _respond(send, 403, "Forbidden: Origin not allowed (add it to [serve] allowed_origins)")
+            return
+        if self.loopback:
+            host = headers.get("host", "")
+            name = urlsplit(f"//{host}").hostname or ""
+            if not is_loopback(name):
+                await _respond(send, 421, "Misdirected Request: Host is not a loopback name")
+                return
+        if self.token is not None:
+            given = headers.get("authorization", "")
+            scheme, _, credential = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
+                await _respond(send, 401, "Unauthorized: send Authorization: Bearer <ENTROPIC_MCP_TOKEN>",
+                               [(b"www-authenticate", b'Bearer realm="entropic-mcp"')])
+                return
+        await self.app(scope, receive, send)
+
+
+async def _respond(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = text.encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+                            *(extra or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def build_app(serve_app: Any, *, host: str, token: str | None) -> Any:
+    """The ASGI app: the SDK's Streamable HTTP app behind the Guard."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    settings = serve_app.settings
+    starlette = serve_app.server.streamable_http_app(
+        streamable_http_path=PATH,
+        # The Guard checks Host and Origin (for every address, not only loopback ones).
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host,
+        max_request_body_size=settings.max_message_bytes,
+    )
+    return Guard(starlette, token=token, allowed_origins=settings.allowed_origins, loopback=is_loopback(host))
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    sock.set_inheritable(False)
+    return sock
+
+
+async def serve_http(serve_app: Any, *, host: str, port: int) -> None:
+    """Serve until cancelled (Ctrl-C / SIGTERM); the listening address goes to stderr."""
+    import uvicorn
+
+    token = token_for(host)
+    app = build_app(serve_app, host=host, token=token)
+    sock = bind(host, port)
+    actual = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"entropic-mcp: serving {len(serve_app.listing.tools)} tools on http://{shown}:{actual}{PATH}"
+          + (" (bearer token required)" if token else ""), file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
+                            h11_max_incomplete_event_size=serve_app.settings.max_message_bytes)
+    server = uvicorn.Server(config)
+    await server.serve(sockets=[sock])

@@ -1,0 +1,37 @@
+"""``entropic-mcp serve`` and ``entropic-mcp demo``."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import build_manager
+
+
+@click.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default=None,
+              help="stdio (default; for hosts that start the server) or Streamable HTTP.")
+@click.option("--host", default=None, help="HTTP address (default 127.0.0.1; others need ENTROPIC_MCP_TOKEN).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (default 8765; 0 = any free port).")
+@click.pass_context
+def serve(ctx: click.Context, transport: str | None, host: str | None, port: int | None) -> None:
+    """Serve every tool over MCP. Logs go to stderr; on stdio, stdout carries only MCP."""
+    from .._serve import ServeApprover, configure_logging, serve as run
+
+    configure_logging(debug=bool((ctx.find_root().obj or {}).get("debug")))
+    approver = ServeApprover()
+    manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
+    chosen = transport or manager.config.serve.transport
+    if chosen == "http":
+        from .._serve._http import token_for
+
+        token_for(host or manager.config.serve.host)  # refuse before loading anything else
+    run(manager, transport=chosen, host=host, port=port)
+
+
+@click.command()
+@click.option("--keep", is_flag=True, help="Keep the temporary project directory and print its path.")
+def demo(keep: bool) -> None:
+    """Start `entropic-mcp serve` in a temporary project and drive it with the official MCP client."""
+    from ._demo import run_demo
+
+    raise SystemExit(run_demo(keep=keep))
