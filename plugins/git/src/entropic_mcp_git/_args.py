@@ -1,0 +1,110 @@
+"""Reading tool arguments: types and bounds, revision-like values, and paths confined to the work tree."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from entropic_mcp import PathPolicy, ToolError, confine, is_within
+
+#: git has no approval path: a path outside the work tree is simply refused.
+POLICY = PathPolicy(allow_outside_root=False, approvable=False)
+
+
+def flag(args: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = args.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ToolError("invalid_args", f"'{name}' must be true or false, got {value!r}")
+    return value
+
+
+def integer(args: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ToolError("invalid_args", f"'{name}' must be an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+def choice(args: Mapping[str, Any], name: str, default: str, options: tuple[str, ...]) -> str:
+    value = args.get(name)
+    if value is None:
+        return default
+    if value not in options:
+        raise ToolError("invalid_args", f"'{name}' must be one of {', '.join(options)}; got {value!r}")
+    return value
+
+
+def text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+    """A non-blank string without NUL bytes (which no argument list can carry)."""
+    value = args.get(name)
+    if value is None:
+        if required:
+            raise ToolError("invalid_args", f"Missing required argument: {name}")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ToolError("invalid_args", f"'{name}' must be a non-empty string, got {value!r}")
+    if "\x00" in value:
+        raise ToolError("invalid_args", f"'{name}' contains a NUL byte; remove it")
+    return value
+
+
+def revision(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+    """A revision-like value (revision, target, base, branch name, date) that git must not read as an option.
+
+    A leading ``-`` is refused outright (option injection: ``--output=/tmp/x``, ``--exec=...``,
+    ``-f``, ``--orphan``), even when a ref of that name exists on disk; so are control
+    characters, which no ref or date contains.
+    """
+    value = text(args, name, required=required)
+    if value is None:
+        return None
+    if value.lstrip().startswith("-"):
+        raise ToolError(
+            "invalid_argument",
+            f"'{name}' {value!r} starts with '-', which git would read as an option; pass a branch, tag, "
+            "commit or date (e.g. \"main\", \"HEAD~1\", \"2 weeks ago\")",
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ToolError("invalid_argument", f"'{name}' {value!r} contains control characters; pass a plain revision")
+    return value
+
+
+def raw_paths(args: Mapping[str, Any], name: str, *, required: bool = False) -> list[str] | None:
+    value = args.get(name)
+    if value is None:
+        if required:
+            raise ToolError("invalid_args", f"Missing required argument: {name} (a list of paths, e.g. [\".\"])")
+        return None
+    if not isinstance(value, list) or not value:
+        raise ToolError("invalid_args", f"'{name}' must be a non-empty list of paths, e.g. [\"src/app.py\"]; got {value!r}")
+    return value
+
+
+def pathspecs(raws: list[Any], *, root: Path, top: Path, tool: str, access: str, name: str = "paths") -> list[str]:
+    """Confine each path to the work tree ``top`` and return it relative to ``top`` for after ``--``.
+
+    Relative paths are taken from the project ``root`` (which may sit below ``top``). git acts
+    on a symbolic link itself, so a link whose target is inside is named as the link, not its
+    target; a link (or a chain) leading outside is refused like any outside path.
+    """
+    out: list[str] = []
+    for raw in raws:
+        if not isinstance(raw, str) or not raw:
+            raise ToolError("invalid_args", f"'{name}' must list non-empty string paths; got {raw!r}")
+        candidate = raw if root == top or os.path.isabs(raw) else os.path.join(root, raw)
+        resolved = confine(candidate, root=top, policy=POLICY, tool=tool, access=access, argument=name)  # type: ignore[arg-type]
+        lexical = Path(candidate if os.path.isabs(candidate) else os.path.join(top, candidate))
+        if lexical.name in ("", ".", "..") or not os.path.islink(lexical):
+            out.append(resolved.display)
+            continue
+        link = Path(os.path.realpath(lexical.parent)) / lexical.name
+        if link == top or not is_within(link, top):
+            raise ToolError("outside_root", f"{raw!r} is a link outside the work tree {top}; use a path inside it")
+        out.append(link.relative_to(top).as_posix())
+    return out

@@ -1,0 +1,47 @@
+"""GitServer: the tools, the `[servers.git]` config, and the work tree it follows."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from entropic_mcp import ConfigError, MCPServerBase
+
+from ._read_tools import Branch, Diff, Log, Show, Status
+from ._runner import DEFAULT_MAX_OUTPUT_BYTES, GitRunner
+from ._write_tools import Add, Checkout, Commit, CreateBranch, Reset
+
+
+class GitServer(MCPServerBase):
+    """Tools over the git repository containing the project root.
+
+    A root outside any work tree is fine at start-up: every tool then answers ``not_a_repository``.
+    """
+
+    name = "git"
+    default_timeout_seconds: float | None = 30.0
+    config_keys: ClassVar[frozenset[str]] = frozenset({"max_output_bytes", "git"})
+
+    def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
+        super().__init__(name, root=root)
+        self.runner = GitRunner(timeout=30.0)
+        for tool in (Status, Diff, Log, Show, Branch, Add, Commit, CreateBranch, Checkout, Reset):
+            self.register_tool(tool(self))
+
+    def configure(self, config: Mapping[str, Any]) -> None:
+        super().configure(config)
+        table = f"[servers.{self.name}]"
+        max_output = config.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)
+        if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 1024:
+            raise ConfigError(f"{table} max_output_bytes: expected an integer of at least 1024, got {max_output!r}")
+        program = config.get("git", "git")
+        if not isinstance(program, str) or not program.strip():
+            raise ConfigError(f"{table} git: expected the path or name of the git program, got {program!r}")
+        if "git" in config and shutil.which(os.path.expanduser(program)) is None:
+            raise ConfigError(f"{table} git: {program!r} is not an executable program; give the path to git")
+        self.runner.max_output_bytes = max_output
+        self.runner.set_program(os.path.expanduser(program))
+        self.runner.timeout = self.default_timeout_seconds or 30.0

@@ -1,0 +1,97 @@
+"""GitTool: what every git tool shares — the work tree, running git, turning failures into errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from entropic_mcp import CallContext, ToolBase, ToolError
+
+from ._args import pathspecs, raw_paths
+from ._runner import GitOutput, WorkTree, git_failed
+
+if TYPE_CHECKING:
+    from ._server import GitServer
+
+#: What git says when a revision does not name an object (LC_ALL=C is set for every run).
+_UNKNOWN_REVISION = re.compile(
+    r"unknown revision|bad revision|bad object|invalid object name|not a valid object name|"
+    r"malformed object name|ambiguous argument|not a commit|needed a single revision|invalid reference",
+    re.IGNORECASE,
+)
+_NOT_A_REPOSITORY = re.compile(r"not a git repository", re.IGNORECASE)
+
+#: Read ceiling for tools whose output is parsed into JSON: cutting it would drop records, not text.
+JSON_READ_LIMIT = 16 * 1024 * 1024
+
+
+class GitTool(ToolBase):
+    """A tool of the git server; ``open_world`` is False for all of them (local repository only)."""
+
+    open_world: ClassVar[bool | None] = False
+
+    def __init__(self, server: GitServer) -> None:
+        super().__init__()
+        self.server = server
+
+    async def worktree(self) -> WorkTree:
+        return await self.server.runner.worktree(self.server.root)
+
+    async def git(self, ctx: CallContext, tree: WorkTree, args: Sequence[str], *, limit: int | None = None) -> GitOutput:
+        # inside the pipeline its deadline governs (per-tool timeouts may exceed the server's)
+        remaining = ctx.remaining()
+        out = await self.server.runner.run(tree.top, args, limit=limit, timeout=remaining)
+        if out.exit_code == 128 and _NOT_A_REPOSITORY.search(out.stderr):
+            # the repository went away since it was found: forget it and say so
+            self.server.runner.forget(self.server.root)
+            raise ToolError(
+                "not_a_repository",
+                f"{self.server.root} is no longer inside a git work tree; run `git init` there or "
+                "point the server at a repository",
+            )
+        return out
+
+    def text_limit(self, ctx: CallContext) -> int:
+        """Bytes of text output to keep: the server's cap, kept under the pipeline's result cap so
+        the note saying how to narrow the output is what gets cut last, not git's text."""
+        limit = self.server.runner.max_output_bytes
+        manager = ctx.manager
+        cap = manager.config.max_result_bytes if manager is not None else 0
+        if cap > 0:
+            limit = min(limit, max(1024, cap - 256))
+        return limit
+
+    def paths(self, args: dict[str, Any], tree: WorkTree, *, access: str, required: bool = False) -> list[str]:
+        raws = raw_paths(args, "paths", required=required)
+        if raws is None:
+            return []
+        return pathspecs(raws, root=self.server.root, top=tree.top, tool=f"git.{self.name}", access=access)
+
+    async def verify_commit(self, ctx: CallContext, tree: WorkTree, name: str, value: str) -> str:
+        """``rev-parse --verify`` a revision as a commit; its sha, or ``invalid_argument``."""
+        out = await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", "--end-of-options", f"{value}^{{commit}}"))
+        if out.exit_code != 0:
+            raise unknown_revision(name, value, out)
+        return out.text.strip()
+
+
+def unknown_revision(name: str, value: str, out: GitOutput) -> ToolError:
+    return ToolError(
+        "invalid_argument",
+        f"'{name}' {value!r} is not a commit in this repository; list branches with git.branch or "
+        "commits with git.log and pass one of those",
+        exit_code=out.exit_code,
+        stderr=out.stderr.strip(),
+    )
+
+
+def check(out: GitOutput, subcommand: str, hint: str, revisions: Sequence[tuple[str, str | None]] = ()) -> GitOutput:
+    """Raise the right error for a failed run: an unknown revision argument, else ``git_failed``."""
+    if out.ok:
+        return out
+    given = [(name, value) for name, value in revisions if value is not None]
+    if given and _UNKNOWN_REVISION.search(out.stderr):
+        name, value = next(((n, v) for n, v in given if v in out.stderr), given[0])
+        raise unknown_revision(name, value, out)
+    raise git_failed(subcommand, out, hint)
