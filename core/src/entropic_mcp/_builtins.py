@@ -38,3 +38,6 @@ class TinyDBStorage:
 def builtin_plugins() -> Iterator[tuple[str, object]]:
     yield "builtin-policies", DefaultPolicies()
     yield "builtin-tinydb", TinyDBStorage()
+    from ._delegation import DelegationHandlers
+
+    yield "builtin-delegation", DelegationHandlers()
