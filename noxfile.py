@@ -1,0 +1,76 @@
+"""Sessions: per-package tests (discovered from the directories present), integration, slow, lint,
+typecheck, docs, bench. ``nox`` with no arguments runs the default sessions, as CI does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = False
+
+ROOT = Path(__file__).parent
+PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
+PACKAGES = ["core", *(f"plugins/{name}" for name in PLUGINS)]
+TEST_DEPS = ["pytest>=8.2", "pytest-timeout>=2.3", "psutil>=5.9"]
+DOCS_DEPS = ["mkdocs>=1.6"]
+
+
+def install_all(session: nox.Session) -> None:
+    session.install(*TEST_DEPS, "-e", "core", *(arg for name in PLUGINS for arg in ("-e", f"plugins/{name}")))
+
+
+@nox.session(name="tests")
+@nox.parametrize("package", PACKAGES, ids=[p.replace("plugins/", "") for p in PACKAGES])
+def tests(session: nox.Session, package: str) -> None:
+    """One package's tests, with only the core and that package installed."""
+    editable = ["-e", "core"] if package == "core" else ["-e", "core", "-e", package]
+    session.install(*TEST_DEPS, *editable)
+    session.run("pytest", f"{package}/tests", "-m", "not slow", *session.posargs)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Everything installed together: real entry points, real MCP clients over stdio and HTTP."""
+    install_all(session)
+    session.run("pytest", "tests", "-m", "not slow", *session.posargs)
+
+
+@nox.session(default=False)
+def slow(session: nox.Session) -> None:
+    """Soak, fuzz and load runs kept out of the default run."""
+    install_all(session)
+    session.run("pytest", *PACKAGES, "tests", "-m", "slow", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    install_all(session)
+    session.install("mypy>=1.10")
+    session.run("mypy", "core/src", *(f"plugins/{name}/src" for name in PLUGINS))
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with warnings as errors."""
+    install_all(session)
+    session.install(*DOCS_DEPS)
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site"))
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Run every benchmark against its peers; writes bench/results/*.txt."""
+    install_all(session)
+    session.install("mcp>=2.3")
+    for script in sorted((ROOT / "bench").glob("bench_*.py")):
+        session.run("python", str(script), *session.posargs)

@@ -1,0 +1,86 @@
+"""Write docs/hooks.md from entropic_mcp.hookspecs (run after changing a hook spec)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from entropic_mcp import hookspecs
+
+ORDER = [
+    "entropic_mcp_add_hookspecs", "entropic_mcp_servers", "entropic_mcp_storage_backends",
+    "entropic_mcp_permission_pattern", "entropic_mcp_skip_duplicate_check", "entropic_mcp_approve_tool_call",
+    "entropic_mcp_approve_outside_root", "entropic_mcp_before_tool_call", "entropic_mcp_after_tool_call",
+    "entropic_mcp_directive_handlers",
+]
+INTRO = """# Hook reference
+
+Every hook of entropic-mcp is declared in `entropic_mcp.hookspecs`. Implement one by decorating a
+function in your plugin module (or a method of a plugin object) with `entropic_mcp.hookimpl`,
+using the hook's name and any subset of its arguments. Specs only grow: later versions may add
+arguments (an implementation that does not name them keeps working); nothing is renamed or removed.
+
+This page is generated from the specs by `scripts/gen_hook_docs.py`; a test fails when it is out of date.
+
+| hook | kind | purpose |
+|---|---|---|
+"""
+
+
+def signature(function) -> str:
+    return f"def {function.__name__}{inspect.signature(function)}".replace("'", "")
+
+
+def kind(function) -> str:
+    options = function.entropic_mcp_spec
+    return "historic" if options.get("historic") else "firstresult" if options.get("firstresult") else "collected"
+
+
+def render_doc(doc: str) -> list[str]:
+    out: list[str] = []
+    section = None
+    code = False
+    for line in doc.split("\n"):
+        if line.strip() == "Example::":
+            out += ["**Example**", "", "```python"]
+            code = True
+            continue
+        if code:
+            out.append(line[4:] if line.startswith("    ") else line)
+            continue
+        if line in ("Args:", "Returns:"):
+            section = line[:-1]
+            out += ["", f"**{'Arguments' if section == 'Args' else 'Returns'}**", ""]
+            continue
+        if section and line.startswith("        "):
+            out[-1] += " " + line.strip()
+        elif section and line.startswith("    "):
+            text = line.strip()
+            match = re.match(r"(\w+): (.*)", text)
+            out.append(f"- `{match.group(1)}`: {match.group(2)}" if section == "Args" and match else text)
+        else:
+            section = None if line.strip() == "" else section
+            out.append(line)
+    if code:
+        while out and not out[-1].strip():
+            out.pop()
+        out.append("```")
+    return out
+
+
+def render() -> str:
+    lines = [INTRO.rstrip("\n")]
+    for name in ORDER:
+        function = getattr(hookspecs, name)
+        summary = inspect.getdoc(function).split("\n")[0]
+        lines.append(f"| [`{name}`](#{name}) | {kind(function)} | {summary} |")
+    for name in ORDER:
+        function = getattr(hookspecs, name)
+        lines += ["", f"## {name}", "", "```python", signature(function), "```", "", f"*{kind(function)}*", ""]
+        lines += render_doc(inspect.getdoc(function))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    Path(__file__).resolve().parents[1].joinpath("docs", "hooks.md").write_text(render(), encoding="utf-8")
