@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -133,10 +133,13 @@ def _messages(value: Any, what: str) -> list[Any]:
 
 
 def _now(last: str) -> str:
-    # Never earlier than the newest stamp already stored, so "newest" never goes backwards when
-    # the clock does.
-    stamp = datetime.now(UTC).isoformat(timespec="microseconds")
-    return stamp if stamp > last else last
+    # Strictly after the newest stamp already stored, so "newest" is never a tie and never goes
+    # backwards when the clock does.
+    now = datetime.now(UTC)
+    if last:
+        floor = datetime.fromisoformat(last) + timedelta(microseconds=1)
+        now = max(now, floor)
+    return now.isoformat(timespec="microseconds")
 
 
 # -- the contents ----------------------------------------------------------------------------------

@@ -6,5 +6,17 @@ Installed as a pytest plugin, so ``entropic_plugins``, ``entropic_manager_factor
 
 from ._checks import JUNK, ConformanceError, check_plugin, check_server
 from ._fixtures import call, fresh_plugins, make_manager
+from ._memory_storage import MemoryStorage
+from ._storage_contract import StorageContract
 
-__all__ = ["JUNK", "ConformanceError", "call", "check_plugin", "check_server", "fresh_plugins", "make_manager"]
+__all__ = [
+    "JUNK",
+    "ConformanceError",
+    "MemoryStorage",
+    "StorageContract",
+    "call",
+    "check_plugin",
+    "check_server",
+    "fresh_plugins",
+    "make_manager",
+]

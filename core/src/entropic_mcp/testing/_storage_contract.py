@@ -1,0 +1,485 @@
+"""The storage backend contract: one test class every ``StorageBackend`` must pass.
+
+Use it by subclassing and naming how to open your backend::
+
+    import pytest
+    from entropic_mcp.testing import StorageContract
+
+    class TestMyBackend(StorageContract):
+        @pytest.fixture
+        def open_backend(self, tmp_path):
+            # Each call opens a handle on the SAME store (a second process would do the same).
+            return lambda: MyBackend(dsn=..., schema=f"test_{tmp_path.name}")
+
+Set ``shares_store = False`` on the subclass when each call opens an independent store (an
+in-memory backend): the tests that reopen the store or use two handles are then skipped.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from .._envelope import ServerResponse
+from .._errors import StorageError
+from .._pipeline import CallOutcome
+from .._storage import StorageBackend
+
+Opener = Callable[[], StorageBackend]
+
+
+def _is_uuid(value: object) -> bool:
+    try:
+        return isinstance(value, str) and str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False
+
+
+def _is_utc_iso(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return stamp.utcoffset() == timedelta(0)
+
+
+def _outcome(name: str = "demo.echo", conversation_id: str = "c1") -> CallOutcome:
+    return CallOutcome(
+        name=name,
+        response=ServerResponse(result="ok"),
+        kind="success",
+        elapsed_ms=0.5,
+        conversation_id=conversation_id,
+        args={"text": "hello"},
+    )
+
+
+class StorageContract:
+    """The behaviour ``entropic.md`` ("Storage interface") requires of every backend."""
+
+    #: False when every ``open_backend()`` call gives an independent store (in-memory backends).
+    shares_store: bool = True
+
+    @pytest.fixture
+    def open_backend(self) -> Opener:
+        pytest.fail(
+            f"{type(self).__name__} must override the `open_backend` fixture: return a callable that "
+            "opens a handle on one store for this test (see entropic_mcp.testing.StorageContract)"
+        )
+
+    @pytest.fixture
+    def backend(self, open_backend: Opener) -> Iterator[StorageBackend]:
+        store = open_backend()
+        assert isinstance(store, StorageBackend), f"{type(store).__name__} lacks the StorageBackend methods"
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def root(self, backend: StorageBackend) -> str:
+        return backend.create_conversation("root session", {"host": "contract"})
+
+    def _delegation(
+        self, backend: StorageBackend, root: str, *, target: str = "researcher", task: str = "look into it",
+        summary: str | None = None, status: str = "completed",
+    ) -> str:
+        delegation_id, _ = backend.create_delegation(root, "lead", target, task, 5, [{"path": "a.py"}])
+        if summary is not None:
+            backend.complete_delegation(delegation_id, status, summary)
+        return delegation_id
+
+    def _reopen(self, open_backend: Opener) -> StorageBackend:
+        if not self.shares_store:
+            pytest.skip("this backend's handles do not share a store (shares_store = False)")
+        return open_backend()
+
+    # -- conversations -----------------------------------------------------------------------------
+
+    def test_create_conversation_returns_a_uuid(self, backend: StorageBackend) -> None:
+        first = backend.create_conversation("one")
+        second = backend.create_conversation("two")
+        assert _is_uuid(first) and _is_uuid(second) and first != second
+
+    def test_load_conversation_returns_the_record_and_messages_in_order(self, backend: StorageBackend, root: str) -> None:
+        backend.save_messages(root, [{"role": "user", "content": "first"}, {"role": "assistant", "content": "second"}])
+        backend.save_messages(root, [{"role": "user", "content": "third"}])
+        loaded = backend.load_conversation(root)
+        assert [m["content"] for m in loaded["messages"]] == ["first", "second", "third"]
+        conversation = loaded["conversation"]
+        assert conversation["conversation_id"] == root
+        assert conversation["title"] == "root session"
+        assert conversation["metadata"] == {"host": "contract"}
+        assert conversation["message_count"] == 3
+        assert _is_utc_iso(conversation["created_at"]) and _is_utc_iso(conversation["updated_at"])
+
+    def test_messages_round_trip_unchanged(self, backend: StorageBackend, root: str) -> None:
+        messages = [
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "t1", "name": "fs.read", "arguments": {"path": "ü/ß.py"}}],
+             "tokens": 12, "identity": "lead"},
+            {"role": "tool", "content": "line 1\nline 2 \u2603 \"quoted\"", "tool_call_id": "t1", "is_error": False},
+            {"role": "user", "content": None, "extra": {"nested": [1, 2.5, None, True]}},
+        ]
+        backend.save_messages(root, messages)
+        assert backend.load_conversation(root)["messages"] == messages
+
+    def test_returned_data_is_a_copy(self, backend: StorageBackend, root: str) -> None:
+        backend.save_messages(root, [{"role": "user", "content": "keep", "parts": ["a"]}])
+        loaded = backend.load_conversation(root)
+        loaded["messages"][0]["parts"].append("mutated")
+        loaded["conversation"]["metadata"]["host"] = "mutated"
+        again = backend.load_conversation(root)
+        assert again["messages"][0]["parts"] == ["a"]
+        assert again["conversation"]["metadata"] == {"host": "contract"}
+
+    def test_load_unknown_conversation_raises(self, backend: StorageBackend) -> None:
+        with pytest.raises(StorageError, match="unknown conversation"):
+            backend.load_conversation(str(uuid.uuid4()))
+
+    def test_save_messages_to_unknown_conversation_raises(self, backend: StorageBackend) -> None:
+        with pytest.raises(StorageError, match="unknown conversation"):
+            backend.save_messages(str(uuid.uuid4()), [{"role": "user", "content": "x"}])
+
+    @pytest.mark.parametrize(
+        "messages",
+        ["just text", [{"content": "no role"}], ["not an object"], [{"role": "user", "content": {1, 2}}]],
+        ids=["string", "missing-role", "non-object", "not-json"],
+    )
+    def test_save_messages_rejects_what_is_not_a_message_list(self, backend: StorageBackend, root: str, messages: Any) -> None:
+        with pytest.raises(StorageError):
+            backend.save_messages(root, messages)
+        assert backend.load_conversation(root)["messages"] == []
+
+    def test_list_conversations_is_newest_first_with_limit_and_offset(self, backend: StorageBackend) -> None:
+        ids = [backend.create_conversation(f"c{i}") for i in range(5)]
+        listed = backend.list_conversations(limit=50, offset=0)
+        assert [c["conversation_id"] for c in listed] == ids[::-1]
+        page = backend.list_conversations(limit=2, offset=1)
+        assert [c["conversation_id"] for c in page] == [ids[3], ids[2]]
+        assert backend.list_conversations(limit=10, offset=5) == []
+
+    def test_list_rejects_a_bad_limit_or_offset(self, backend: StorageBackend) -> None:
+        for limit, offset in ((0, 0), (-1, 0), (10, -1)):
+            with pytest.raises(StorageError):
+                backend.list_conversations(limit=limit, offset=offset)
+            with pytest.raises(StorageError):
+                backend.list_delegations(limit=limit, offset=offset)
+
+    def test_save_snapshot_returns_an_id_and_is_counted(self, backend: StorageBackend, root: str) -> None:
+        snapshot_id = backend.save_snapshot(root, [{"role": "user", "content": "before compaction"}])
+        assert _is_uuid(snapshot_id)
+        assert backend.stats()["snapshots"] == 1
+        with pytest.raises(StorageError, match="unknown conversation"):
+            backend.save_snapshot(str(uuid.uuid4()), [])
+
+    def test_delete_conversation_cascades_to_messages_snapshots_and_delegations(
+        self, backend: StorageBackend, root: str
+    ) -> None:
+        backend.save_messages(root, [{"role": "user", "content": "hi"}])
+        backend.save_snapshot(root, [{"role": "user", "content": "hi"}])
+        delegation_id, child = backend.create_delegation(root, "lead", "coder", "fix the parser", 3, None)
+        backend.save_messages(child, [{"role": "assistant", "content": "on it"}])
+        grandchild_delegation, grandchild = backend.create_delegation(child, "coder", "researcher", "read docs", 2, None)
+        backend.complete_delegation(grandchild_delegation, "completed", "parser docs read")
+        backend.complete_delegation(delegation_id, "completed", "parser fixed")
+        other = backend.create_conversation("unrelated")
+        backend.save_messages(other, [{"role": "user", "content": "stay"}])
+
+        backend.delete_conversation(root)
+
+        for gone in (root, child, grandchild):
+            with pytest.raises(StorageError):
+                backend.load_conversation(gone)
+        for gone in (delegation_id, grandchild_delegation):
+            with pytest.raises(StorageError):
+                backend.load_delegation_with_messages(gone)
+        assert backend.search_delegations("parser") == []
+        assert backend.latest_delegation_for_target("coder") is None
+        stats = backend.stats()
+        assert (stats["conversations"], stats["messages"], stats["snapshots"], stats["delegations"]) == (1, 1, 0, 0)
+        assert backend.load_conversation(other)["messages"] == [{"role": "user", "content": "stay"}]
+
+    def test_deleting_a_child_conversation_removes_its_delegation_only(self, backend: StorageBackend, root: str) -> None:
+        delegation_id, child = backend.create_delegation(root, "lead", "coder", "task", 3, None)
+        backend.delete_conversation(child)
+        with pytest.raises(StorageError):
+            backend.load_delegation_with_messages(delegation_id)
+        assert backend.load_conversation(root)["conversation"]["conversation_id"] == root
+
+    def test_delete_unknown_conversation_raises(self, backend: StorageBackend) -> None:
+        with pytest.raises(StorageError, match="unknown conversation"):
+            backend.delete_conversation(str(uuid.uuid4()))
+
+    # -- delegations -------------------------------------------------------------------------------
+
+    def test_create_delegation_makes_a_running_record_and_a_child_conversation(self, backend: StorageBackend, root: str) -> None:
+        delegation_id, child = backend.create_delegation(root, "lead", "researcher", "find the bug", 7, [{"path": "a.py", "lines": "1-5"}])
+        assert _is_uuid(delegation_id) and _is_uuid(child)
+        record = backend.load_delegation_with_messages(delegation_id)
+        assert record["delegation_id"] == delegation_id
+        assert record["child_conversation_id"] == child
+        assert record["parent_id"] == root
+        assert (record["delegating_tier"], record["target_tier"], record["task"]) == ("lead", "researcher", "find the bug")
+        assert record["max_turns"] == 7
+        assert record["context"] == [{"path": "a.py", "lines": "1-5"}]
+        assert record["status"] == "running" and record["summary"] is None and record["completed_at"] is None
+        assert _is_utc_iso(record["created_at"])
+        assert record["messages"] == []
+        assert backend.load_conversation(child)["conversation"]["parent_delegation_id"] == delegation_id
+
+    @pytest.mark.parametrize("parent", ["", "   ", None], ids=["empty", "blank", "none"])
+    def test_create_delegation_with_an_empty_parent_raises(self, backend: StorageBackend, parent: Any) -> None:
+        with pytest.raises(StorageError):
+            backend.create_delegation(parent, "lead", "researcher", "task", 5, None)
+        assert backend.stats()["delegations"] == 0
+
+    def test_create_delegation_with_an_unknown_parent_raises(self, backend: StorageBackend) -> None:
+        with pytest.raises(StorageError, match="unknown conversation"):
+            backend.create_delegation(str(uuid.uuid4()), "lead", "researcher", "task", 5, None)
+        assert backend.stats()["delegations"] == 0
+
+    @pytest.mark.parametrize(
+        "field, value",
+        [("target_tier", ""), ("delegating_tier", None), ("task", ""), ("max_turns", "5"), ("max_turns", -2),
+         ("context", "a.py"), ("context", [1, 2])],
+    )
+    def test_create_delegation_rejects_bad_fields(self, backend: StorageBackend, root: str, field: str, value: Any) -> None:
+        args: dict[str, Any] = {"parent_id": root, "delegating_tier": "lead", "target_tier": "researcher",
+                                "task": "task", "max_turns": 5, "context": None}
+        args[field] = value
+        with pytest.raises(StorageError):
+            backend.create_delegation(**args)
+        assert backend.stats()["delegations"] == 0
+
+    def test_complete_delegation_stores_status_summary_and_time(self, backend: StorageBackend, root: str) -> None:
+        delegation_id = self._delegation(backend, root)
+        backend.complete_delegation(delegation_id, "failed", "ran out of turns")
+        record = backend.load_delegation_with_messages(delegation_id)
+        assert (record["status"], record["summary"]) == ("failed", "ran out of turns")
+        assert _is_utc_iso(record["completed_at"]) and record["completed_at"] >= record["created_at"]
+
+    def test_complete_unknown_delegation_raises(self, backend: StorageBackend) -> None:
+        with pytest.raises(StorageError, match="unknown delegation"):
+            backend.complete_delegation(str(uuid.uuid4()), "completed", "done")
+
+    def test_a_second_completion_raises_and_keeps_the_first(self, backend: StorageBackend, root: str) -> None:
+        delegation_id = self._delegation(backend, root, summary="first result")
+        with pytest.raises(StorageError, match="already completed"):
+            backend.complete_delegation(delegation_id, "failed", "second result")
+        record = backend.load_delegation_with_messages(delegation_id)
+        assert (record["status"], record["summary"]) == ("completed", "first result")
+
+    @pytest.mark.parametrize("status", ["running", "done", "", None])
+    def test_complete_with_an_invalid_status_raises(self, backend: StorageBackend, root: str, status: Any) -> None:
+        delegation_id = self._delegation(backend, root)
+        with pytest.raises(StorageError, match="status"):
+            backend.complete_delegation(delegation_id, status, "x")
+        assert backend.load_delegation_with_messages(delegation_id)["status"] == "running"
+
+    def test_load_delegation_with_messages_returns_the_child_conversation(self, backend: StorageBackend, root: str) -> None:
+        delegation_id, child = backend.create_delegation(root, "lead", "coder", "write tests", 4, None)
+        backend.save_messages(child, [{"role": "user", "content": "write tests"}, {"role": "assistant", "content": "done"}])
+        backend.complete_delegation(delegation_id, "completed", "tests written")
+        record = backend.load_delegation_with_messages(delegation_id)
+        assert [m["content"] for m in record["messages"]] == ["write tests", "done"]
+        assert (record["target_tier"], record["task"], record["summary"]) == ("coder", "write tests", "tests written")
+
+    def test_load_unknown_delegation_raises(self, backend: StorageBackend) -> None:
+        with pytest.raises(StorageError, match="unknown delegation"):
+            backend.load_delegation_with_messages(str(uuid.uuid4()))
+        with pytest.raises(StorageError):
+            backend.load_delegation_with_messages("")
+
+    def test_latest_delegation_for_target_is_the_most_recent_completed(self, backend: StorageBackend, root: str) -> None:
+        assert backend.latest_delegation_for_target("researcher") is None
+        older = self._delegation(backend, root, summary="older")
+        newer = self._delegation(backend, root, summary="newer")
+        self._delegation(backend, root)  # still running
+        self._delegation(backend, root, summary="gave up", status="failed")
+        self._delegation(backend, root, target="coder", summary="other tier")
+        assert backend.latest_delegation_for_target("researcher") == newer
+        assert older != newer
+        assert backend.latest_delegation_for_target("nobody") is None
+
+    def test_latest_delegation_follows_completion_order_not_creation(self, backend: StorageBackend, root: str) -> None:
+        first = self._delegation(backend, root)
+        second = self._delegation(backend, root)
+        backend.complete_delegation(second, "completed", "second finished first")
+        backend.complete_delegation(first, "completed", "first finished last")
+        assert backend.latest_delegation_for_target("researcher") == first
+
+    def test_list_delegations_is_newest_first(self, backend: StorageBackend, root: str) -> None:
+        ids = [self._delegation(backend, root, task=f"task {i}") for i in range(4)]
+        listed = backend.list_delegations(limit=3, offset=0)
+        assert [d["delegation_id"] for d in listed] == ids[::-1][:3]
+        assert listed[0]["task"] == "task 3" and listed[0]["status"] == "running"
+        assert [d["delegation_id"] for d in backend.list_delegations(limit=10, offset=3)] == [ids[0]]
+
+    # -- search ------------------------------------------------------------------------------------
+
+    def test_search_returns_completed_delegations_only(self, backend: StorageBackend, root: str) -> None:
+        done = self._delegation(backend, root, task="audit the payment code", summary="payment code is fine")
+        self._delegation(backend, root, task="audit the payment code again")
+        self._delegation(backend, root, task="payment retry", summary="payment retries broken", status="failed")
+        assert [r["delegation_id"] for r in backend.search_delegations("payment", 10)] == [done]
+
+    def test_search_result_has_the_followup_shape(self, backend: StorageBackend, root: str) -> None:
+        delegation_id = self._delegation(backend, root, target="coder", task="fix login", summary="login fixed")
+        (result,) = backend.search_delegations("login", 3)
+        assert set(result) == {"delegation_id", "target_tier", "task", "summary", "completed_at"}
+        assert (result["delegation_id"], result["target_tier"], result["task"], result["summary"]) == (
+            delegation_id, "coder", "fix login", "login fixed")
+        assert _is_utc_iso(result["completed_at"])
+
+    def test_search_is_case_insensitive(self, backend: StorageBackend, root: str) -> None:
+        delegation_id = self._delegation(backend, root, task="Check OAuth Tokens", summary="Token REFRESH works")
+        for query in ("oauth", "OAUTH tokens", "refresh", "ReFrEsH"):
+            assert [r["delegation_id"] for r in backend.search_delegations(query, 3)] == [delegation_id], query
+
+    def test_search_needs_every_word_in_the_summary_or_the_task(self, backend: StorageBackend, root: str) -> None:
+        both = self._delegation(backend, root, task="profile the importer", summary="importer is slow on csv")
+        self._delegation(backend, root, task="profile the exporter", summary="exporter is fine")
+        assert [r["delegation_id"] for r in backend.search_delegations("profile csv", 5)] == [both]
+        assert backend.search_delegations("importer yaml", 5) == []
+
+    def test_search_ranks_by_summary_matches_then_newest(self, backend: StorageBackend, root: str) -> None:
+        task_only_old = self._delegation(backend, root, task="cache invalidation bug", summary="nothing found")
+        summary_one = self._delegation(backend, root, task="cache work", summary="bug reproduced")
+        summary_both = self._delegation(backend, root, task="look", summary="cache bug fixed")
+        task_only_new = self._delegation(backend, root, task="cache bug again", summary="no luck")
+        ranked = [r["delegation_id"] for r in backend.search_delegations("cache bug", 10)]
+        assert ranked == [summary_both, summary_one, task_only_new, task_only_old]
+
+    def test_search_respects_max_results(self, backend: StorageBackend, root: str) -> None:
+        ids = [self._delegation(backend, root, task=f"report {i}", summary="weekly report") for i in range(5)]
+        assert [r["delegation_id"] for r in backend.search_delegations("report", 2)] == ids[::-1][:2]
+        with pytest.raises(StorageError):
+            backend.search_delegations("report", 0)
+
+    @pytest.mark.parametrize(
+        "query, matches",
+        [("100%", True), ("1000", False), ("%", True), ("a_b", True), ("axb", False), ("_", True),
+         (".*", False), ("(", False), ("[x]", False), ("c++", True), ("\\d", False)],
+    )
+    def test_search_treats_percent_underscore_and_regex_characters_literally(
+        self, backend: StorageBackend, root: str, query: str, matches: bool
+    ) -> None:
+        self._delegation(backend, root, task="coverage of a_b and c++", summary="coverage is 100% now")
+        found = backend.search_delegations(query, 3)
+        assert bool(found) is matches
+
+    @pytest.mark.parametrize("query", ["", "   ", None, 5])
+    def test_search_rejects_an_empty_or_non_text_query(self, backend: StorageBackend, query: Any) -> None:
+        with pytest.raises(StorageError):
+            backend.search_delegations(query, 3)
+
+    def test_search_agrees_with_a_reference_model(self, backend: StorageBackend, root: str) -> None:
+        words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+        rng = random.Random(20261130)
+        done: list[tuple[str, str, str]] = []
+        for _ in range(60):
+            task = " ".join(rng.sample(words, 2))
+            summary = " ".join(rng.sample(words, 3)).upper() if rng.random() < 0.3 else " ".join(rng.sample(words, 3))
+            status = "completed" if rng.random() < 0.8 else "failed"
+            delegation_id = self._delegation(backend, root, task=task, summary=summary, status=status)
+            if status == "completed":
+                done.append((delegation_id, task.lower(), summary.lower()))
+        for _ in range(40):
+            query = rng.sample(words, rng.choice([1, 2]))
+            expected = []
+            for order, (delegation_id, task, summary) in enumerate(done):
+                if all(w in task.split() or w in summary.split() for w in query):
+                    expected.append((sum(w in summary.split() for w in query), order, delegation_id))
+            expected.sort(reverse=True)
+            got = [r["delegation_id"] for r in backend.search_delegations(" ".join(query), 10)]
+            assert got == [e[2] for e in expected[:10]], query
+
+    # -- audit trail and stats ---------------------------------------------------------------------
+
+    def test_record_tool_call_is_counted(self, backend: StorageBackend) -> None:
+        for i in range(3):
+            backend.record_tool_call(_outcome(conversation_id=f"c{i}"))
+        assert backend.stats()["tool_calls"] == 3
+
+    def test_record_tool_call_rejects_what_is_not_an_outcome(self, backend: StorageBackend) -> None:
+        with pytest.raises(StorageError, match="CallOutcome"):
+            backend.record_tool_call("demo.echo")  # type: ignore[arg-type]
+
+    def test_stats_counts_everything(self, backend: StorageBackend, root: str) -> None:
+        backend.save_messages(root, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+        self._delegation(backend, root, summary="ok")
+        self._delegation(backend, root, summary="no", status="failed")
+        self._delegation(backend, root)
+        stats = backend.stats()
+        assert all(isinstance(v, int) for v in stats.values())
+        assert stats["conversations"] == 4 and stats["messages"] == 2 and stats["delegations"] == 3
+        assert (stats["running_delegations"], stats["completed_delegations"], stats["failed_delegations"]) == (1, 1, 1)
+
+    # -- lifecycle and sharing ---------------------------------------------------------------------
+
+    def test_close_is_idempotent_and_later_calls_raise(self, open_backend: Opener) -> None:
+        store = open_backend()
+        store.create_conversation("x")
+        store.close()
+        store.close()
+        with pytest.raises(StorageError, match="closed"):
+            store.create_conversation("y")
+
+    def test_threads_writing_at_once_lose_nothing(self, backend: StorageBackend, root: str) -> None:
+        errors: list[BaseException] = []
+
+        def work(n: int) -> None:
+            try:
+                for i in range(20):
+                    delegation_id, child = backend.create_delegation(root, "lead", "coder", f"t{n}-{i}", 2, None)
+                    backend.save_messages(child, [{"role": "user", "content": f"m{n}-{i}"}])
+                    backend.complete_delegation(delegation_id, "completed", f"s{n}-{i} threadwork")
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        stats = backend.stats()
+        assert (stats["delegations"], stats["completed_delegations"], stats["messages"]) == (80, 80, 80)
+        assert len(backend.search_delegations("threadwork", 10)) == 10
+
+    def test_data_survives_close_and_reopen(self, open_backend: Opener) -> None:
+        store = open_backend()
+        root = store.create_conversation("persisted", {"v": 1})
+        store.save_messages(root, [{"role": "user", "content": "remember me"}])
+        delegation_id = self._delegation(store, root, target="coder", task="persist", summary="kept across restarts")
+        store.close()
+        reopened = self._reopen(open_backend)
+        try:
+            assert reopened.load_conversation(root)["messages"] == [{"role": "user", "content": "remember me"}]
+            assert reopened.latest_delegation_for_target("coder") == delegation_id
+            assert [r["delegation_id"] for r in reopened.search_delegations("restarts", 3)] == [delegation_id]
+            with pytest.raises(StorageError, match="already completed"):
+                reopened.complete_delegation(delegation_id, "completed", "again")
+        finally:
+            reopened.close()
+
+    def test_a_second_handle_sees_the_first_handles_writes(self, backend: StorageBackend, open_backend: Opener) -> None:
+        other = self._reopen(open_backend)
+        try:
+            root = backend.create_conversation("shared")
+            delegation_id, _ = other.create_delegation(root, "lead", "researcher", "shared task", 3, None)
+            backend.complete_delegation(delegation_id, "completed", "shared summary")
+            assert [r["delegation_id"] for r in other.search_delegations("shared", 3)] == [delegation_id]
+            other.delete_conversation(root)
+            with pytest.raises(StorageError):
+                backend.load_conversation(root)
+            assert re.fullmatch(r"[0-9a-f-]{36}", delegation_id)
+        finally:
+            other.close()
