@@ -74,7 +74,7 @@ class ServeApp:
         except InvalidCursor as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+            return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete"}
         return page
 
     # -- tools/call ---------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ class ServeApp:
         outcome = call.task.result()
         if call.relay is not None:
             await call.relay.close()
-        return call_result(outcome)
+        return {**call_result(outcome), "resultType": "complete"}
 
     # -- conversations -------------------------------------------------------------------------------
 

@@ -102,6 +102,11 @@ class ProbeServer(MCPServerBase):
         for tool in (Echo(), Info(), Note(), Fail(), Sleep()):
             self.register_tool(tool)
 
+    def permission_pattern(self, tool_name: str, args: Any) -> str:
+        if tool_name == "note":
+            return f"probe.note({args.get('text', '')})"
+        return super().permission_pattern(tool_name, args)
+
     def skip_duplicate_check(self, tool_name: str) -> bool:
         return tool_name in ("info", "sleep")
 

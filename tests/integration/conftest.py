@@ -1,0 +1,202 @@
+"""Fixtures for the serve integration tests: a project directory, a real `entropic-mcp serve`
+subprocess (stdio or HTTP), and official-SDK clients of every protocol era."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+PROBE_SITE = HERE / "probe_site"
+ENTROPIC_MCP = Path(sys.executable).with_name("entropic-mcp")
+ERAS = ("2026-07-28", "2025-11-25", "2025-06-18")
+
+BASE_CONFIG = """\
+[entropic_mcp]
+plugins = ["probe"]
+[storage]
+backend = "none"
+[permissions]
+default = "ask"
+allow = ["probe.echo", "probe.info", "probe.fail", "probe.sleep"]
+deny = ["probe.note(secret*)"]
+"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def write_project(root: Path, config: str = BASE_CONFIG) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "entropic-mcp.toml").write_text(config, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return write_project(tmp_path / "project")
+
+
+def serve_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROBE_SITE), env.get("PYTHONPATH", "")]))
+    env["ENTROPIC_MCP_STRICT_PLUGINS"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def stdio_params(project: Path, env: Mapping[str, str] | None = None) -> Any:
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=str(ENTROPIC_MCP), args=["serve"], cwd=str(project), env=serve_env(env))
+
+
+class Peer:
+    """One client connection, the same calls whatever the protocol era."""
+
+    def __init__(self, era: str, target: Any) -> None:
+        self.era = era
+        self.target = target  # a mcp.Client, or a ClientSession for 2025-06-18
+
+    async def list_page(self, cursor: str | None = None) -> Any:
+        from mcp import Client
+        from mcp_types import PaginatedRequestParams
+
+        if isinstance(self.target, Client):
+            return await self.target.list_tools(cursor=cursor, cache_mode="refresh")
+        return await self.target.list_tools(params=PaginatedRequestParams(cursor=cursor))
+
+    async def list_all(self) -> list[Any]:
+        tools, cursor = [], None
+        while True:
+            page = await self.list_page(cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                return tools
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None,
+                   progress: Any = None) -> Any:
+        return await self.target.call_tool(name, arguments or {}, progress_callback=progress, meta=meta)
+
+
+@asynccontextmanager
+async def connect(server: Any, era: str, *, elicitation: Any = None) -> AsyncIterator[Peer]:
+    """An official-SDK client of ``era`` connected to ``server`` (StdioServerParameters or a URL)."""
+    from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+    from mcp_types import ClientCapabilities, ElicitationCapability, Implementation, InitializedNotification
+    from mcp_types import InitializeRequest, InitializeRequestParams, InitializeResult
+
+    if era != "2025-06-18":
+        mode = "legacy" if era == "2025-11-25" else "auto"
+        async with Client(server, mode=mode, elicitation_callback=elicitation, read_timeout_seconds=30) as client:
+            assert client.protocol_version == era
+            yield Peer(era, client)
+        return
+    # The SDK client offers its newest handshake version; a 2025-06-18 host is imitated by hand.
+    transport = stdio_client(server) if isinstance(server, StdioServerParameters) else streamable_http_client(server)
+    async with transport as (read, write):
+        session = ClientSession(dispatcher=JSONRPCDispatcher(read, write), elicitation_callback=elicitation,
+                                read_timeout_seconds=30)
+        async with session:
+            capabilities = ClientCapabilities(elicitation=ElicitationCapability() if elicitation else None)
+            result = await session.send_request(InitializeRequest(params=InitializeRequestParams(
+                protocol_version="2025-06-18", capabilities=capabilities,
+                client_info=Implementation(name="host-2025-06-18", version="1"))), InitializeResult)
+            assert result.protocol_version == "2025-06-18"
+            session.adopt(result)
+            await session.send_notification(InitializedNotification())
+            yield Peer(era, session)
+
+
+class HTTPServe:
+    """A running `entropic-mcp serve --transport http` subprocess."""
+
+    def __init__(self, process: subprocess.Popen[str], url: str) -> None:
+        self.process = process
+        self.url = url
+
+
+def start_http(project: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 30) -> HTTPServe:
+    process = subprocess.Popen(
+        [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0", *args],
+        cwd=project, env=serve_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    assert process.stderr is not None
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        match = re.search(r"on (http://\S+/mcp)", line)
+        if match:
+            return HTTPServe(process, match.group(1))
+    stop(process)
+    raise AssertionError("serve --transport http did not start:\n" + "".join(lines))
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+@pytest.fixture
+def http_serve(project: Path) -> Iterator[HTTPServe]:
+    served = start_http(project)
+    try:
+        yield served
+    finally:
+        stop(served.process)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie leader still "exists"; its group is gone once nothing in it runs.
+    try:
+        with open(f"/proc/{pgid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def npx() -> str | None:
+    return shutil.which("npx")

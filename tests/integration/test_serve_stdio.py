@@ -1,0 +1,177 @@
+"""`entropic-mcp serve` over real stdio, driven by the official SDK client in every protocol era."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import BASE_CONFIG, ERAS, connect, group_alive, stdio_params, wait_until, write_project
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+DIRECTIVES = "entropic-mcp/directives"
+KIND = "entropic-mcp/kind"
+
+
+def text_of(result: Any) -> str:
+    assert len(result.content) == 1
+    return result.content[0].text
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_listing_is_paginated_sorted_and_annotated(tmp_path: Path, era: str) -> None:
+    project = write_project(tmp_path, BASE_CONFIG + "[serve]\nlist_page_size = 2\n")
+    async with connect(stdio_params(project), era) as peer:
+        first = await peer.list_page()
+        assert len(first.tools) == 2 and first.next_cursor
+        tools = await peer.list_all()
+    names = [tool.name for tool in tools]
+    assert names == ["probe.echo", "probe.fail", "probe.info", "probe.note", "probe.sleep"]
+    by_name = {tool.name: tool for tool in tools}
+    assert by_name["probe.echo"].annotations.read_only_hint is True
+    assert by_name["probe.echo"].annotations.open_world_hint is False
+    assert by_name["probe.note"].annotations.read_only_hint is False
+    assert by_name["probe.note"].annotations.destructive_hint is False
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_calls_carry_result_kind_directives_and_errors(project: Path, era: str) -> None:
+    from mcp import MCPError
+
+    async with connect(stdio_params(project), era) as peer:
+        echoed = await peer.call("probe.echo", {"text": "hello"})
+        assert text_of(echoed) == "hello" and echoed.is_error is False
+        assert echoed.meta[KIND] == "ok"
+        assert echoed.meta[DIRECTIVES] == [{"type": "notify_presenter", "key": "echo", "data": {"length": 5}}]
+
+        info = await peer.call("probe.info")
+        assert info.structured_content["conversation"].startswith("stdio-")
+        assert json.loads(text_of(info)) == info.structured_content
+
+        failed = await peer.call("probe.fail")
+        assert failed.is_error is True and failed.meta[KIND] == "error"
+        assert failed.meta.get(DIRECTIVES, []) == []
+        assert json.loads(text_of(failed))["error"] == "probe_failure"
+
+        bad_args = await peer.call("probe.echo", {"wrong": 1})
+        assert bad_args.is_error is True and bad_args.meta[KIND] == "rejected_schema"
+
+        duplicate = await peer.call("probe.echo", {"text": "hello"})
+        assert duplicate.is_error is True and duplicate.meta[KIND] == "rejected_duplicate"
+        assert json.loads(text_of(duplicate))["previous_result"] == "hello"
+
+        with pytest.raises(MCPError) as raised:
+            await peer.call("probe.missing")
+        assert raised.value.error.code == -32602
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_conversation_key_from_meta_else_one_per_process(project: Path, era: str) -> None:
+    async with connect(stdio_params(project), era) as peer:
+        mine = await peer.call("probe.info", meta={"entropic-mcp/conversation": "conv-a"})
+        assert mine.structured_content["conversation"] == "conv-a"
+        first = await peer.call("probe.info")
+        second = await peer.call("probe.info")
+        assert first.structured_content["conversation"] == second.structured_content["conversation"] != "conv-a"
+        # Duplicates are per conversation: the same echo in another conversation runs.
+        await peer.call("probe.echo", {"text": "x"}, meta={"entropic-mcp/conversation": "c1"})
+        again = await peer.call("probe.echo", {"text": "x"}, meta={"entropic-mcp/conversation": "c2"})
+        assert again.meta[KIND] == "ok"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_denied_permission_is_an_error_result(project: Path, era: str) -> None:
+    async with connect(stdio_params(project), era) as peer:
+        denied = await peer.call("probe.note", {"text": "secret plan"})
+    assert denied.is_error is True and denied.meta[KIND] == "rejected_permission"
+    assert json.loads(text_of(denied))["error"] == "permission_denied"
+    assert not (project / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_ask_without_elicitation_names_the_rule_to_add(project: Path, era: str) -> None:
+    async with connect(stdio_params(project), era) as peer:
+        refused = await peer.call("probe.note", {"text": "hello"})
+    message = json.loads(text_of(refused))["message"]
+    assert refused.meta[KIND] == "rejected_permission"
+    assert 'allow = ["probe.note(hello)"]' in message
+    assert not (project / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_ask_is_answered_through_elicitation(project: Path, era: str) -> None:
+    from mcp_types import ElicitResult
+
+    asked: list[str] = []
+    answers = iter([{"decision": "allow_once"}, None])
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        content = next(answers)
+        return ElicitResult(action="accept", content=content) if content else ElicitResult(action="decline")
+
+    async with connect(stdio_params(project), era, elicitation=elicit) as peer:
+        allowed = await peer.call("probe.note", {"text": "first"})
+        declined = await peer.call("probe.note", {"text": "second"})
+    assert allowed.is_error is False and text_of(allowed) == "noted: first"
+    assert declined.is_error is True and declined.meta[KIND] == "rejected_permission"
+    assert "declined" in json.loads(text_of(declined))["message"]
+    assert len(asked) == 2 and "probe.note" in asked[0]
+    assert (project / "notes.txt").read_text() == "first\n"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_progress_is_reported_while_a_call_runs(project: Path, era: str) -> None:
+    seen: list[tuple[float, str | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append((value, message))
+
+    async with connect(stdio_params(project), era) as peer:
+        done = await peer.call("probe.sleep", {"seconds": 0.5}, progress=progress)
+    assert text_of(done) == "slept 0.5 s"
+    assert seen and seen[0][1] is not None and seen[0][1].startswith("slept")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_cancelled_call_kills_its_process_group(project: Path, era: str) -> None:
+    marker = project / "pgid"
+    async with connect(stdio_params(project), era) as peer:
+        with anyio.move_on_after(30) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(peer.call, "probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
+                while not marker.exists():
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        pgid = int(marker.read_text())
+        assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
+        after = await peer.call("probe.echo", {"text": "still here"})
+        assert text_of(after) == "still here"
+
+
+async def test_client_that_disconnects_mid_call_leaves_no_process(project: Path) -> None:
+    marker = project / "pgid"
+    async with anyio.create_task_group() as tg:
+        async def call_then_vanish() -> None:
+            async with connect(stdio_params(project), "2025-11-25") as peer:
+                await peer.call("probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
+
+        tg.start_soon(call_then_vanish)
+        while not marker.exists():
+            await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    pgid = int(marker.read_text())
+    assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
+
+
+async def test_underscored_names_map_back_through_the_table(tmp_path: Path) -> None:
+    project = write_project(tmp_path, BASE_CONFIG + '[serve]\ntool_names = "underscored"\n')
+    async with connect(stdio_params(project), "2026-07-28") as peer:
+        names = [tool.name for tool in await peer.list_all()]
+        assert names == ["probe__echo", "probe__fail", "probe__info", "probe__note", "probe__sleep"]
+        echoed = await peer.call("probe__echo", {"text": "u"})
+        assert text_of(echoed) == "u"
