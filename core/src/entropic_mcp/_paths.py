@@ -1,4 +1,9 @@
-"""Path confinement: the one function every directory-aware tool resolves paths through."""
+"""Path confinement: the one function every directory-aware tool resolves paths through.
+
+``confine`` decides *where* a path is (steps 1-6 of filesystem.md); the tools that then open
+the path do it relative to a verified directory descriptor without following links (step 7),
+so a component swapped for a symlink after this check cannot redirect a read or a write.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +22,17 @@ if TYPE_CHECKING:
 
 OutsidePolicy = bool | Literal["optional"]
 
+#: The config keys that widen access outside the root, named in ``outside_root_approval_required``.
+OUTSIDE_ROOT_KEYS = ("outside_root_allow", "allow_outside_root")
+
 
 def _absolute_paths(value: Iterable[str | Path]) -> tuple[Path, ...]:
+    if isinstance(value, (str, Path)):
+        raise ConfigError(f"outside-root entries must be a list of absolute paths, got the single value {str(value)!r}")
     out = []
     for entry in value:
+        if not isinstance(entry, (str, Path)) or not str(entry) or "\x00" in str(entry):
+            raise ConfigError(f"outside-root entries must be absolute paths (~ is expanded), got {entry!r}")
         path = Path(entry).expanduser()
         if not path.is_absolute():
             raise ConfigError(f"outside-root entries must be absolute paths (~ is expanded), got {str(entry)!r}")
@@ -29,8 +41,8 @@ def _absolute_paths(value: Iterable[str | Path]) -> tuple[Path, ...]:
 
 
 def _check_policy(instance: object, attribute: attrs.Attribute, value: object) -> None:
-    if value not in (True, False, "optional"):
-        raise ConfigError(f'allow_outside_root: expected false, true or "optional", got {value!r}')
+    if value not in (True, False, "optional") or isinstance(value, int) and not isinstance(value, bool):
+        raise ConfigError(f"allow_outside_root: expected false, true or \"optional\", got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -59,12 +71,19 @@ def is_within(path: Path, root: Path) -> bool:
 
 
 def canonicalize(raw: str, root: Path) -> Path:
-    """Resolve ``raw`` against ``root``: every ``..`` and symlink in the existing part resolved."""
+    """Resolve ``raw`` against ``root``: every ``..`` and symlink in the existing part resolved.
+
+    Raises ``ValueError`` for text the OS cannot take as a path (NUL, unencodable characters).
+    """
+    if "\x00" in raw:
+        raise ValueError("embedded NUL")
+    os.fsencode(raw)  # lone surrogates that cannot become bytes raise here, not half-way through
     path = Path(raw)
     if not path.is_absolute():
         path = root / path
-    # realpath resolves the existing prefix and appends the rest lexically, which is what a
-    # path that does not exist yet needs; non-strict so dangling links resolve to their target.
+    # realpath resolves the existing prefix and appends the rest lexically (``..`` in the rest is
+    # applied after the links before it are resolved), which is what a path that does not exist
+    # yet needs; non-strict so a dangling link resolves to its target, not to the link.
     return Path(os.path.realpath(path))
 
 
@@ -74,6 +93,10 @@ def relative_display(path: Path, root: Path) -> str:
     if is_within(path, root):
         return path.relative_to(root).as_posix()
     return str(path)
+
+
+def _server_of(tool: str) -> str:
+    return tool.partition(".")[0] if "." in tool else "<server>"
 
 
 def confine(
@@ -89,14 +112,33 @@ def confine(
     """Resolve a tool's path argument or raise ``ToolError`` with a code saying how to recover.
 
     ``~`` is a literal character; relative paths resolve against ``root``, never the process's
-    working directory.
+    working directory. Outside the root: ``outside_root_deny`` wins, then ``outside_root_allow``,
+    then ``allow_outside_root`` (``"optional"`` asks ``ctx.manager.approve_outside_root`` once).
+
+    Args:
+        raw: the argument as the model sent it.
+        root: the project root (canonicalised here too).
+        policy: the server's outside-root policy.
+        tool: the full tool name (``filesystem.read_file``), passed to the approver.
+        access: ``"read"`` or ``"write"``, passed to the approver.
+        ctx: the call context (conversation, and the manager that asks the approver).
+        argument: the argument's name, for error messages.
+
+    Raises:
+        ToolError: ``invalid_args``, ``outside_root`` (``approvable=False``),
+            ``outside_root_denied``, ``outside_root_rejected``, ``outside_root_approval_required``.
     """
     if not isinstance(raw, str) or not raw:
         raise ToolError("invalid_args", f"'{argument}' must be a non-empty string path relative to the project root")
     if "\x00" in raw:
         raise ToolError("invalid_args", f"'{argument}' contains a NUL byte; pass a plain path")
     root = Path(os.path.realpath(root))
-    path = canonicalize(raw, root)
+    try:
+        path = canonicalize(raw, root)
+    except (ValueError, OSError) as exc:
+        raise ToolError(
+            "invalid_args", f"'{argument}' is not a usable path ({type(exc).__name__}: {exc}); pass a plain path"
+        ) from None
     if is_within(path, root):
         return ResolvedPath(path=path, inside=True, display=relative_display(path, root))
     resolved = ResolvedPath(path=path, inside=False, display=str(path))
@@ -105,10 +147,12 @@ def confine(
             "outside_root",
             f"{raw!r} resolves to {path}, outside the work tree {root}; use a path inside it",
         )
+    server = _server_of(tool)
     if any(is_within(path, d) for d in policy.outside_root_deny):
         raise ToolError(
             "outside_root_denied",
-            f"{path} is outside the project root and in outside_root_deny; use a path inside {root}",
+            f"{path} is outside the project root and under an outside_root_deny entry of "
+            f"[servers.{server}]; use a path inside {root}",
         )
     if any(is_within(path, a) for a in policy.outside_root_allow):
         return resolved
@@ -117,29 +161,28 @@ def confine(
     if policy.allow_outside_root is False:
         raise ToolError(
             "outside_root_denied",
-            f"{path} is outside the project root {root} and allow_outside_root is false; use a path inside the root",
+            f"{path} is outside the project root {root} and allow_outside_root is false in "
+            f"[servers.{server}]; use a path inside the root",
         )
     manager = ctx.manager if ctx is not None else None
     answer = None
     if manager is not None:
         answer = manager.approve_outside_root(
-            OutsideRootRequest(
-                path=path,
-                tool=tool,
-                access=access,
-                root=root,
-                conversation_id=ctx.conversation_id if ctx else "default",
-            )
+            OutsideRootRequest(path=path, tool=tool, access=access, root=root,
+                               conversation_id=ctx.conversation_id if ctx else "default")
         )
     if answer is True:
         return resolved
     if answer is False:
         raise ToolError(
-            "outside_root_rejected", f"access to {path} outside the project root was rejected; use a path inside {root}"
+            "outside_root_rejected",
+            f"access to {path} outside the project root was rejected; use a path inside {root}",
         )
+    keys = [f"[servers.{server}] {key}" for key in OUTSIDE_ROOT_KEYS]
     raise ToolError(
         "outside_root_approval_required",
         f"{path} is outside the project root {root} and no approver answered. To allow it, add its "
-        f"directory to outside_root_allow (or set allow_outside_root = true) in [servers.<server>] "
-        f"of entropic-mcp.toml",
+        f"directory to outside_root_allow (or set allow_outside_root = true) in [servers.{server}] "
+        f"of entropic-mcp.toml; otherwise use a path inside the root",
+        config_keys=keys,
     )

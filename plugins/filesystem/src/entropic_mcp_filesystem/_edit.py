@@ -1,0 +1,119 @@
+"""filesystem.edit_file: replace a unique string or insert after a line, keeping line endings."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+
+from . import _args
+from ._base import FilesystemTool
+from ._fsio import Existing, write_atomic
+from ._read import SNIFF, binary_refusal
+from ._tracker import digest
+from ._write import in_style, line_style
+
+MAX_DIFF_LINES = 120
+MAX_REPORTED_LINES = 50
+
+
+def replace(body: str, old: str, new: str, *, replace_all: bool, display: str) -> tuple[str, int]:
+    count = body.count(old)
+    if count == 0:
+        raise ToolError("not_found", f"old_string was not found in {display}; read the file again with "
+                        "filesystem.read_file and copy the exact text, including whitespace and indentation")
+    if count > 1 and not replace_all:
+        lines, start = [], 0
+        while len(lines) < MAX_REPORTED_LINES:
+            at = body.find(old, start)
+            if at < 0:
+                break
+            lines.append(body.count("\n", 0, at) + 1)
+            start = at + 1
+        raise ToolError("multiple_matches", f"old_string occurs {count} times in {display} (lines "
+                        f"{', '.join(map(str, lines))}); include more surrounding text to make it unique, "
+                        "or pass replace_all: true", count=count, lines=lines)
+    return body.replace(old, new, -1 if replace_all else 1), count if replace_all else 1
+
+
+def insert(body: str, new: str, after: int) -> str:
+    """``new`` as whole lines after line ``after`` (0 = at the top; past the end = appended)."""
+    block = new if new.endswith("\n") or not new else new + "\n"
+    if after == 0:
+        return block + body
+    at = -1
+    for _ in range(after):
+        at = body.find("\n", at + 1)
+        if at < 0:
+            break
+    if at < 0 or at == len(body) - 1:
+        separator = "\n" if body and not body.endswith("\n") else ""
+        return body + separator + block
+    return body[: at + 1] + block + body[at + 1:]
+
+
+def unified(before: str, after: str, display: str) -> str:
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{display}", f"b/{display}",
+                                      n=2, lineterm=""))
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more diff lines)"]
+    return "\n".join(lines)
+
+
+class EditFile(FilesystemTool):
+    definition = load_tool_definition(__package__, "edit_file")
+    required_access_level = AccessLevel.WRITE
+    destructive = True
+    idempotent = False
+
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        fs = self.fs
+        resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
+        new = _args.text(args, "new_string", allow_empty=True)
+        has_old = args.get("old_string") is not None
+        has_insert = args.get("insert_line") is not None
+        if has_old == has_insert:
+            raise ToolError("invalid_args", "pass either old_string (text to replace) or insert_line "
+                            "(line to insert after), not both and not neither")
+        old = _args.text(args, "old_string", allow_empty=True) if has_old else ""
+        if has_old and not old:
+            raise ToolError("invalid_args", "old_string is empty; pass the exact text to replace, or use "
+                            "insert_line to add text at a line")
+        after = _args.integer(args, "insert_line", default=None, minimum=0)
+        replace_all = _args.flag(args, "replace_all")
+        fs.refuse_ignored(resolved, loc)
+        key = str(resolved.path)
+        outcome: dict[str, Any] = {}
+
+        def render(existing: Existing | None) -> bytes:
+            if existing is None:
+                raise ToolError("not_found", f"{loc.display} does not exist; create it with filesystem.write_file")
+            fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data)
+            if b"\x00" in existing.data[:SNIFF]:
+                raise binary_refusal(loc.display)
+            try:
+                text = existing.data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ToolError("not_utf8", f"{loc.display} is not UTF-8 text, so it cannot be edited safely; "
+                                "leave it unchanged or rewrite it whole with filesystem.write_file") from None
+            style = line_style(text)
+            body = text.replace("\r\n", "\n") if style == "crlf" else text
+            model_style = "lf" if style == "crlf" else style
+            if has_old:
+                changed, count = replace(body, in_style(old, model_style), in_style(new, model_style),
+                                         replace_all=replace_all, display=loc.display)
+            else:
+                assert after is not None
+                changed, count = insert(body, in_style(new, model_style), after), 1
+            outcome["replacements"] = count
+            outcome["diff"] = unified(body, changed, loc.display)
+            result = in_style(changed, "crlf") if style == "crlf" else changed
+            outcome["data"] = result.encode("utf-8")
+            return outcome["data"]
+
+        written = write_atomic(loc, render)
+        fs.tracker.record(ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns,
+                          data_digest=digest(outcome["data"]))
+        return ToolResult.json({"path": loc.display, "replacements": outcome["replacements"],
+                                "diff": outcome["diff"]})

@@ -1,0 +1,128 @@
+"""Ignore rules: nested .gitignore files, the root .entropicignore, and .git/info/exclude.
+
+Each ignore file is compiled once (and cached by inode and mtime) into a single regular
+expression: pathspec's gitignore patterns, alternated last-first so that the first alternative
+that matches is the last matching line of the file — git's "last match wins" in one ``match``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from ._fsio import FILE_FLAGS, read_all
+
+GITIGNORE = ".gitignore"
+ENTROPICIGNORE = ".entropicignore"
+MAX_IGNORE_FILE_BYTES = 1 << 20
+MAX_CACHED = 4096
+
+
+class IgnoreFile:
+    """The patterns of one ignore file; ``verdict`` is True (ignored), False (re-included) or None."""
+
+    __slots__ = ("_includes", "_match", "_spec", "count")
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        from pathspec import GitIgnoreSpec
+
+        spec = GitIgnoreSpec.from_lines(lines)
+        active = [p for p in spec.patterns if p.include is not None and getattr(p, "regex", None) is not None]
+        self.count = len(active)
+        self._spec = spec
+        self._includes: dict[str, bool] = {}
+        alternatives = []
+        for index, pattern in enumerate(reversed(active)):
+            source = pattern.regex.pattern.replace("(?P<ps_d>/)", "/")
+            name = f"p{index}"
+            self._includes[name] = bool(pattern.include)
+            alternatives.append(f"(?P<{name}>{source})")
+        try:
+            combined = re.compile("|".join(alternatives)) if alternatives else None
+            self._match = combined.match if combined is not None else None
+        except re.error:  # a pattern form we do not know how to combine: ask pathspec line by line
+            self._match = self._spec_match
+
+    def _spec_match(self, path: str) -> _SpecMatch | None:
+        result = self._spec.check_file(path)
+        return None if result.include is None else _SpecMatch(result.include)
+
+    def verdict(self, path: str) -> bool | None:
+        """``path`` is relative to the ignore file's directory, with a trailing ``/`` for directories."""
+        if self._match is None:
+            return None
+        found = self._match(path)
+        if found is None:
+            return None
+        if isinstance(found, _SpecMatch):
+            return found.include
+        return self._includes[found.lastgroup]
+
+
+class _SpecMatch:
+    __slots__ = ("include",)
+
+    def __init__(self, include: bool) -> None:
+        self.include = include
+
+
+class IgnoreCache:
+    """Compiled ignore files keyed by (device, inode, size, mtime, ctime): edits are picked up."""
+
+    def __init__(self, max_entries: int = MAX_CACHED) -> None:
+        self.max_entries = max_entries
+        self._files: OrderedDict[tuple[int, ...], IgnoreFile] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, dir_fd: int, name: str) -> IgnoreFile | None:
+        """The ignore file ``name`` in the directory ``dir_fd`` (never through a link); None if absent."""
+        try:
+            fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return None
+        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size > MAX_IGNORE_FILE_BYTES:
+            os.close(fd)
+            return None
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with self._lock:
+            cached = self._files.get(key)
+            if cached is not None:
+                self._files.move_to_end(key)
+        if cached is not None:
+            os.close(fd)
+            return cached if cached.count else None
+        try:
+            data = read_all(fd)
+        except OSError:
+            return None
+        compiled = IgnoreFile(data.decode("utf-8", "replace").splitlines())
+        with self._lock:
+            self._files[key] = compiled
+            while len(self._files) > self.max_entries:
+                self._files.popitem(last=False)
+        return compiled if compiled.count else None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
+
+
+#: (length of the directory prefix to cut from a path, the ignore file of that directory)
+Level = tuple[int, IgnoreFile]
+
+
+def stack_verdict(stack: Sequence[Level], path: str) -> bool:
+    """Deepest ignore file with an opinion decides; no opinion anywhere = not ignored."""
+    for cut, rules in reversed(stack):
+        verdict = rules.verdict(path[cut:])
+        if verdict is not None:
+            return verdict
+    return False

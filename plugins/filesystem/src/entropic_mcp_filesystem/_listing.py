@@ -1,0 +1,66 @@
+"""filesystem.list_directory: a directory's entries (optionally recursive), gitignore-aware."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition
+
+from . import _args
+from ._base import FilesystemTool, truncation, walk_note
+from ._walk import Walk, start
+
+MAX_ENTRIES = 2000
+
+
+def _entry(entry: os.DirEntry[str], path: str, kind: str) -> dict[str, Any]:
+    size = None
+    if kind != "directory":
+        try:
+            size = entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            size = None
+    return {"name": entry.name, "path": path, "type": kind, "size": size}
+
+
+class ListDirectory(FilesystemTool):
+    definition = load_tool_definition(__package__, "list_directory")
+    required_access_level = AccessLevel.READ
+
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        fs = self.fs
+        resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
+        recursive = _args.flag(args, "recursive")
+        max_depth = _args.integer(args, "max_depth", default=3, minimum=1, maximum=64)
+        top = start(loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
+        walk = Walk(limit=fs.settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
+        entries: list[dict[str, Any]] = []
+        try:
+            for directory in walk.walk(top.fd, top.rel, top.stack, top.entropic,
+                                       max_depth=max_depth if recursive else 1):
+                for entry in directory.files:
+                    rel = directory.join(entry.name)
+                    if directory.ignored(rel, False):
+                        continue
+                    try:
+                        kind = "symlink" if entry.is_symlink() else "file"
+                    except OSError:
+                        continue
+                    entries.append(_entry(entry, top.display(rel), kind))
+                for entry in directory.dirs:
+                    entries.append(_entry(entry, top.display(directory.join(entry.name)), "directory"))
+                if len(entries) > MAX_ENTRIES:
+                    break
+        finally:
+            os.close(top.fd)
+        entries.sort(key=(lambda e: e["path"]) if recursive else (lambda e: e["name"]))
+        results: list[Any] = entries[:MAX_ENTRIES]
+        if len(entries) > MAX_ENTRIES:
+            results.append(truncation(f"more than {MAX_ENTRIES} entries; list a sub-directory, lower max_depth, "
+                                      "or use filesystem.glob with a pattern"))
+        elif walk.truncated:
+            results.append(truncation(walk_note(fs.settings.max_walk_entries, "the listing")))
+        elif walk.stopped:
+            results.append(truncation("the call was cancelled before the listing was complete"))
+        return ToolResult.json(results)

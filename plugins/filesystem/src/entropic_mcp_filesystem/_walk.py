@@ -1,0 +1,215 @@
+"""Bounded, gitignore-aware directory walks over verified directory descriptors.
+
+Every directory is opened relative to its parent's descriptor with ``O_NOFOLLOW``, so a walk
+never follows a symlink (nor one swapped in mid-walk). Ignored directories are pruned before
+they are opened; ``.git`` is always skipped; the walk stops after ``limit`` entries and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+from entropic_mcp import ToolError
+
+from ._fsio import DIR_FLAGS, Location, open_dir
+from ._ignore import ENTROPICIGNORE, GITIGNORE, IgnoreCache, IgnoreFile, Level, stack_verdict
+
+#: Deeper than this a walk does not go (and says so); protects the recursion and the fd count.
+MAX_DEPTH = 128
+
+
+@attrs.define(kw_only=True, slots=True)
+class Dir:
+    """One directory of a walk: its open descriptor (valid until the walk resumes) and entries."""
+
+    fd: int
+    rel: str  # root-relative (inside) or walk-top-relative (outside) directory; "" at the base
+    depth: int  # 1 for the walk's top directory
+    files: list[os.DirEntry[str]]  # every non-directory entry (symlinks included), not yet ignore-checked
+    dirs: list[os.DirEntry[str]]  # sub-directories that survived pruning
+    stack: tuple[Level, ...]
+    entropic: IgnoreFile | None
+
+    def join(self, name: str) -> str:
+        return f"{self.rel}/{name}" if self.rel else name
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        probe = path + "/" if is_dir else path
+        if self.entropic is not None:
+            verdict = self.entropic.verdict(probe)
+            if verdict is not None:
+                return verdict
+        return stack_verdict(self.stack, probe)
+
+
+@attrs.define(kw_only=True)
+class Walk:
+    """One walk's budget and outcome: ``truncated`` (entry limit), ``too_deep``, ``cancelled``."""
+
+    limit: int
+    cache: IgnoreCache
+    cancelled: threading.Event | None = None
+    entries: int = 0
+    truncated: bool = False
+    too_deep: bool = False
+    stopped: bool = False
+
+    @property
+    def cut_short(self) -> bool:
+        return self.truncated or self.stopped
+
+    def walk(self, top_fd: int, top_rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None,
+             *, max_depth: int | None = None, sort: bool = True) -> Iterator[Dir]:
+        """Yield the directories under ``top_fd`` (itself first), depth first, sorted by name."""
+        yield from self._visit(top_fd, top_rel, stack, entropic, 1, max_depth, sort)
+
+    def _visit(self, fd: int, rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None,
+               depth: int, max_depth: int | None, sort: bool) -> Iterator[Dir]:
+        if self.cancelled is not None and self.cancelled.is_set():
+            self.stopped = True
+            return
+        try:
+            with os.scandir(fd) as scan:
+                entries = list(scan)
+        except OSError:
+            return  # vanished or unreadable mid-walk: nothing to report under it
+        self.entries += len(entries)
+        if self.entries > self.limit:
+            entries = entries[: max(0, len(entries) - (self.entries - self.limit))]
+            self.entries = self.limit
+            self.truncated = True
+        files: list[os.DirEntry[str]] = []
+        subdirs: list[os.DirEntry[str]] = []
+        has_gitignore = False
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.name == ".git":
+                continue
+            if is_dir:
+                subdirs.append(entry)
+            else:
+                files.append(entry)
+                if entry.name == GITIGNORE:
+                    has_gitignore = True
+        if has_gitignore:
+            rules = self.cache.load(fd, GITIGNORE)
+            if rules is not None:
+                stack = (*stack, (len(rel) + 1 if rel else 0, rules))
+        current = Dir(fd=fd, rel=rel, depth=depth, files=files, dirs=subdirs, stack=stack, entropic=entropic)
+        if subdirs:
+            current.dirs = subdirs = [d for d in subdirs if not current.ignored(current.join(d.name), True)]
+            if sort:
+                subdirs.sort(key=_name)
+        if sort:
+            files.sort(key=_name)
+        yield current
+        if self.truncated or (max_depth is not None and depth >= max_depth):
+            return
+        if depth >= MAX_DEPTH:
+            self.too_deep = self.too_deep or bool(subdirs)
+            return
+        for entry in subdirs:
+            if self.truncated or self.stopped:
+                return
+            try:
+                child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # replaced by a link, removed or unreadable since the scan: not followed
+            try:
+                yield from self._visit(child, current.join(entry.name), stack, entropic, depth + 1, max_depth, sort)
+            finally:
+                os.close(child)
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+@attrs.frozen(kw_only=True)
+class Start:
+    """Where a walk begins: the open top directory and the ignore rules that apply there."""
+
+    fd: int
+    rel: str
+    stack: tuple[Level, ...]
+    entropic: IgnoreFile | None
+    display_base: str  # "" inside the root (paths are root-relative), else the absolute top
+
+    def display(self, rel: str) -> str:
+        if not self.display_base:
+            return rel or "."
+        return f"{self.display_base}/{rel}" if rel else self.display_base
+
+
+def root_rules(root: Path, cache: IgnoreCache) -> tuple[IgnoreFile | None, IgnoreFile | None]:
+    """The root's ``.entropicignore`` and ``.git/info/exclude`` (either may be None)."""
+    try:
+        fd = open_dir(root, ())
+    except OSError:
+        return None, None
+    try:
+        entropic = cache.load(fd, ENTROPICIGNORE)
+        exclude = None
+        try:
+            info = open_dir(root, (".git", "info"))
+        except OSError:
+            info = None
+        if info is not None:
+            try:
+                exclude = cache.load(info, "exclude")
+            finally:
+                os.close(info)
+        return entropic, exclude
+    finally:
+        os.close(fd)
+
+
+def start(loc: Location, *, inside: bool, root: Path, cache: IgnoreCache) -> Start:
+    """Open ``loc`` for a walk with the ignore rules of the directories above it.
+
+    A directory the root's ``.entropicignore`` excludes is refused (``ignored``); one that only
+    ``.gitignore`` excludes is walked when asked for by name, with the rules found inside it.
+    """
+    from ._fsio import open_directory
+
+    top_fd = open_directory(loc)
+    if not inside:
+        return Start(fd=top_fd, rel="", stack=(), entropic=None, display_base=loc.display)
+    try:
+        entropic, exclude = root_rules(root, cache)
+        stack: tuple[Level, ...] = ((0, exclude),) if exclude is not None else ()
+        parts = loc.parts
+        if ".git" in parts:
+            raise ToolError("ignored", f"{loc.display} is inside .git, which filesystem tools never walk; "
+                            "use the git tools for repository data")
+        rel = ""
+        for index, part in enumerate(parts):
+            try:
+                level_fd = open_dir(root, parts[:index])
+            except OSError:
+                break
+            try:
+                rules = cache.load(level_fd, GITIGNORE)
+            finally:
+                os.close(level_fd)
+            if rules is not None:
+                stack = (*stack, (len(rel) + 1 if rel else 0, rules))
+            rel = f"{rel}/{part}" if rel else part
+            probe = rel + "/"
+            verdict = entropic.verdict(probe) if entropic is not None else None
+            if verdict:
+                raise ToolError("ignored", f"{loc.display} is excluded by the project's .entropicignore; "
+                                "the filesystem tools do not show it")
+            if verdict is None and stack_verdict(stack, probe):
+                stack = ()  # asked for by name: walk it with the rules found inside it
+        return Start(fd=top_fd, rel=rel, stack=stack, entropic=entropic, display_base="")
+    except BaseException:
+        os.close(top_fd)
+        raise
