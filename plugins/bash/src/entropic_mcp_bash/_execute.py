@@ -1,0 +1,110 @@
+"""The ``bash.execute`` tool: checks its arguments, runs the shell, shapes the result."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, confine, load_tool_definition
+
+from ._process import ShellProcess
+
+if TYPE_CHECKING:
+    from ._server import BashServer
+
+#: Seconds kept back from the pipeline's own deadline so the tool's kill and reply land first.
+DEADLINE_MARGIN = 0.5
+
+
+class ExecuteTool(ToolBase):
+    """Runs one command line in a new process group; see docs/plugins/bash.md."""
+
+    definition = load_tool_definition(__package__, "execute")
+    required_access_level = AccessLevel.WRITE
+    destructive = True
+    idempotent = False
+    open_world = True
+
+    def __init__(self, server: BashServer) -> None:
+        super().__init__()
+        self.server = server
+
+    async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        settings = self.server.settings
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("invalid_args", "'command' must be a non-empty shell command line, e.g. \"ls -la\"")
+        if "\x00" in command:
+            raise ToolError("invalid_args", "'command' contains a NUL byte, which a shell command cannot hold; remove it")
+        timeout = self._timeout(args.get("timeout_seconds"), ctx)
+        cwd = self._working_dir(args.get("working_dir"), ctx)
+        try:
+            argv = [settings.shell, "-c", command]
+            for text in argv:
+                text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError("invalid_args", "'command' is not valid Unicode text (lone surrogate); send plain UTF-8 text") from None
+        process = ShellProcess(
+            argv, cwd=cwd, env=settings.environment(), timeout=timeout,
+            max_output_bytes=settings.max_output_bytes,
+            progress=ctx.report_progress if ctx.progress is not None else None,
+            cancelled=ctx.cancelled,
+        )
+        try:
+            done = await process.run()
+        except asyncio.CancelledError:
+            ctx.partial = process.buffer.text() or None
+            raise
+        except FileNotFoundError as exc:
+            raise ToolError(
+                "shell_unavailable",
+                f"the shell {settings.shell!r} could not be started ({exc.strerror}); ask the operator to set "
+                "[servers.bash] shell to an installed shell",
+            ) from None
+        except PermissionError as exc:
+            raise ToolError("shell_unavailable", f"the shell {settings.shell!r} or the directory {cwd} is not "
+                            f"accessible ({exc.strerror}); use another working_dir or ask the operator") from None
+        if done.timed_out:
+            return ToolResult.error(
+                "timeout",
+                f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
+                "The output printed so far is included. Run it with a larger timeout_seconds "
+                f"(at most {settings.max_timeout_seconds:g}), in smaller steps, or in the background with its "
+                "output sent to a file.",
+                timeout_seconds=timeout, elapsed_ms=done.elapsed_ms, output=done.output,
+            )
+        if done.cancelled:
+            return ToolResult.error("cancelled", "The command was cancelled and stopped with all its processes; "
+                                    "the output printed so far is included.",
+                                    elapsed_ms=done.elapsed_ms, output=done.output)
+        return ToolResult.json({"exit_code": done.exit_code, "output": done.output,
+                                "elapsed_ms": done.elapsed_ms, "truncated": done.truncated})
+
+    def _timeout(self, raw: object, ctx: CallContext) -> float:
+        settings = self.server.settings
+        if raw is None:
+            timeout = settings.timeout_seconds
+        elif isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
+            raise ToolError("invalid_args", f"'timeout_seconds' must be a positive number of seconds, got {raw!r}")
+        elif raw > settings.max_timeout_seconds:
+            raise ToolError("invalid_args", f"'timeout_seconds' is at most {settings.max_timeout_seconds:g}; "
+                            "pass a smaller value or split the work into shorter commands")
+        else:
+            timeout = float(raw)
+        remaining = ctx.remaining()
+        if remaining is not None:  # a pipeline deadline (per-tool timeout in config) comes first
+            timeout = max(0.1, min(timeout, remaining - self.server.grace - DEADLINE_MARGIN))
+        return timeout
+
+    def _working_dir(self, raw: object, ctx: CallContext) -> Path:
+        root = self.server.root
+        if raw is None:
+            return root
+        resolved = confine(raw, root=root, policy=self.server.settings.path_policy, tool="bash.execute",
+                           access="write", ctx=ctx, argument="working_dir")
+        if not resolved.path.is_dir():
+            what = "does not exist" if not resolved.path.exists() else "is not a directory"
+            raise ToolError("not_directory", f"working_dir {resolved.display!r} {what}; pass an existing directory "
+                            "relative to the project root, or leave it out to run in the root")
+        return resolved.path

@@ -1,0 +1,132 @@
+"""Captured output: a bounded head and tail of the bytes a command writes, and progress lines."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+#: Bytes of pending lines one progress notification carries at most (the newest are kept).
+PROGRESS_CHUNK = 8192
+#: Seconds progress lines are gathered before they are sent together.
+PROGRESS_INTERVAL = 0.1
+
+
+def _lead_boundary(data: bytes | bytearray) -> int:
+    """Index of the first byte that starts a UTF-8 character (skips up to 3 continuation bytes)."""
+    i = 0
+    while i < min(3, len(data)) and data[i] & 0xC0 == 0x80:
+        i += 1
+    return i
+
+
+def _trail_boundary(data: bytes | bytearray) -> int:
+    """Length of ``data`` without a UTF-8 sequence cut off at its end."""
+    n = len(data)
+    for back in range(1, min(4, n) + 1):
+        byte = data[n - back]
+        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII): does its sequence fit?
+            need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+            return n if back >= need else n - back
+    return n
+
+
+class OutputBuffer:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest.
+
+    Memory stays bounded whatever the command prints: the tail is trimmed whenever it grows
+    to twice its share, so a gigabyte of output costs a few hundred KiB.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head_limit = limit - limit // 2
+        self.tail_limit = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+            if not data:
+                return
+        self.tail += data
+        if len(self.tail) > 2 * self.tail_limit:
+            del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.limit
+
+    def text(self) -> str:
+        """The output as text: invalid UTF-8 becomes U+FFFD; a marker where bytes were dropped."""
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+        head = bytes(self.head[: _trail_boundary(self.head)])
+        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
+        tail = tail[_lead_boundary(tail) :]
+        omitted = self.total - len(head) - len(tail)
+        return (
+            head.decode("utf-8", errors="replace")
+            + f"\n[... {omitted} bytes omitted ...]\n"
+            + tail.decode("utf-8", errors="replace")
+        )
+
+
+class ProgressLines:
+    """Sends complete output lines to a progress callback, gathered over short intervals.
+
+    ``report(progress, total, message)``: ``progress`` is the count of lines seen so far.
+    Lines are batched so a command printing a million lines sends a handful of
+    notifications per second, each at most ``PROGRESS_CHUNK`` bytes (the newest lines).
+    """
+
+    def __init__(self, report: Callable[[float, float | None, str | None], None]) -> None:
+        self.report = report
+        self.partial = bytearray()
+        self.pending = bytearray()
+        self.skipped = 0
+        self.lines = 0
+        self.last_sent = 0.0
+
+    def feed(self, data: bytes) -> bool:
+        """Take output; True when lines are pending that ``flush`` should send later."""
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self.partial += data
+            if len(self.partial) > PROGRESS_CHUNK:  # a very long line: keep its end only
+                del self.partial[: len(self.partial) - PROGRESS_CHUNK]
+            return bool(self.pending)
+        self._add(bytes(self.partial) + data[: cut + 1])
+        self.partial = bytearray(data[cut + 1 :])
+        if time.monotonic() - self.last_sent >= PROGRESS_INTERVAL:
+            self.flush()
+        return bool(self.pending)
+
+    def _add(self, lines: bytes) -> None:
+        self.lines += lines.count(b"\n")
+        self.pending += lines
+        if len(self.pending) > PROGRESS_CHUNK:
+            drop = len(self.pending) - PROGRESS_CHUNK
+            self.skipped += drop
+            del self.pending[:drop]
+
+    def flush(self, *, final: bool = False) -> None:
+        if final and self.partial:
+            self._add(bytes(self.partial) + b"\n")
+            self.partial.clear()
+        if not self.pending:
+            return
+        data = bytes(self.pending)
+        if self.skipped:
+            start = data.find(b"\n") + 1  # the first line was cut when older lines were dropped
+            self.skipped += start
+            data = b"[... %d bytes of output not streamed ...]\n" % self.skipped + data[start:]
+        text = data.decode("utf-8", errors="replace")
+        self.pending.clear()
+        self.skipped = 0
+        self.last_sent = time.monotonic()
+        self.report(float(self.lines), None, text.removesuffix("\n"))

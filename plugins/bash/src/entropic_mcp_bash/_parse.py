@@ -1,0 +1,190 @@
+"""Shell text → the simple commands and redirections in it, with tree-sitter-bash.
+
+This module imports tree-sitter at import time; the rest of the plugin imports it lazily, on
+the first permission check, so loading the plugin stays cheap.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+import tree_sitter
+import tree_sitter_bash
+
+_PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+#: Nodes whose value bash computes at run time: a word containing one is not a literal.
+_DYNAMIC = frozenset({
+    "simple_expansion", "expansion", "command_substitution", "process_substitution",
+    "arithmetic_expansion", "brace_expression", "ansi_c_string",
+})
+#: Unquoted characters that make bash glob or brace-expand a word.
+_PATTERN_CHARS = re.compile(r"(?<!\\)(?:\\\\)*[*?\[{]")
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_DQ_ESCAPE = re.compile(r"\\([$`\"\\\n])")
+
+
+@attrs.frozen(kw_only=True)
+class Word:
+    """One shell word: its source text, and its value after quote removal (None if dynamic)."""
+
+    text: str
+    value: str | None
+
+    @property
+    def shown(self) -> str:
+        return self.value if self.value is not None else self.text
+
+
+@attrs.frozen(kw_only=True)
+class Command:
+    """A simple command: its words (command name first) and its leading assignments."""
+
+    words: tuple[Word, ...]
+    assignments: tuple[str, ...] = ()
+    text: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Redirect:
+    """A redirection to or from a file; ``target`` None for a process substitution."""
+
+    operator: str
+    target: Word | None
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class Assignment:
+    """A standalone ``NAME=value`` (it changes the environment of the commands after it)."""
+
+    name: str
+    text: str
+
+
+Item = Command | Redirect | Assignment
+
+
+@attrs.frozen(kw_only=True)
+class Script:
+    """What a piece of shell text does, in source order; ``complete`` False on parse errors."""
+
+    items: tuple[Item, ...]
+    complete: bool
+
+
+def _text(node: tree_sitter.Node) -> str:
+    return (node.text or b"").decode("utf-8", errors="replace")
+
+
+def word_of(node: tree_sitter.Node) -> Word:
+    return Word(text=_text(node), value=_value(node))
+
+
+def _value(node: tree_sitter.Node) -> str | None:
+    kind = node.type
+    if kind in _DYNAMIC:
+        return None
+    if kind in ("word", "number"):
+        text = _text(node)
+        if _PATTERN_CHARS.search(text):
+            return None
+        return _ESCAPE.sub(r"\1", text.replace("\\\n", ""))
+    if kind == "raw_string":
+        return _text(node)[1:-1]
+    if kind in ("string", "translated_string"):
+        parts = []
+        for child in node.named_children:
+            if child.type == "string":  # translated_string wraps a string
+                inner = _value(child)
+                if inner is None:
+                    return None
+                parts.append(inner)
+            elif child.type == "string_content":
+                parts.append(_DQ_ESCAPE.sub(r"\1", _text(child)).replace("\\\n", ""))
+            else:
+                return None
+        return "".join(parts)
+    if kind == "concatenation":
+        parts = []
+        for child in node.children:
+            inner = _value(child)
+            if inner is None:
+                return None
+            parts.append(inner)
+        return "".join(parts)
+    return None
+
+
+def _command(node: tree_sitter.Node) -> Command:
+    words: list[Word] = []
+    assignments: list[str] = []
+    for child in node.named_children:
+        kind = child.type
+        if kind == "variable_assignment" and not words:
+            name = child.child_by_field_name("name")
+            assignments.append(_text(name) if name is not None else _text(child))
+        elif kind == "command_name":
+            inner = child.named_children
+            words.append(word_of(inner[0]) if len(inner) == 1 else Word(text=_text(child), value=None))
+        elif kind in ("file_redirect", "heredoc_redirect", "herestring_redirect", "comment"):
+            continue
+        elif words:
+            words.append(word_of(child))
+    return Command(words=tuple(words), assignments=tuple(assignments), text=_text(node))
+
+
+def _declaration(node: tree_sitter.Node) -> Command:
+    words = [Word(text=_text(node.children[0]), value=_text(node.children[0]))]
+    words.extend(word_of(child) for child in node.named_children)
+    return Command(words=tuple(words), text=_text(node))
+
+
+def _redirect(node: tree_sitter.Node) -> Redirect | None:
+    operator = ""
+    target: Word | None = None
+    found = False
+    for child in node.children:
+        if not child.is_named and not operator:
+            operator = _text(child)
+        elif child.is_named and child.type != "file_descriptor" and operator:
+            found = True
+            target = None if child.type == "process_substitution" else word_of(child)
+            break
+    if not found:
+        return None
+    return Redirect(operator=operator, target=target, text=_text(node))
+
+
+def parse(text: str) -> Script:
+    """Every simple command, file redirection and standalone assignment in ``text``.
+
+    Never raises: text tree-sitter cannot parse gives ``complete=False`` with whatever parts
+    it recovered.
+    """
+    tree = _PARSER.parse(text.encode("utf-8", errors="surrogatepass"))
+    root = tree.root_node
+    items: list[Item] = []
+    # An explicit stack, not recursion: deeply nested input must not hit the recursion limit.
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        kind = node.type
+        if kind == "command":
+            command = _command(node)
+            if command.words:
+                items.append(command)
+        elif kind in ("declaration_command", "unset_command"):
+            items.append(_declaration(node))
+        elif kind == "file_redirect":
+            redirect = _redirect(node)
+            if redirect is not None:
+                items.append(redirect)
+        elif kind == "variable_assignment" and node.parent is not None and node.parent.type not in (
+            "command", "declaration_command"
+        ):
+            name = node.child_by_field_name("name")
+            items.append(Assignment(name=_text(name) if name is not None else "", text=_text(node)))
+        stack.extend(reversed(node.children))
+    return Script(items=tuple(items), complete=not root.has_error)

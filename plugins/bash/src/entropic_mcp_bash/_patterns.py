@@ -1,0 +1,128 @@
+"""Findings of the analysis → the permission parts rules are matched against.
+
+Each command becomes ``bash.execute:<command line>`` (plus the same with a trailing space, so
+``bash.execute:ls *`` matches a bare ``ls`` but never ``lsof``); each redirection a neutral
+``filesystem.write_file:<path>``. "Always allow" stores ``bash.execute:<base> *``, with the
+sub-command for multi-level tools.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from entropic_mcp import PermissionPart, is_within
+
+from ._analyse import SHELLS, Invocation, Unclear, Write, analyse
+
+TOOL = "bash.execute"
+WRITE = "filesystem.write_file"
+
+#: Tools whose first non-option word is a sub-command that "always allow" keeps.
+MULTI_LEVEL = frozenset({
+    "git", "npm", "pnpm", "yarn", "bun", "cargo", "rustup", "go", "docker", "podman", "kubectl",
+    "helm", "pip", "pip3", "uv", "poetry", "pipx", "conda", "mamba", "gh", "glab", "brew", "apt",
+    "apt-get", "dnf", "yum", "systemctl", "terraform", "make", "dotnet", "mvn", "gradle", "bundle",
+    "gem", "composer", "aws", "gcloud", "az", "nox", "tox", "hatch", "pdm", "deno", "nix",
+})
+#: Options of multi-level tools that take the next word as their value.
+VALUE_OPTIONS: dict[str, frozenset[str]] = {
+    "git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"}),
+    "docker": frozenset({"-H", "--host", "--context", "-c", "--config", "-l", "--log-level"}),
+    "kubectl": frozenset({"-n", "--namespace", "--context", "--kubeconfig", "--cluster", "--user"}),
+    "helm": frozenset({"-n", "--namespace", "--kube-context", "--kubeconfig"}),
+    "npm": frozenset({"--prefix", "-w", "--workspace"}),
+    "make": frozenset({"-C", "-f", "--file", "--directory", "-j", "--jobs", "-I"}),
+    "cargo": frozenset({"--manifest-path", "-Z", "--config", "--color"}),
+}
+#: Interpreters: "always allow" keeps the script or ``-m module``; inline code is stored exactly.
+INTERPRETERS = frozenset({"python", "python3", "node", "perl", "ruby", "php", "deno", "bun", "lua", "Rscript"})
+INLINE_CODE = frozenset({"-c", "-e", "--eval", "-p", "--print", "-E", "-r"})
+
+
+def escape(text: str) -> str:
+    """``text`` as a glob that matches only itself."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def permission_parts(command: str, *, cwd: Path, root: Path) -> list[PermissionPart]:
+    """The parts of one ``bash.execute`` call, commands first in source order."""
+    parts: dict[PermissionPart, None] = {}
+    commands = False
+    for finding in analyse(command, cwd):
+        if isinstance(finding, Invocation):
+            commands = True
+            for part in _invocation_parts(finding):
+                parts[part] = None
+        elif isinstance(finding, Unclear):
+            commands = True
+            text = finding.text
+            parts[PermissionPart(names=(TOOL, f"{TOOL}:{text}"), store=f"{TOOL}:{escape(text)}", understood=False)] = None
+        elif isinstance(finding, Write):
+            parts[_write_part(finding, root)] = None
+    if not commands:  # only assignments, tests or comments: still one part for the whole text
+        text = command.strip()
+        parts = {PermissionPart(names=(TOOL, f"{TOOL}:{text}", f"{TOOL}:{text} "), store=f"{TOOL}:{escape(text)}"): None,
+                 **parts}
+    return list(parts)
+
+
+def _invocation_parts(invocation: Invocation) -> list[PermissionPart]:
+    line = invocation.line
+    store = f"{TOOL}:{_store(invocation)}"
+    main = PermissionPart(names=(TOOL, f"{TOOL}:{line}", f"{TOOL}:{line} "), store=store,
+                          understood=invocation.understood)
+    if invocation.trusted or invocation.base == invocation.program:
+        return [main]
+    # A program outside the system directories is not what its base name means: it needs a
+    # rule naming its path to be allowed, but rules on the base name still deny or ask.
+    base_line = " ".join([invocation.base, *(w.shown for w in invocation.args)])
+    return [main, PermissionPart(names=(f"{TOOL}:{base_line}", f"{TOOL}:{base_line} "), store=store, neutral=True)]
+
+
+def _store(invocation: Invocation) -> str:
+    """The rule "always allow" writes: ``<base> *``, ``git log *``, ``python -m pytest *``."""
+    words = [invocation.program, *(w.shown for w in invocation.args)]
+    if not invocation.understood:
+        return escape(" ".join(words))
+    name = invocation.base if invocation.trusted else invocation.program
+    end = 1
+    if name in INTERPRETERS or name in SHELLS:
+        for i, word in enumerate(words[1:], start=1):
+            if word in INLINE_CODE:
+                return escape(" ".join(words))  # inline code: only this exact command
+            if word == "-m" and i + 1 < len(words):
+                end = i + 2
+                break
+            if not word.startswith("-"):
+                end = i + 1
+                break
+        else:
+            return escape(" ".join(words))
+    elif name in MULTI_LEVEL:
+        valued = VALUE_OPTIONS.get(name, frozenset())
+        i = 1
+        while i < len(words):
+            word = words[i]
+            if word in valued:
+                i += 2
+            elif word.startswith(("-", "+")):
+                i += 1
+            else:
+                end = i + 1
+                break
+    return escape(" ".join(words[:end])) + " *"
+
+
+def _write_part(write: Write, root: Path) -> PermissionPart:
+    if write.path is None:
+        # A computed target (``> "$f"``) can be any file: it cannot be checked, so it asks.
+        return PermissionPart(names=(f"{WRITE}:{write.text}",), store=f"{WRITE}:{escape(write.text)}", understood=False)
+    path = write.path
+    if is_within(path, root):
+        display = "." if path == root else path.relative_to(root).as_posix()
+        names: tuple[str, ...] = (f"{WRITE}:{display}", f"{WRITE}:{path}")
+    else:
+        display = str(path)
+        names = (f"{WRITE}:{display}",)
+    return PermissionPart(names=names, store=f"{WRITE}:{escape(display)}", neutral=True)
