@@ -125,34 +125,32 @@ async def connect(server: Any, era: str, *, elicitation: Any = None) -> AsyncIte
 
 
 class HTTPServe:
-    """A running `entropic-mcp serve --transport http` subprocess."""
+    """A running `entropic-mcp serve --transport http` subprocess (stderr goes to a log file)."""
 
-    def __init__(self, process: subprocess.Popen[str], url: str) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], url: str, log: Path) -> None:
         self.process = process
         self.url = url
+        self.log = log
 
 
 def start_http(project: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 30) -> HTTPServe:
-    process = subprocess.Popen(
-        [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0", *args],
-        cwd=project, env=serve_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)
-    assert process.stderr is not None
+    log = project.parent / f"serve-http-{time.monotonic_ns()}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0", *args],
+            cwd=project, env=serve_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink,
+            start_new_session=True)
     deadline = time.monotonic() + timeout
-    lines = []
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        match = re.search(r"on (http://\S+/mcp)", line)
+    while time.monotonic() < deadline and process.poll() is None:
+        match = re.search(r"on (http://\S+/mcp)", log.read_text(errors="replace"))
         if match:
-            return HTTPServe(process, match.group(1))
+            return HTTPServe(process, match.group(1), log)
+        time.sleep(0.05)
     stop(process)
-    raise AssertionError("serve --transport http did not start:\n" + "".join(lines))
+    raise AssertionError("serve --transport http did not start:\n" + log.read_text(errors="replace"))
 
 
-def stop(process: subprocess.Popen[str]) -> None:
+def stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         try:
             os.killpg(process.pid, signal.SIGTERM)

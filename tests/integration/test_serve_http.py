@@ -1,0 +1,138 @@
+"""`entropic-mcp serve --transport http`: a real subprocess, the official SDK client, both eras, security."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import (
+    BASE_CONFIG,
+    ENTROPIC_MCP,
+    HTTPServe,
+    connect,
+    group_alive,
+    serve_env,
+    start_http,
+    stop,
+    wait_until,
+    write_project,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+HTTP_ERAS = ("2026-07-28", "2025-11-25")
+KIND = "entropic-mcp/kind"
+TOKEN = "t0k3n-for-the-integration-tests"
+
+
+@pytest.mark.parametrize("era", HTTP_ERAS)
+async def test_list_and_call_over_http(http_serve: HTTPServe, era: str) -> None:
+    async with connect(http_serve.url, era) as peer:
+        names = [tool.name for tool in await peer.list_all()]
+        assert names == ["probe.echo", "probe.fail", "probe.info", "probe.note", "probe.sleep"]
+        echoed = await peer.call("probe.echo", {"text": "over http"})
+        assert echoed.content[0].text == "over http" and echoed.meta[KIND] == "ok"
+        failed = await peer.call("probe.fail")
+        assert failed.is_error is True and failed.meta.get("entropic-mcp/directives", []) == []
+        first = (await peer.call("probe.info")).structured_content["conversation"]
+        second = (await peer.call("probe.info")).structured_content["conversation"]
+        assert first == second
+        tagged = await peer.call("probe.info", meta={"entropic-mcp/conversation": "mine"})
+        assert tagged.structured_content["conversation"] == "mine"
+    if era == "2025-11-25":
+        assert first.startswith("http-session-")
+        async with connect(http_serve.url, era) as other:
+            assert (await other.call("probe.info")).structured_content["conversation"] != first
+
+
+@pytest.mark.parametrize("era", HTTP_ERAS)
+async def test_ask_over_http_through_the_input_request_mechanism(http_serve: HTTPServe, project: Path, era: str) -> None:
+    from mcp_types import ElicitResult
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    async with connect(http_serve.url, era, elicitation=elicit) as peer:
+        allowed = await peer.call("probe.note", {"text": era})
+    assert allowed.is_error is False
+    assert (project / "notes.txt").read_text() == f"{era}\n"
+    async with connect(http_serve.url, era) as peer:
+        refused = await peer.call("probe.note", {"text": "again"})
+    assert refused.is_error is True and "allow = [" in json.loads(refused.content[0].text)["message"]
+
+
+@pytest.mark.parametrize("era", HTTP_ERAS)
+async def test_client_vanishing_mid_call_leaves_the_server_serving(tmp_path: Path, era: str) -> None:
+    # 2026-07-28: closing the response stream cancels the call. Handshake era: a dropped stream is
+    # not a cancellation (spec), so the orphaned call ends at its timeout; both leave no process.
+    project = write_project(tmp_path / "p", BASE_CONFIG + '[pipeline]\ntool_timeouts = {"probe.sleep" = 3}\n')
+    served = start_http(project)
+    try:
+        await _vanish(served, project / "pgid", era)
+    finally:
+        stop(served.process)
+
+
+async def _vanish(http_serve: HTTPServe, marker: Path, era: str) -> None:
+
+    async def call_then_vanish() -> None:
+        async with connect(http_serve.url, era) as peer:
+            await peer.call("probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call_then_vanish)
+        while not marker.exists():
+            await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    pgid = int(marker.read_text())
+    assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid), 15))
+    async with connect(http_serve.url, era) as peer:
+        assert (await peer.call("probe.echo", {"text": "next"})).content[0].text == "next"
+    assert http_serve.process.poll() is None
+
+
+def _post(url: str, headers: dict[str, str]) -> Any:
+    import httpx2
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    return httpx2.post(url, json=body, headers={"accept": "application/json, text/event-stream", **headers}, timeout=10)
+
+
+def test_foreign_origin_is_rejected(http_serve: HTTPServe) -> None:
+    assert _post(http_serve.url, {"origin": "https://evil.example"}).status_code == 403
+    assert _post(http_serve.url, {"origin": "http://localhost:6274"}).status_code == 200
+    assert _post(http_serve.url, {}).status_code == 200
+
+
+def test_foreign_host_header_is_rejected_on_loopback(http_serve: HTTPServe) -> None:
+    assert _post(http_serve.url, {"host": "attacker.example"}).status_code == 421
+
+
+def test_non_loopback_without_token_refuses_to_start(project: Path) -> None:
+    result = subprocess.run([str(ENTROPIC_MCP), "serve", "--transport", "http", "--host", "0.0.0.0", "--port", "0"],
+                            cwd=project, env=serve_env(), capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "ENTROPIC_MCP_TOKEN" in result.stderr
+
+
+async def test_token_is_required_when_set(project: Path) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    served = start_http(project, "--host", "0.0.0.0", env={"ENTROPIC_MCP_TOKEN": TOKEN})
+    try:
+        url = served.url.replace("0.0.0.0", "127.0.0.1")
+        assert _post(url, {}).status_code == 401
+        assert _post(url, {"authorization": "Bearer wrong-token-wrong-token"}).status_code == 401
+        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                echoed = await client.call_tool("probe.echo", {"text": "authorised"})
+        assert echoed.content[0].text == "authorised"
+    finally:
+        stop(served.process)
