@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 STATUSES = ("completed", "failed")
 
 
+def _strings(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _dicts(value: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple(dict(item) for item in value)
+
+
 @attrs.define(kw_only=True)
 class DirectiveContext:
     """What the default handlers need to know about the conversation the directives came from.
@@ -56,9 +64,9 @@ class DelegationStarted:
     target: str
     task: str
     max_turns: int = -1
-    context: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=lambda v: tuple(dict(x) for x in v))
+    context: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_dicts)
     resume_from: str = ""
-    seed_messages: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=lambda v: tuple(dict(x) for x in v))
+    seed_messages: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_dicts)
     persisted: bool = True
 
 
@@ -66,9 +74,9 @@ class DelegationStarted:
 class PipelineStarted:
     """The ``pipeline`` handler's answer: the stages to run in order (each via ``start_delegation``)."""
 
-    stages: tuple[str, ...] = attrs.field(converter=tuple)
+    stages: tuple[str, ...] = attrs.field(converter=_strings)
     task: str
-    context: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=lambda v: tuple(dict(x) for x in v))
+    context: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_dicts)
     parent_conversation_id: str
     delegating_tier: str
 
@@ -80,7 +88,7 @@ class Completion:
     summary: str
     coverage_gap: bool = False
     gap_description: str = ""
-    suggested_files: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    suggested_files: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     delegation_id: str | None = None
     recorded: bool = False
 

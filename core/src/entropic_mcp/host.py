@@ -314,6 +314,7 @@ class Host:
                 if not reply.tool_calls:
                     status, summary = "answered", reply.content
                     break
+                self._save(state)  # tools such as entropic.context_inspect read the conversation back
                 await self._run_calls(state, reply.tool_calls, turn, depth)
                 self._save(state)
                 if state.completion is not None:

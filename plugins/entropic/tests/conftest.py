@@ -1,4 +1,4 @@
-"""Managers built from the real plugin module, with storage off or the tinydb backend in tmp_path."""
+"""The ``make`` fixture: managers built from the real plugin module (storage off, or tinydb in tmp_path)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-
-import entropic_mcp_entropic
-from entropic_mcp import CallContext, CallOutcome, ServerManager, config_from_dict
-from entropic_mcp.testing import fresh_plugins
-
-TIERS = {"tiers": ["lead", "researcher", "coder"], "requires_context": ["coder"], "max_turns_limit": 30}
-
-
-def build(root: Path, *, storage: bool = False, entropic: dict[str, Any] | None = None,
-          plugins: tuple[object, ...] = ()) -> ServerManager:
-    data: dict[str, Any] = {
-        "storage": {"backend": "tinydb", "path": str(root / "store")} if storage else {"backend": "none"},
-        "permissions": {"default": "allow"},
-        "servers": {"entropic": TIERS if entropic is None else entropic},
-    }
-    manager = ServerManager(config_from_dict(data, root=root), plugins=fresh_plugins(entropic_mcp_entropic, *plugins))
-    manager.build_servers()
-    return manager
+from entropic_mcp import ServerManager
+from entropic_support import build
 
 
 @pytest.fixture
@@ -41,12 +24,3 @@ def make(tmp_path: Path) -> Iterator[Callable[..., ServerManager]]:
     for manager in made:
         manager.close()
 
-
-def call(manager: ServerManager, name: str, args: object = None, *, conversation: str = "c1",
-         identity: str | None = None) -> CallOutcome:
-    ctx = CallContext(conversation_id=conversation, identity=identity)
-    return anyio.run(manager.call, name, args, ctx)
-
-
-def directive_types(outcome: CallOutcome) -> list[str]:
-    return [d.to_dict()["type"] for d in outcome.response.directives]

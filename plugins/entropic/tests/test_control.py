@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import orjson
-from conftest import call, directive_types
-
 from entropic_mcp import Complete, PhaseChange, PruneMessages
+from entropic_support import call, directive_types
 
 
 def test_complete_returns_complete_then_stop_processing(make):

@@ -5,10 +5,9 @@ from __future__ import annotations
 import anyio
 import orjson
 import pytest
-from conftest import TIERS, call, directive_types
-
 from entropic_mcp import CallContext, Delegate, Pipeline, StopProcessing
 from entropic_mcp_entropic import EntropicServer
+from entropic_support import TIERS, call, directive_types
 
 
 def error_of(outcome) -> dict:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import anyio
 import orjson
 import pytest
-from conftest import call
-
 from entropic_mcp import AccessLevel, CallContext, ServerManager, config_from_dict
 from entropic_mcp_entropic import EntropicServer
+from entropic_support import call
 
 FIELDS = {"delegation_id", "target_tier", "task", "summary", "completed_at"}
 

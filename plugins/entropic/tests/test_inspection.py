@@ -5,10 +5,9 @@ from __future__ import annotations
 import anyio
 import orjson
 import pytest
-from conftest import call
-
 from entropic_mcp import CallContext, hookimpl
 from entropic_mcp_entropic import EngineState, EntropicServer
+from entropic_support import call
 
 
 def data(outcome) -> dict:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from conftest import TIERS, build
-
 import entropic_mcp_entropic
+import pytest
 from entropic_mcp import AccessLevel, ConfigError, hookimpl
 from entropic_mcp.testing import check_plugin, check_server
 from entropic_mcp_entropic import EngineState, EntropicServer
+from entropic_support import TIERS, build
 
 ALL = ["delegate", "pipeline", "resume_delegation", "followup", "todo", "complete", "phase_change",
        "prune_context", "diagnose", "inspect", "context_inspect"]

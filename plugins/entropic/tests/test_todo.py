@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from conftest import call, directive_types
-
 from entropic_mcp import ContextAnchor, NotifyPresenter
+from entropic_support import call, directive_types
 
 
 def test_add_renders_and_emits_anchor_and_presenter(make):

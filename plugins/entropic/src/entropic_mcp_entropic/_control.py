@@ -41,7 +41,7 @@ class CompleteTool(ToolBase):
         data = {"status": "complete", "summary": summary, "coverage_gap": coverage_gap,
                 "gap_description": gap, "suggested_files": files}
         return ToolResult.json(data, directives=[
-            Complete(summary=summary, coverage_gap=coverage_gap, gap_description=gap, suggested_files=files),
+            Complete(summary=summary, coverage_gap=coverage_gap, gap_description=gap, suggested_files=files),  # type: ignore[arg-type]
             StopProcessing(),
         ])
 

@@ -7,8 +7,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
-
-from entropic_mcp import AccessLevel, CallContext, ConfigError, StorageError, ToolBase, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import (
+    AccessLevel,
+    CallContext,
+    ConfigError,
+    MCPServerBase,
+    StorageError,
+    ToolBase,
+    ToolError,
+    ToolResult,
+    load_tool_definition,
+)
 
 from ._args import integer, invalid, require_object, text
 from ._state import EngineState, engine_state, storage_of
@@ -41,6 +50,7 @@ class _InspectionTool(ToolBase):
 
     def servers(self, ctx: CallContext) -> list[dict[str, Any]]:
         manager = ctx.manager
+        pairs: list[tuple[MCPServerBase, str]]
         if manager is None:
             pairs = [(self.server, "direct")]
         else:
@@ -237,6 +247,7 @@ class ContextInspectTool(_InspectionTool):
         args = dict(require_object(args, "context_inspect"))
         limit = integer(args, "max_messages", "context_inspect", default=0, minimum=0)
         engine, error = engine_state(ctx)
+        messages: list[Mapping[str, Any]]
         if engine is not None and engine.messages is not None:
             messages, source = list(engine.messages), "state_provider"
         else:

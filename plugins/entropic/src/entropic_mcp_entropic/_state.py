@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-
 from entropic_mcp import CallContext, ConfigError, StorageError, ToolError
 
 if TYPE_CHECKING:

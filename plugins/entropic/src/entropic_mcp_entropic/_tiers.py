@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-
 from entropic_mcp import ConfigError, ToolError
 
 DEFAULT_MAX_TURNS_LIMIT = 50
