@@ -1,0 +1,258 @@
+"""The tinydb backend's files: layout, compaction, torn and corrupt files, failed writes, options."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+from tinydb import TinyDB
+
+from entropic_mcp import ConfigError, ServerManager, StorageError, config_from_dict
+from entropic_mcp._storage import _tinydb
+from entropic_mcp._storage._tinydb import TinyDBBackend
+
+
+def _journals(store: Path) -> list[str]:
+    return sorted(name for name in os.listdir(store) if name.startswith("journal-"))
+
+
+def _fill(backend: TinyDBBackend, n: int = 3) -> tuple[str, list[str]]:
+    root = backend.create_conversation("root")
+    ids = []
+    for i in range(n):
+        delegation_id, child = backend.create_delegation(root, "lead", "coder", f"task {i}", 2, None)
+        backend.save_messages(child, [{"role": "user", "content": f"message {i}"}])
+        backend.complete_delegation(delegation_id, "completed", f"summary {i}")
+        ids.append(delegation_id)
+    return root, ids
+
+
+def test_a_new_store_is_a_directory_with_one_journal(tmp_path: Path) -> None:
+    backend = TinyDBBackend(tmp_path / "a" / "store")
+    backend.create_conversation("x")
+    assert _journals(tmp_path / "a" / "store") == ["journal-00000000.jsonl"]
+    line = (tmp_path / "a" / "store" / "journal-00000000.jsonl").read_bytes()
+    assert orjson.loads(line)["op"] == "create_conversation" and line.endswith(b"\n")
+    backend.close()
+
+
+def test_each_operation_appends_one_line_instead_of_rewriting_the_store(tmp_path: Path) -> None:
+    backend = TinyDBBackend(tmp_path / "store")
+    _fill(backend, 5)
+    journal = tmp_path / "store" / "journal-00000000.jsonl"
+    before = journal.read_bytes()
+    backend.create_conversation("one more")
+    after = journal.read_bytes()
+    assert after.startswith(before) and after.count(b"\n") == before.count(b"\n") + 1
+    backend.close()
+
+
+def test_compaction_writes_a_tinydb_readable_snapshot_and_a_fresh_journal(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store, compact_bytes=2_000)
+    root, ids = _fill(backend, 10)
+    assert (store / "snapshot.json").is_file()
+    assert len(_journals(store)) == 1 and _journals(store) != ["journal-00000000.jsonl"]
+    with TinyDB(store / "snapshot.json", access_mode="r") as db:
+        assert {"conversations", "messages", "delegations", "snapshots"} <= db.tables()
+        assert db.table("_meta").get(doc_id=1)["generation"] >= 1
+    backend.close()
+    reopened = TinyDBBackend(store)
+    assert [r["delegation_id"] for r in reopened.search_delegations("summary", 10)] == ids[::-1]
+    assert reopened.stats()["messages"] == 10
+    reopened.close()
+
+
+def test_a_torn_last_line_is_ignored_then_cut_by_the_next_write(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    root, ids = _fill(backend, 2)
+    backend.close()
+    journal = store / "journal-00000000.jsonl"
+    with journal.open("ab") as fh:
+        fh.write(b'{"op":"create_conversation","conversation_id":"torn')
+    reopened = TinyDBBackend(store)
+    assert reopened.stats()["delegations"] == 2
+    new_root = reopened.create_conversation("after the crash")
+    assert all(orjson.loads(line) for line in journal.read_bytes().splitlines())
+    reopened.close()
+    again = TinyDBBackend(store)
+    assert again.load_conversation(new_root)["conversation"]["title"] == "after the crash"
+    again.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "not-a-store"])
+def test_a_corrupt_snapshot_is_reported_by_name_and_left_untouched(tmp_path: Path, damage: str) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store, compact_bytes=1)
+    _fill(backend, 2)
+    backend.close()
+    snapshot = store / "snapshot.json"
+    data = snapshot.read_bytes()
+    damaged = {"truncate": data[: len(data) // 2], "garbage": b"\x00\xff not json", "not-a-store": b'{"a": 1}'}[damage]
+    snapshot.write_bytes(damaged)
+    listing = sorted(os.listdir(store))
+    with pytest.raises(StorageError, match="snapshot.json"):
+        TinyDBBackend(store)
+    assert snapshot.read_bytes() == damaged
+    assert sorted(os.listdir(store)) == listing
+
+
+def test_a_corrupt_journal_line_is_reported_by_name_and_left_untouched(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    _fill(backend, 2)
+    backend.close()
+    journal = store / "journal-00000000.jsonl"
+    lines = journal.read_bytes().split(b"\n")
+    lines[2] = lines[2][:10] + b"#corrupt#" + lines[2][10:]
+    damaged = b"\n".join(lines)
+    journal.write_bytes(damaged)
+    with pytest.raises(StorageError, match=r"journal-00000000\.jsonl: corrupt entry at byte"):
+        TinyDBBackend(store)
+    assert journal.read_bytes() == damaged
+
+
+def test_an_open_handle_stops_at_corruption_written_under_it(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    root, _ = _fill(backend, 1)
+    journal = store / "journal-00000000.jsonl"
+    with journal.open("ab") as fh:
+        fh.write(b"this is not json\n")
+    damaged = journal.read_bytes()
+    with pytest.raises(StorageError, match="corrupt entry"):
+        backend.create_conversation("refused")
+    with pytest.raises(StorageError, match="corrupt entry"):
+        backend.load_conversation(root)
+    assert journal.read_bytes() == damaged
+    backend.close()
+
+
+def test_a_missing_snapshot_after_compaction_is_an_error_not_an_empty_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store, compact_bytes=1)
+    _fill(backend, 2)
+    backend.close()
+    (store / "snapshot.json").unlink()
+    with pytest.raises(StorageError, match="snapshot.json: missing"):
+        TinyDBBackend(store)
+
+
+def test_a_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "store").write_text("I am a file")
+    with pytest.raises(StorageError, match="not a directory"):
+        TinyDBBackend(tmp_path / "store")
+
+
+def test_a_failed_fsync_raises_and_the_operation_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    root, _ = _fill(backend, 1)
+    journal = store / "journal-00000000.jsonl"
+    before = journal.read_bytes()
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_tinydb.os, "fsync", failing_fsync)
+    with pytest.raises(StorageError, match="write failed.*nothing was changed"):
+        backend.save_messages(root, [{"role": "user", "content": "lost"}])
+    monkeypatch.undo()
+    assert journal.read_bytes() == before
+    assert backend.load_conversation(root)["messages"] == []
+    backend.save_messages(root, [{"role": "user", "content": "kept"}])
+    backend.close()
+    reopened = TinyDBBackend(store)
+    assert reopened.load_conversation(root)["messages"] == [{"role": "user", "content": "kept"}]
+    reopened.close()
+
+
+def test_a_write_beyond_the_file_size_limit_raises_and_keeps_the_previous_data(tmp_path: Path) -> None:
+    # A real failed write (EFBIG from RLIMIT_FSIZE) in a child process, since root ignores
+    # read-only permissions: the store must raise, stay readable and keep everything before.
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    root, ids = _fill(backend, 3)
+    backend.close()
+    script = textwrap.dedent(
+        f"""
+        import resource, signal, os
+        from entropic_mcp import StorageError
+        from entropic_mcp._storage._tinydb import TinyDBBackend
+        backend = TinyDBBackend({str(store)!r})
+        size = os.path.getsize({str(store / "journal-00000000.jsonl")!r})
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 4096, resource.RLIM_INFINITY))
+        try:
+            backend.save_messages({root!r}, [{{"role": "user", "content": "x" * 100_000}}])
+        except StorageError as exc:
+            print("RAISED", exc)
+        backend.save_messages({root!r}, [{{"role": "user", "content": "small"}}])
+        print("SMALL OK")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "RAISED" in result.stdout and "write failed" in result.stdout, result.stdout + result.stderr
+    assert "SMALL OK" in result.stdout, result.stderr
+    reopened = TinyDBBackend(store)
+    assert reopened.load_conversation(root)["messages"] == [{"role": "user", "content": "small"}]
+    assert [r["delegation_id"] for r in reopened.search_delegations("summary", 5)] == ids[::-1]
+    reopened.close()
+
+
+def test_a_failed_compaction_keeps_the_operation_and_the_old_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store, compact_bytes=1)
+    root = backend.create_conversation("root")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise StorageError("disk full")
+
+    monkeypatch.setattr(_tinydb, "atomic_write", refuse)
+    backend.save_messages(root, [{"role": "user", "content": "durable anyway"}])
+    monkeypatch.undo()
+    backend.close()
+    reopened = TinyDBBackend(store)
+    assert reopened.load_conversation(root)["messages"] == [{"role": "user", "content": "durable anyway"}]
+    reopened.close()
+
+
+def test_options_come_from_the_storage_table(tmp_path: Path) -> None:
+    config = config_from_dict({"storage": {"path": "s", "options": {"compact_bytes": 1000, "lock_timeout": 5}}}, root=tmp_path)
+    backend = TinyDBBackend.from_config(config)
+    assert backend.path == tmp_path / "s"
+    backend.close()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [({"compact": 1}, "unknown option"), ({"compact_bytes": "big"}, "positive int"), ({"lock_timeout": 0}, "positive float"),
+     ({"audit_batch": 1.5}, "positive int")],
+)
+def test_bad_options_are_config_errors_naming_the_key(tmp_path: Path, options: dict, message: str) -> None:
+    config = config_from_dict({"storage": {"options": options}}, root=tmp_path)
+    with pytest.raises(ConfigError, match=rf"\[storage\] options\.{next(iter(options))}.*{message}"):
+        TinyDBBackend.from_config(config)
+
+
+def test_the_manager_opens_tinydb_by_default_and_audits_calls(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    try:
+        from demo_server import DemoServer  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    config = config_from_dict({"permissions": {"default": "allow"}}, root=tmp_path)
+    manager = ServerManager(config, servers=[DemoServer(root=tmp_path)])
+    storage = manager.storage
+    assert isinstance(storage, TinyDBBackend) and storage.path == tmp_path / ".entropic-mcp" / "store"
+    manager.call_sync("demo.echo", {"text": "hi"})
+    manager.close()
+    lines = (tmp_path / ".entropic-mcp" / "store" / "tool_calls.jsonl").read_bytes().splitlines()
+    record = orjson.loads(lines[-1])
+    assert record["tool"] == "demo.echo" and record["args"] == {"text": "hi"}
