@@ -46,29 +46,28 @@ class Glob(FilesystemTool):
             def to_match(rel: str) -> str:
                 return lead + rel
 
+        suffixes = pattern.name_suffixes
         name_match = pattern.name_regex.match if pattern.name_regex is not None else None
         path_match = pattern.regex.match
         found: list[str] = []
         try:
             for directory in walk.walk(top.fd, top.rel, top.stack, top.entropic, max_depth=depth, sort=False):
-                join = directory.join
-                for entry in directory.files:
-                    name = entry.name
-                    if name_match is not None:
-                        if name_match(name) is None:
-                            continue
-                        rel = join(name)
-                    else:
-                        rel = join(name)
-                        if path_match(to_match(rel)) is None:
-                            continue
-                    if not directory.ignored(rel, False):
-                        found.append(rel)
+                if suffixes is not None:
+                    names = [n for n in directory.file_names if n.endswith(suffixes)]
+                elif name_match is not None:
+                    names = [n for n in directory.file_names if name_match(n) is not None]
+                else:
+                    join = directory.join
+                    names = [n for n in directory.file_names if path_match(to_match(join(n))) is not None]
+                if names:
+                    ignored = directory.file_ignored
+                    lead = directory.rel + "/" if directory.rel else ""
+                    found.extend(lead + name for name in names if not ignored(name))
         finally:
             os.close(top.fd)
         found.sort()
         limit = settings.max_glob_results
-        results: list[Any] = [top.display(rel) for rel in found[:limit]]
+        results: list[Any] = found[:limit] if not top.display_base else [top.display(r) for r in found[:limit]]
         if len(found) > limit:
             results.append(truncation(f"{len(found)} paths matched; only the first {limit} (max_glob_results) "
                                       "are listed — narrow the pattern or pass a sub-directory as 'path'"))

@@ -138,6 +138,8 @@ class GlobPattern:
     regex: re.Pattern[str]
     #: Matches the file name alone when every alternative is ``**/<name pattern>``.
     name_regex: re.Pattern[str] | None
+    #: When every alternative is ``**/*<literal>``: the literal suffixes (``str.endswith`` is enough).
+    name_suffixes: tuple[str, ...] | None
     #: Literal leading directories: the walk starts there.
     prefix: str
     #: Deepest directory level a match can be at (None: unbounded, the pattern has ``**``).
@@ -172,6 +174,9 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
     name_regex = None
     if all(a.startswith("**/") and "/" not in a[3:] and a[3:] != "**" for a in alternatives):
         name_regex = re.compile("(?:" + "|".join(f"(?:{_segment(a[3:])})" for a in alternatives) + r")\Z")
+    suffixes: tuple[str, ...] | None = None
+    if name_regex is not None and all(a[3:4] == "*" and a[4:] and _literal(a[4:]) for a in alternatives):
+        suffixes = tuple(a[4:] for a in alternatives)
     prefix_parts: list[str] = []
     segments = pattern.split("/")
     for segment in segments[:-1]:
@@ -183,5 +188,5 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
     depth: int | None = None
     if not any("**" in a for a in alternatives):
         depth = max(len(a.split("/")) for a in alternatives)
-    return GlobPattern(source=source, regex=regex, name_regex=name_regex,
+    return GlobPattern(source=source, regex=regex, name_regex=name_regex, name_suffixes=suffixes,
                        prefix="/".join(prefix_parts), max_depth=depth)

@@ -167,7 +167,7 @@ class Grep(FilesystemTool):
                     rel = directory.join(entry.name)
                     if file_filter is not None and not file_filter(entry.name, rel[cut:]):
                         continue
-                    if directory.ignored(rel, False):
+                    if directory.file_ignored(entry.name):
                         continue
                     data = read_file_at(directory.fd, entry.name)
                     if data is None:

@@ -19,12 +19,14 @@ GITIGNORE = ".gitignore"
 ENTROPICIGNORE = ".entropicignore"
 MAX_IGNORE_FILE_BYTES = 1 << 20
 MAX_CACHED = 4096
+#: How pathspec spells "in any directory": a pattern with no inner '/' (``*.log``, ``**/x``).
+BASENAME_PREFIX = "^(?:.+/)?"
 
 
 class IgnoreFile:
     """The patterns of one ignore file; ``verdict`` is True (ignored), False (re-included) or None."""
 
-    __slots__ = ("_includes", "_match", "_spec", "count")
+    __slots__ = ("_includes", "_match", "_spec", "count", "name_patterns")
 
     def __init__(self, lines: Sequence[str]) -> None:
         from pathspec import GitIgnoreSpec
@@ -35,6 +37,20 @@ class IgnoreFile:
         self._spec = spec
         self._includes: dict[str, bool] = {}
         alternatives = []
+        #: For files: (regex on the bare file name, include), last line first; None when some
+        #: line depends on the directory (then every file is checked by full path).
+        names: list[tuple[str, bool]] | None = []
+        for pattern in reversed(active):
+            raw = pattern.regex.pattern
+            if raw.endswith("(?P<ps_d>/)"):
+                continue  # directory-only ("build/"): files under it are pruned with the directory
+            rest = raw[len(BASENAME_PREFIX):] if raw.startswith(BASENAME_PREFIX) else None
+            if rest is None or "/" in rest.replace("[^/]", "").replace("(?P<ps_d>/)", ""):
+                names = None
+                break
+            if names is not None:
+                names.append((rest.replace("(?P<ps_d>/)", "/"), bool(pattern.include)))
+        self.name_patterns = names
         for index, pattern in enumerate(reversed(active)):
             source = pattern.regex.pattern.replace("(?P<ps_d>/)", "/")
             name = f"p{index}"
@@ -126,3 +142,40 @@ def stack_verdict(stack: Sequence[Level], path: str) -> bool:
         if verdict is not None:
             return verdict
     return False
+
+
+class NameRules:
+    """The file verdicts of a whole stack of ignore files as one regex on the bare file name.
+
+    Only built when every ignore file in the stack decides files by name alone (the usual
+    ``*.log`` / ``!keep.log`` kind); alternatives run deepest file first, last line first, so the
+    first alternative that matches is the line git would apply.
+    """
+
+    __slots__ = ("_includes", "_match")
+
+    def __init__(self, files: Sequence[IgnoreFile]) -> None:
+        alternatives, self._includes = [], {}
+        for rules in files:
+            assert rules.name_patterns is not None
+            for source, include in rules.name_patterns:
+                name = f"n{len(alternatives)}"
+                self._includes[name] = include
+                alternatives.append(f"(?P<{name}>{source})")
+        self._match = re.compile("|".join(alternatives)).match if alternatives else None
+
+    @classmethod
+    def for_stack(cls, entropic: IgnoreFile | None, stack: Sequence[Level]) -> NameRules | None:
+        files = ([entropic] if entropic is not None else []) + [rules for _, rules in reversed(stack)]
+        if any(rules.name_patterns is None for rules in files):
+            return None
+        try:
+            return cls(files)
+        except re.error:
+            return None
+
+    def ignored(self, name: str) -> bool:
+        if self._match is None:
+            return False
+        found = self._match(name)
+        return found is not None and self._includes[found.lastgroup]

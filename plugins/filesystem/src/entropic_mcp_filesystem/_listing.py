@@ -41,7 +41,7 @@ class ListDirectory(FilesystemTool):
                                        max_depth=max_depth if recursive else 1):
                 for entry in directory.files:
                     rel = directory.join(entry.name)
-                    if directory.ignored(rel, False):
+                    if directory.file_ignored(entry.name):
                         continue
                     try:
                         kind = "symlink" if entry.is_symlink() else "file"

@@ -16,7 +16,7 @@ import attrs
 from entropic_mcp import ToolError
 
 from ._fsio import DIR_FLAGS, Location, open_dir
-from ._ignore import ENTROPICIGNORE, GITIGNORE, IgnoreCache, IgnoreFile, Level, stack_verdict
+from ._ignore import ENTROPICIGNORE, GITIGNORE, IgnoreCache, IgnoreFile, Level, NameRules, stack_verdict
 
 #: Deeper than this a walk does not go (and says so); protects the recursion and the fd count.
 MAX_DEPTH = 128
@@ -30,12 +30,21 @@ class Dir:
     rel: str  # root-relative (inside) or walk-top-relative (outside) directory; "" at the base
     depth: int  # 1 for the walk's top directory
     files: list[os.DirEntry[str]]  # every non-directory entry (symlinks included), not yet ignore-checked
+    file_names: list[str]  # the names of ``files``, in the same order
     dirs: list[os.DirEntry[str]]  # sub-directories that survived pruning
     stack: tuple[Level, ...]
     entropic: IgnoreFile | None
+    #: File verdicts by bare name for this directory's stack (None: check full paths).
+    names: NameRules | None = None
 
     def join(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
+
+    def file_ignored(self, name: str) -> bool:
+        """Is the file ``name`` of this directory ignored (directories above are already pruned)?"""
+        if self.names is not None:
+            return self.names.ignored(name)
+        return self.ignored(self.join(name), False)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         probe = path + "/" if is_dir else path
@@ -57,6 +66,13 @@ class Walk:
     truncated: bool = False
     too_deep: bool = False
     stopped: bool = False
+    _names: dict[tuple[object, ...], NameRules | None] = attrs.field(factory=dict)
+
+    def _name_rules(self, entropic: IgnoreFile | None, stack: tuple[Level, ...]) -> NameRules | None:
+        key = (entropic, *(rules for _, rules in stack))
+        if key not in self._names:
+            self._names[key] = NameRules.for_stack(entropic, stack)
+        return self._names[key]
 
     @property
     def cut_short(self) -> bool:
@@ -82,33 +98,31 @@ class Walk:
             entries = entries[: max(0, len(entries) - (self.entries - self.limit))]
             self.entries = self.limit
             self.truncated = True
-        files: list[os.DirEntry[str]] = []
-        subdirs: list[os.DirEntry[str]] = []
-        has_gitignore = False
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                continue
-            if entry.name == ".git":
-                continue
-            if is_dir:
-                subdirs.append(entry)
-            else:
-                files.append(entry)
-                if entry.name == GITIGNORE:
-                    has_gitignore = True
+        # List comprehensions, not a loop with branches: this is the hot path of every walk.
+        try:
+            subdirs = [e for e in entries if e.is_dir(follow_symlinks=False)]
+            files = [e for e in entries if not e.is_dir(follow_symlinks=False)] if subdirs else entries
+        except OSError:  # an entry of unknown type vanished before it could be stat'ed
+            subdirs, files = _split_slowly(entries)
+        if sort:
+            files.sort(key=_name)
+        names = [e.name for e in files]
+        has_gitignore = GITIGNORE in names
+        if ".git" in names:
+            files = [e for e in files if e.name != ".git"]
+            names = [e.name for e in files]
+        if subdirs and any(e.name == ".git" for e in subdirs):
+            subdirs = [e for e in subdirs if e.name != ".git"]
         if has_gitignore:
             rules = self.cache.load(fd, GITIGNORE)
             if rules is not None:
                 stack = (*stack, (len(rel) + 1 if rel else 0, rules))
-        current = Dir(fd=fd, rel=rel, depth=depth, files=files, dirs=subdirs, stack=stack, entropic=entropic)
+        current = Dir(fd=fd, rel=rel, depth=depth, files=files, file_names=names, dirs=subdirs, stack=stack,
+                      entropic=entropic, names=self._name_rules(entropic, stack))
         if subdirs:
             current.dirs = subdirs = [d for d in subdirs if not current.ignored(current.join(d.name), True)]
             if sort:
                 subdirs.sort(key=_name)
-        if sort:
-            files.sort(key=_name)
         yield current
         if self.truncated or (max_depth is not None and depth >= max_depth):
             return
@@ -130,6 +144,16 @@ class Walk:
 
 def _name(entry: os.DirEntry[str]) -> str:
     return entry.name
+
+
+def _split_slowly(entries: list[os.DirEntry[str]]) -> tuple[list[os.DirEntry[str]], list[os.DirEntry[str]]]:
+    subdirs, files = [], []
+    for entry in entries:
+        try:
+            (subdirs if entry.is_dir(follow_symlinks=False) else files).append(entry)
+        except OSError:
+            continue
+    return subdirs, files
 
 
 @attrs.frozen(kw_only=True)

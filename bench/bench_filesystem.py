@@ -1,0 +1,214 @@
+"""P9 and P10 of performance.md: filesystem.grep vs GNU grep -rn, filesystem.glob vs git ls-files.
+
+Run: ``python bench/bench_filesystem.py`` (trees are generated once under /tmp and reused).
+Prints, for each target, the peer's median, ours, and the ratio (target <= 2.0x), in one run.
+Our figures are full in-process tool calls through ``ServerManager.call`` (pipeline included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+from entropic_mcp import CallContext, ServerManager, config_from_dict
+
+from entropic_mcp_filesystem import FilesystemServer
+
+GREP_TREE = Path("/tmp/entropic-bench-fs-grep")
+GLOB_TREE = Path("/tmp/entropic-bench-fs-glob")
+GREP_PATTERN = r"def handle_request_\d+"
+WORDS = ("alpha", "beta", "gamma", "delta", "value", "result", "config", "item", "index", "buffer",
+         "count", "token", "parser", "node", "state", "cache", "error", "write", "read", "path")
+
+
+def _body(rng: random.Random, lines: int) -> str:
+    out = []
+    for i in range(lines):
+        a, b, c = rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS)
+        if i % 12 == 0:
+            out.append(f"def {a}_{b}_{i}({c}, {b}=None):")
+        elif i % 12 == 1:
+            out.append(f'    """Compute the {a} of {b} from {c}."""')
+        else:
+            out.append(f"    {a}_{i % 7} = {b}.{c}({a}, {i}) + len({c}_{b})  # {a} {b}")
+    return "\n".join(out) + "\n"
+
+
+def make_grep_tree(root: Path, files: int = 10_000, matches: int = 60) -> None:
+    """10,000 source-like files (~3 KB each) in 100 directories; ``matches`` lines match the pattern."""
+    marker = root / ".complete"
+    if marker.exists():
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    rng = random.Random(9)
+    hits = set(rng.sample(range(files), matches))
+    for n in range(files):
+        directory = root / f"pkg{n // 1000}" / f"mod{(n // 100) % 10}"
+        directory.mkdir(parents=True, exist_ok=True)
+        text = _body(rng, 48)
+        if n in hits:
+            text += f"def handle_request_{n}(request):\n    return request\n"
+        (directory / f"file_{n}.py").write_text(text)
+    marker.write_text("")
+
+
+def make_glob_tree(root: Path, files: int = 100_000) -> None:
+    """100,000 files, nested .gitignore files (with negation), ignored build dirs; a git index."""
+    marker = root / ".complete"
+    if marker.exists():
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    (root / ".gitignore").write_text("*.log\nbuild/\n__pycache__/\n")
+    exts = (".py", ".py", ".txt", ".md", ".json", ".log", ".tmp", ".py")
+    n = 0
+    top = 0
+    while n < files:
+        for sub in range(20):
+            directory = root / f"area{top}" / f"pkg{sub}"
+            directory.mkdir(parents=True, exist_ok=True)
+            if sub % 4 == 0:
+                (directory / ".gitignore").write_text("*.tmp\n!keep.tmp\ngenerated/\n")
+            per_dir = 40
+            for i in range(per_dir):
+                (directory / f"f{i}{exts[i % len(exts)]}").write_text("x\n")
+            (directory / "keep.tmp").write_text("x\n")
+            n += per_dir + 1
+            for ignored in ("build", "__pycache__") if sub % 5 == 0 else ():
+                d = directory / ignored
+                d.mkdir(exist_ok=True)
+                for i in range(25):
+                    (d / f"g{i}.py").write_text("x\n")
+                n += 25
+            if n >= files:
+                break
+        top += 1
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=env)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=env)
+    subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "tree"], cwd=root,
+                   check=True, env=env)
+    marker.write_text("")
+    subprocess.run(["git", "update-index", "--refresh", "-q"], cwd=root, env=env, check=False)
+
+
+def median_time(fn, repeat: int) -> tuple[float, object]:
+    fn()  # warm the page cache and any lazy imports
+    times, value = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), value
+
+
+def manager_for(root: Path, table: dict) -> ServerManager:
+    config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"},
+                               "pipeline": {"max_result_bytes": 0},
+                               "servers": {"filesystem": table}}, root=root)
+    server = FilesystemServer(root=root)
+    server.configure(config.server_table("filesystem"))
+    return ServerManager(config, servers=[server])
+
+
+def tool_call(manager: ServerManager, name: str, args: dict) -> str:
+    counter = tool_call.__dict__.setdefault("n", [0])
+    counter[0] += 1  # a fresh conversation per call: the duplicate guard must not answer from cache
+    outcome = anyio.run(manager.call, name, args, CallContext(conversation_id=f"bench-{counter[0]}"))
+    if outcome.response.is_error:
+        raise SystemExit(f"{name} failed: {outcome.response.result}")
+    return outcome.response.result
+
+
+def bench_grep(repeat: int) -> tuple[float, float, int, int]:
+    make_grep_tree(GREP_TREE)
+    manager = manager_for(GREP_TREE, {"max_grep_matches": 1000})
+
+    def peer() -> int:
+        done = subprocess.run(["grep", "-rnE", GREP_PATTERN.replace(r"\d", "[0-9]"), str(GREP_TREE)],
+                              capture_output=True, check=False)
+        return done.stdout.count(b"\n")
+
+    def ours() -> int:
+        return tool_call(manager, "filesystem.grep", {"pattern": GREP_PATTERN}).count('"line"')
+
+    peer_time, peer_count = median_time(peer, repeat)
+    our_time, our_count = median_time(ours, repeat)
+    return peer_time, our_time, int(peer_count), int(our_count)  # type: ignore[arg-type]
+
+
+def bench_glob(repeat: int) -> tuple[float, float, int, int]:
+    make_glob_tree(GLOB_TREE)
+    manager = manager_for(GLOB_TREE, {"max_glob_results": 1_000_000})
+    python_file = re.compile(r"(?s:.*\.py)\Z")
+
+    def peer() -> int:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=GLOB_TREE, capture_output=True, check=True).stdout
+        return sum(1 for path in out.decode().split("\0") if path and python_file.match(path))
+
+    def same_job() -> int:
+        # What the tool actually does: every file on disk that .gitignore does not exclude.
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=GLOB_TREE, capture_output=True, check=True).stdout
+        return sum(1 for path in out.decode().split("\0") if path and python_file.match(path))
+
+    def floor() -> int:
+        # A bare Python os.scandir walk (no ignore rules, no matching): the floor for any Python walk.
+        count = 0
+        stack = [str(GLOB_TREE)]
+        while stack:
+            with os.scandir(stack.pop()) as scan:
+                for entry in scan:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name != ".git":
+                            stack.append(entry.path)
+                    else:
+                        count += 1
+        return count
+
+    def ours() -> int:
+        return tool_call(manager, "filesystem.glob", {"pattern": "**/*.py"}).count('",') + 1
+
+    peer_time, peer_count = median_time(peer, repeat)
+    our_time, our_count = median_time(ours, repeat)
+    bench_glob.extra = {"same_job": median_time(same_job, repeat), "floor": median_time(floor, repeat)}
+    return peer_time, our_time, int(peer_count), int(our_count)  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args(argv)
+    rows = []
+    peer, ours, peer_n, our_n = bench_grep(args.repeat)
+    rows.append(("P9", "grep, 10,000 files", "GNU grep -rn", peer, ours, peer_n, our_n))
+    peer, ours, peer_n, our_n = bench_glob(args.repeat)
+    rows.append(("P10", 'glob "**/*.py", 100,000 files', "git ls-files + filter", peer, ours, peer_n, our_n))
+    print(f"{'#':4} {'what':32} {'peer':24} {'peer ms':>9} {'ours ms':>9} {'ratio':>7} {'target':>7}  results (peer/ours)")
+    failed = False
+    for key, what, name, peer_t, our_t, peer_n, our_n in rows:
+        ratio = our_t / peer_t
+        failed |= ratio > 2.0
+        print(f"{key:4} {what:32} {name:24} {peer_t * 1e3:9.1f} {our_t * 1e3:9.1f} {ratio:6.2f}x {'<=2.0x':>7}"
+              f"  {peer_n}/{our_n}")
+    extra = bench_glob.extra  # type: ignore[attr-defined]
+    same_t, same_n = extra["same_job"]
+    floor_t, _ = extra["floor"]
+    p10_ours = rows[1][4]
+    print(f"     P10 context: git ls-files --cached --others --exclude-standard (the same job: reads the disk) "
+          f"{same_t * 1e3:.1f} ms ({same_n} results) -> ours {p10_ours / same_t:.2f}x; bare Python os.scandir "
+          f"walk (floor for any Python walk) {floor_t * 1e3:.1f} ms -> ours {p10_ours / floor_t:.2f}x")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
