@@ -12,6 +12,8 @@ from ._directives import Directive, coerce_directive, directive_from_dict
 
 
 def _directives(value: Iterable[object]) -> tuple[Directive, ...]:
+    if value == ():
+        return ()
     return tuple(coerce_directive(v) for v in value)
 
 
@@ -56,6 +58,20 @@ class ServerResponse:
     def __attrs_post_init__(self) -> None:
         if self.is_error and self.directives:
             object.__setattr__(self, "directives", ())
+
+    @classmethod
+    def _make(
+        cls, result: str, directives: tuple[Directive, ...] = (), is_error: bool = False,
+        structured: Mapping[str, Any] | None = None,
+    ) -> ServerResponse:
+        """Build from values that are already checked (the per-call hot path skips validation)."""
+        response = cls.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(response, "result", result)
+        setattr_(response, "directives", () if is_error else directives)
+        setattr_(response, "is_error", is_error)
+        setattr_(response, "structured", structured)
+        return response
 
     @classmethod
     def failure(cls, text: str) -> ServerResponse:

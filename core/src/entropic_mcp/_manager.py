@@ -61,6 +61,7 @@ class ServerManager:
         self._storage = storage
         self._storage_opened = storage is not None
         self._validators: dict[str, SchemaValidator] = {}
+        self._parts: dict[str, list[PermissionPart]] = {}
         self._tool_list: list[dict[str, Any]] | None = None
         self._closed = False
         self._refresh_hook_flags()
@@ -215,8 +216,13 @@ class ServerManager:
             parts = list(parts_of(tool, args))
             return parts, parts[0].store if parts else full
         pattern = server.permission_pattern(tool, args)
-        names = (full,) if pattern == full else (full, pattern)
-        return [PermissionPart(names=names, store=pattern)], pattern
+        parts = self._parts.get(pattern)
+        if parts is None:
+            if len(self._parts) > 4096:
+                self._parts.clear()
+            names = (full,) if pattern == full else (full, pattern)
+            parts = self._parts[pattern] = [PermissionPart(names=names, store=pattern)]
+        return parts, pattern
 
     def skip_duplicate_check(self, server: MCPServerBase | str, tool: str | None = None) -> bool:
         if isinstance(server, str):

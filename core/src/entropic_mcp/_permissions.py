@@ -61,12 +61,25 @@ class PermissionRules:
 
     def _recompile(self) -> None:
         self._compiled = {kind: _compile(rules) for kind, rules in self.lists.items()}
+        self._cache: dict[tuple[object, ...], Decision | None] = {}
 
     def _matches(self, kind: str, names: Sequence[str]) -> bool:
         regex = self._compiled[kind]
         return regex is not None and any(regex.match(name) for name in names)
 
     def decide_part(self, part: PermissionPart, *, read_only: bool) -> Decision | None:
+        key = (part.names, part.understood, part.neutral, read_only)
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        decision = self._decide_part(part, read_only=read_only)
+        if len(self._cache) > 8192:
+            self._cache.clear()
+        self._cache[key] = decision
+        return decision
+
+    def _decide_part(self, part: PermissionPart, *, read_only: bool) -> Decision | None:
         if self._matches("deny", part.names):
             return "deny"
         if self._matches("ask", part.names):
@@ -80,6 +93,13 @@ class PermissionRules:
 
     def decide(self, parts: Sequence[PermissionPart], *, read_only: bool) -> tuple[Decision, list[PermissionPart]]:
         """The call's decision and the parts that need approval (for "always" answers)."""
+        if len(parts) == 1:
+            decision = self.decide_part(parts[0], read_only=read_only)
+            if decision == "allow" or decision is None:
+                return "allow", []
+            if decision == "ask" and self.config.auto_approve:
+                return "allow", []
+            return decision, list(parts)
         decisions = [(part, self.decide_part(part, read_only=read_only)) for part in parts]
         if any(d == "deny" for _, d in decisions):
             return "deny", [p for p, d in decisions if d == "deny"]

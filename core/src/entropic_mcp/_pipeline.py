@@ -94,6 +94,33 @@ class _Conversation:
     same_tool: int = 0
 
 
+async def _with_timeout(awaitable: Any, seconds: float) -> Any:
+    """Await with a deadline: a timer cancels the task; the cancellation becomes TimeoutError.
+
+    Cheaper than ``asyncio.timeout`` on the hot path (one timer handle, no context object),
+    and a cancellation that is not ours passes through untouched.
+    """
+    import asyncio  # here, not at module level: listing tools must not pay for asyncio
+
+    task = asyncio.current_task()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()  # type: ignore[union-attr]
+
+    handle = asyncio.get_running_loop().call_later(seconds, expire)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if expired and task is not None and task.uncancel() == 0:
+            raise TimeoutError from None
+        raise
+    finally:
+        handle.cancel()
+
+
 def cap_text(text: str, limit: int) -> str:
     """Cut ``text`` to ``limit`` UTF-8 bytes at a character boundary, with the marker."""
     if limit <= 0 or len(text) * 4 <= limit:
@@ -121,8 +148,13 @@ class Pipeline:
         self.config = manager.config.pipeline
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
         self._lock = threading.Lock()
-        self.history: deque[dict[str, Any]] = deque(maxlen=self.config.history_size)
+        self._history: deque[CallOutcome] = deque(maxlen=self.config.history_size)
         self.metrics: dict[str, dict[str, int]] = {}
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The last ``history_size`` outcomes, oldest first, with argument names only."""
+        return [outcome.summary() for outcome in self._history]
 
     # -- state ------------------------------------------------------------------------------
 
@@ -365,50 +397,26 @@ class Pipeline:
             )
 
         # 8. dispatch
-        import asyncio  # here, not at module level: listing tools must not pay for asyncio
-
         timeout = self.config.tool_timeouts.get(name, server.default_timeout_seconds)
         try:
             if timeout is None:
                 response = await server.execute(tool_name, args, ctx)
             else:
                 ctx.deadline = time.monotonic() + timeout
-                async with asyncio.timeout(timeout):
-                    response = await server.execute(tool_name, args, ctx)
+                response = await _with_timeout(server.execute(tool_name, args, ctx), timeout)
         except TimeoutError:
             ctx.cancelled.set()
             extra = {"output": ctx.partial} if ctx.partial else {}
-            return self._finish(
-                name,
-                args,
-                ctx,
-                started,
-                "timeout",
-                ServerResponse.refusal(
-                    "timeout",
-                    f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
-                    "request or raise the timeout in config.",
-                    timeout_seconds=timeout,
-                    **extra,
-                ),
-                same_tool=same,
-                permission=permission,
-                pattern=pattern,
-                failure_key=key,
-            )
-        except asyncio.CancelledError:
+            return self._finish(name, args, ctx, started, "timeout", ServerResponse.refusal(
+                "timeout", f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
+                "request or raise the timeout in config.", timeout_seconds=timeout, **extra),
+                same_tool=same, permission=permission, pattern=pattern, failure_key=key)
+        except BaseException as exc:
+            if type(exc).__name__ != "CancelledError":
+                raise
             ctx.cancelled.set()
-            self._finish(
-                name,
-                args,
-                ctx,
-                started,
-                "cancelled",
-                ServerResponse.refusal("cancelled", f"'{name}' was cancelled."),
-                same_tool=same,
-                permission=permission,
-                pattern=pattern,
-            )
+            self._finish(name, args, ctx, started, "cancelled", ServerResponse.refusal(
+                "cancelled", f"'{name}' was cancelled."), same_tool=same, permission=permission, pattern=pattern)
             raise
 
         # 9. cap and classify
@@ -477,7 +485,7 @@ class Pipeline:
                     outcome,
                     response=ServerResponse(result=text, directives=response.directives, is_error=response.is_error),
                 )
-        self.history.append(outcome.summary())
+        self._history.append(outcome)
         counts = self.metrics.get(name)
         if counts is None:
             counts = self.metrics[name] = {}

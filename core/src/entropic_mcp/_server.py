@@ -57,6 +57,7 @@ class MCPServerBase:
         if not isinstance(self.name, str) or not TOOL_NAME.match(self.name) or "." in self.name:
             raise ValueError(f"invalid server name {self.name!r}: use letters, digits, '_' or '-'")
         self._tools: dict[str, ToolBase] = {}
+        self._is_async: dict[str, bool] = {}
         self.root = Path(root).resolve() if root is not None else Path.cwd().resolve()
         self.closed = False
 
@@ -76,6 +77,7 @@ class MCPServerBase:
                 f"({type(existing).__name__}); {type(tool).__name__} cannot register the same name"
             )
         self._tools[tool.name] = tool
+        self._is_async[tool.name] = inspect.iscoroutinefunction(tool.execute)
 
     @property
     def tools(self) -> Mapping[str, ToolBase]:
@@ -108,7 +110,10 @@ class MCPServerBase:
 
     async def _run(self, tool: ToolBase, args: dict[str, Any], ctx: CallContext) -> ServerResponse:
         run = tool.execute
-        if inspect.iscoroutinefunction(run):
+        is_async = self._is_async.get(tool.name)
+        if is_async is None:  # a subclass that filled _tools itself
+            is_async = inspect.iscoroutinefunction(run)
+        if is_async:
             value = await run(args, ctx)
         else:
             import anyio.to_thread
@@ -119,23 +124,21 @@ class MCPServerBase:
             return response
         key = tool.anchor_key(args)
         if key and not any(isinstance(d, ContextAnchor) and d.key == key for d in response.directives):
-            response = ServerResponse(
-                result=response.result,
-                directives=(*response.directives, ContextAnchor(key=key, content=response.result)),
-                structured=response.structured,
+            response = ServerResponse._make(
+                response.result,
+                (*response.directives, ContextAnchor(key=key, content=response.result)),
+                False,
+                response.structured,
             )
         return response
 
     def _to_response(self, tool: ToolBase, value: object) -> ServerResponse:
+        if type(value) is str:
+            return ServerResponse._make(value)
         if isinstance(value, str):
-            return ServerResponse(result=value)
+            return ServerResponse(result=str(value))
         if isinstance(value, ToolResult):
-            return ServerResponse(
-                result=value.text,
-                directives=value.directives,
-                is_error=value.is_error,
-                structured=value.structured,
-            )
+            return ServerResponse._make(value.text, value.directives, bool(value.is_error), value.structured)
         if isinstance(value, ServerResponse):
             return value
         raise TypeError(

@@ -1,0 +1,50 @@
+"""Shared helpers for the benchmarks: timing, peer environments, the results table."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+PEER_VENVS = Path(os.environ.get("ENTROPIC_MCP_BENCH_VENVS", "/tmp/entropic-mcp-bench-venvs"))
+
+
+def median_us(run: Callable[[], object], *, repeat: int = 7, number: int = 2000) -> float:
+    """Median over ``repeat`` rounds of the mean time of ``number`` calls, in microseconds."""
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            run()
+        samples.append((time.perf_counter() - start) / number * 1e6)
+    return statistics.median(samples)
+
+
+def peer_python(name: str, requirement: str) -> str | None:
+    """A Python in a separate venv holding ``requirement`` (e.g. the 1.x SDK), made once and reused."""
+    venv = PEER_VENVS / name
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        result = subprocess.run([str(python), "-m", "pip", "install", "-q", requirement], capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"  (could not install {requirement} for the peer: {result.stderr.strip()[-200:]})")
+            return None
+    return str(python)
+
+
+def report(name: str, rows: list[tuple[str, str, str, str, str]]) -> None:
+    """Print and save a table: (what, ours, peer, ratio, target)."""
+    header = ("what", "entropic-mcp", "peer / floor", "ratio", "target")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
+    lines = [" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in [header, *rows]]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    text = "\n".join(lines)
+    print(f"\n{name}\n{text}\n")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
