@@ -36,7 +36,7 @@ class Refuse:
 class ReplaceArgs:
     """Returned by ``entropic_mcp_before_tool_call`` to run the call with other arguments."""
 
-    args: Mapping[str, Any] = attrs.field(validator=attrs.validators.instance_of(Mapping))
+    args: Mapping[str, Any] = attrs.field(validator=attrs.validators.instance_of(Mapping))  # type: ignore[type-abstract]
 
 
 Answer = Literal["allow_once", "deny_once", "always_allow", "always_deny"]

@@ -22,7 +22,7 @@ class Directive:
     type: ClassVar[str] = ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"type": self.type}
+        data: dict[str, Any] = {"type": self.type}
         for field in attrs.fields(type(self)):
             value = getattr(self, field.name)
             data[field.name] = list(value) if isinstance(value, tuple) else value

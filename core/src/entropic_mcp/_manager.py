@@ -216,20 +216,21 @@ class ServerManager:
             parts = list(parts_of(tool, args))
             return parts, parts[0].store if parts else full
         pattern = server.permission_pattern(tool, args)
-        parts = self._parts.get(pattern)
-        if parts is None:
+        cached = self._parts.get(pattern)
+        if cached is None:
             if len(self._parts) > 4096:
                 self._parts.clear()
             names = (full,) if pattern == full else (full, pattern)
-            parts = self._parts[pattern] = [PermissionPart(names=names, store=pattern)]
-        return parts, pattern
+            cached = self._parts[pattern] = [PermissionPart(names=names, store=pattern)]
+        return cached, pattern
 
-    def skip_duplicate_check(self, server: MCPServerBase | str, tool: str | None = None) -> bool:
+    def skip_duplicate_check(self, server: MCPServerBase | str, tool: str = "") -> bool:
         if isinstance(server, str):
-            found = self.resolve(server)
+            name = server
+            found = self.resolve(name)
             if found is None:
                 return False
-            server, tool = found[0], server.partition(".")[2]
+            server, tool = found[0], name.partition(".")[2]
         if self.has_duplicate_hooks:
             answer = self.plugins.hook.entropic_mcp_skip_duplicate_check(server=server, tool=tool)
             if isinstance(answer, bool):

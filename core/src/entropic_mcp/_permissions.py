@@ -17,6 +17,10 @@ from ._config import PermissionsConfig
 Decision = Literal["allow", "ask", "deny"]
 
 
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class PermissionPart:
     """One thing a call does that rules are matched against.
@@ -30,7 +34,7 @@ class PermissionPart:
             checked as a file write): unmatched, it neither asks nor allows.
     """
 
-    names: tuple[str, ...] = attrs.field(converter=tuple)
+    names: tuple[str, ...] = attrs.field(converter=_names)
     store: str
     understood: bool = True
     neutral: bool = False
@@ -88,7 +92,7 @@ class PermissionRules:
             return "allow" if part.understood else "ask"
         if part.neutral:
             return None
-        default = self.config.default
+        default: Decision = self.config.default  # type: ignore[assignment]  # validated at load
         return "ask" if default == "allow" and not part.understood else default
 
     def decide(self, parts: Sequence[PermissionPart], *, read_only: bool) -> tuple[Decision, list[PermissionPart]]:

@@ -326,7 +326,7 @@ class Pipeline:
         # 7. permissions
         parts, pattern = manager.permission_parts(server, tool_name, args)
         decision, asking = manager.permissions.decide(parts, read_only=level <= AccessLevel.READ)
-        permission = decision
+        permission: str = decision
         if decision == "ask":
             request = ApprovalRequest(
                 tool=name,
@@ -358,8 +358,7 @@ class Pipeline:
                     pattern=pattern,
                 )
             if answer.answer in ("always_allow", "always_deny"):
-                kind_ = "allow" if answer.answer == "always_allow" else "deny"
-                manager.permissions.add(kind_, [p.store for p in asking])
+                manager.permissions.add("allow" if answer.answer == "always_allow" else "deny", [p.store for p in asking])
             permission = "ask->" + ("allow" if answer.answer in ("allow_once", "always_allow") else "deny")
             if permission == "ask->deny":
                 feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""

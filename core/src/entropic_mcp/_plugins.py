@@ -148,7 +148,7 @@ class Plugins:
         for name in sorted(found):
             ep = found[name]
             dist = getattr(ep, "dist", None)
-            fields = {"distribution": dist.name if dist else None, "version": dist.version if dist else None}
+            fields: dict[str, Any] = {"distribution": dist.name if dist else None, "version": dist.version if dist else None}
             if name in disabled or (wanted is not None and name not in wanted):
                 why = f"blocked by ${ENV_DISABLED}" if name in disabled else "not in config plugins"
                 self.infos[name] = PluginInfo(name=name, status="disabled", error=why, **fields)
