@@ -1,0 +1,111 @@
+"""filesystem.edit_file: unique replacement, replace_all, insert_line, line endings, diff."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def src(fs, root):
+    (root / "m.py").write_text("a = 1\nb = 2\na = 1\nc = 3\n")
+    fs.ok("read_file", {"path": "m.py"})
+    return root / "m.py"
+
+
+def test_unique_replacement_with_diff(fs, src):
+    data = fs.ok("edit_file", {"path": "m.py", "old_string": "b = 2", "new_string": "b = 20"})
+    assert data["path"] == "m.py" and data["replacements"] == 1
+    assert "-b = 2" in data["diff"] and "+b = 20" in data["diff"] and data["diff"].startswith("--- a/m.py")
+    assert src.read_text() == "a = 1\nb = 20\na = 1\nc = 3\n"
+
+
+def test_multiple_matches_reports_count_and_lines(fs, src):
+    error = fs.error("edit_file", {"path": "m.py", "old_string": "a = 1", "new_string": "x"})
+    assert error["error"] == "multiple_matches" and error["count"] == 2 and error["lines"] == [1, 3]
+    assert "replace_all" in error["message"]
+    assert src.read_text() == "a = 1\nb = 2\na = 1\nc = 3\n"
+
+
+def test_replace_all(fs, src):
+    data = fs.ok("edit_file", {"path": "m.py", "old_string": "a = 1", "new_string": "a = 9", "replace_all": True})
+    assert data["replacements"] == 2 and src.read_text().count("a = 9") == 2
+
+
+def test_no_match_is_not_found(fs, src):
+    assert fs.error("edit_file", {"path": "m.py", "old_string": "zzz", "new_string": "y"})["error"] == "not_found"
+
+
+def test_empty_old_string_is_invalid_args(fs, src):
+    assert fs.error("edit_file", {"path": "m.py", "old_string": "", "new_string": "y"})["error"] == "invalid_args"
+
+
+def test_both_or_neither_mode_is_invalid_args(fs, src):
+    assert fs.error("edit_file", {"path": "m.py", "new_string": "y"})["error"] == "invalid_args"
+    both = {"path": "m.py", "new_string": "y", "old_string": "a", "insert_line": 1}
+    assert fs.error("edit_file", both)["error"] == "invalid_args"
+
+
+def test_insert_line_zero_inserts_at_the_top(fs, src):
+    fs.ok("edit_file", {"path": "m.py", "insert_line": 0, "new_string": "# header"})
+    assert src.read_text().splitlines()[:2] == ["# header", "a = 1"]
+
+
+def test_insert_after_line_n(fs, src):
+    fs.ok("edit_file", {"path": "m.py", "insert_line": 2, "new_string": "inserted\n"})
+    assert src.read_text().splitlines() == ["a = 1", "b = 2", "inserted", "a = 1", "c = 3"]
+
+
+def test_insert_past_the_end_appends(fs, src):
+    fs.ok("edit_file", {"path": "m.py", "insert_line": 99, "new_string": "tail"})
+    assert src.read_text().endswith("c = 3\ntail\n")
+
+
+def test_insert_into_file_without_final_newline(fs, root):
+    (root / "n.txt").write_text("a\nb")
+    fs.ok("read_file", {"path": "n.txt"})
+    fs.ok("edit_file", {"path": "n.txt", "insert_line": 5, "new_string": "c"})
+    assert (root / "n.txt").read_text() == "a\nb\nc\n"
+
+
+def test_crlf_file_stays_crlf(fs, root):
+    (root / "w.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    fs.ok("read_file", {"path": "w.txt"})
+    fs.ok("edit_file", {"path": "w.txt", "old_string": "one\ntwo", "new_string": "1\n2\n2.5"})
+    assert (root / "w.txt").read_bytes() == b"1\r\n2\r\n2.5\r\nthree\r\n"
+    fs.ok("edit_file", {"path": "w.txt", "insert_line": 0, "new_string": "top"})
+    assert (root / "w.txt").read_bytes() == b"top\r\n1\r\n2\r\n2.5\r\nthree\r\n"
+
+
+def test_edit_needs_a_read_first(fs, root):
+    (root / "u.txt").write_text("x\n")
+    error = fs.error("edit_file", {"path": "u.txt", "old_string": "x", "new_string": "y"})
+    assert error["error"] == "read_before_write"
+
+
+def test_edit_after_external_change_is_refused(fs, src):
+    src.write_text("a = 1\nb = 2\n")
+    assert fs.error("edit_file", {"path": "m.py", "old_string": "b = 2", "new_string": "q"})["error"] == "file_changed"
+
+
+def test_consecutive_edits_need_no_reread(fs, src):
+    fs.ok("edit_file", {"path": "m.py", "old_string": "b = 2", "new_string": "b = 3"})
+    fs.ok("edit_file", {"path": "m.py", "old_string": "c = 3", "new_string": "c = 4"})
+    assert src.read_text() == "a = 1\nb = 3\na = 1\nc = 4\n"
+
+
+def test_edit_of_missing_file_says_use_write_file(fs):
+    error = fs.error("edit_file", {"path": "nope.py", "old_string": "a", "new_string": "b"})
+    assert error["error"] == "not_found" and "filesystem.write_file" in error["message"]
+
+
+def test_edit_of_non_utf8_file_is_refused_and_file_untouched(fs, root):
+    (root / "l.txt").write_bytes(b"caf\xe9\n")
+    fs.ok("read_file", {"path": "l.txt"})
+    assert fs.error("edit_file", {"path": "l.txt", "old_string": "caf", "new_string": "x"})["error"] == "not_utf8"
+    assert (root / "l.txt").read_bytes() == b"caf\xe9\n"
+
+
+def test_edit_keeps_mode(fs, src):
+    src.chmod(0o700)
+    fs.ok("edit_file", {"path": "m.py", "old_string": "c = 3", "new_string": "c = 4"})
+    assert src.stat().st_mode & 0o777 == 0o700

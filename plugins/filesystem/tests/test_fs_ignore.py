@@ -1,0 +1,138 @@
+"""Ignore rules in walks: nested .gitignore with negation, .entropicignore, .git, matcher fidelity."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from entropic_mcp_filesystem._ignore import IgnoreFile, NameRules
+
+
+def write(root, rel, text="x\n"):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def tree(root):
+    write(root, ".gitignore", "*.log\nbuild/\n")
+    write(root, "keep.py")
+    write(root, "debug.log")
+    write(root, "build/out.py")
+    write(root, "sub/.gitignore", "!important.log\n*.tmp\n/local.py\n")
+    write(root, "sub/important.log")
+    write(root, "sub/other.log")
+    write(root, "sub/x.tmp")
+    write(root, "sub/local.py")
+    write(root, "sub/deeper/local.py")
+    write(root, "sub/deeper/y.tmp")
+    return root
+
+
+def test_glob_honours_nested_gitignore_with_negation(fs, tree):
+    assert fs.ok("glob", {"pattern": "**/*"}) == [
+        ".gitignore", "keep.py", "sub/.gitignore", "sub/deeper/local.py", "sub/important.log"]
+
+
+def test_grep_and_listing_honour_the_same_rules(fs, tree):
+    paths = {m["path"] for m in fs.ok("grep", {"pattern": "x"})}
+    assert paths == {"keep.py", "sub/deeper/local.py", "sub/important.log"}
+    listed = {e["path"] for e in fs.ok("list_directory", {"recursive": True})}
+    assert listed == {".gitignore", "keep.py", "sub", "sub/.gitignore", "sub/deeper", "sub/deeper/local.py",
+                      "sub/important.log"}
+
+
+def test_git_directory_is_always_skipped(fs, root):
+    write(root, ".git/config", "[core]\n")
+    write(root, "a.txt")
+    assert fs.ok("glob", {"pattern": "**/*"}) == ["a.txt"]
+    assert fs.ok("grep", {"pattern": "core"}) == []
+
+
+def test_ignored_directory_asked_for_by_name_is_walked(fs, tree):
+    assert fs.ok("glob", {"pattern": "*", "path": "build"}) == ["build/out.py"]
+
+
+def test_entropicignore_hides_from_walks_and_refuses_file_tools(fs, root):
+    write(root, ".entropicignore", "secrets/\n*.key\n")
+    write(root, "secrets/token.txt", "s3cret\n")
+    write(root, "id.key", "k\n")
+    write(root, "ok.txt", "fine\n")
+    assert fs.ok("glob", {"pattern": "**/*.txt"}) == ["ok.txt"]
+    assert fs.ok("grep", {"pattern": "s3cret"}) == []
+    assert fs.error("read_file", {"path": "secrets/token.txt"})["error"] == "ignored"
+    assert fs.error("read_file", {"path": "id.key"})["error"] == "ignored"
+    assert fs.error("write_file", {"path": "secrets/new.txt", "content": "x"})["error"] == "ignored"
+    assert not (root / "secrets" / "new.txt").exists()
+    assert fs.error("list_directory", {"path": "secrets"})["error"] == "ignored"
+
+
+def test_entropicignore_negation_re_includes_a_gitignored_file(fs, root):
+    write(root, ".gitignore", "*.log\n")
+    write(root, ".entropicignore", "!wanted.log\n")
+    write(root, "wanted.log")
+    write(root, "other.log")
+    assert fs.ok("glob", {"pattern": "*.log"}) == ["wanted.log"]
+
+
+def test_gitignored_file_is_still_readable_by_name(fs, tree):
+    assert fs.ok("read_file", {"path": "debug.log"})["lines"] == ["x"]
+
+
+def test_edited_gitignore_is_picked_up(fs, root):
+    write(root, ".gitignore", "*.a\n")
+    write(root, "f.a")
+    write(root, "f.b")
+    assert fs.ok("glob", {"pattern": "f.*"}) == ["f.b"]
+    write(root, ".gitignore", "*.b\n")
+    assert fs.ok("glob", {"pattern": "f.*", "path": "."}) == ["f.a"]
+
+
+def test_git_info_exclude_applies(fs, root):
+    write(root, ".git/info/exclude", "*.secret\n")
+    write(root, "a.secret")
+    write(root, "a.txt")
+    assert fs.ok("glob", {"pattern": "a.*"}) == ["a.txt"]
+
+
+def test_set_working_dir_reroots_and_reloads_rules(fs, root, tmp_path):
+    other = tmp_path / "other"
+    write(other, ".gitignore", "*.py\n")
+    write(other, "a.py")
+    write(other, "b.txt")
+    assert fs.server.set_working_dir(other) is True
+    assert fs.ok("glob", {"pattern": "*"}) == [".gitignore", "b.txt"]
+    assert fs.server.set_working_dir(other / "b.txt") is False
+    assert fs.server.root == other.resolve()
+
+
+PATTERN_PIECES = st.sampled_from(["*.log", "build/", "!keep.log", "/top", "a/**/b", "*.tmp", "!*.tmp", "x?",
+                                  "[ab].c", "**/gen", "doc/*.md", "!doc/", "name", "sub/name", "\\#lit", "dir/"])
+PATH_PIECES = st.sampled_from(["a", "b", "build", "keep.log", "x.log", "top", "gen", "doc", "r.md", "x1",
+                               "a.c", "name", "sub", "y.tmp", "#lit", "dir"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(PATTERN_PIECES, max_size=6), parts=st.lists(PATH_PIECES, min_size=1, max_size=4),
+       is_dir=st.booleans())
+def test_combined_matcher_agrees_with_pathspec(lines, parts, is_dir):
+    from pathspec import GitIgnoreSpec
+
+    path = "/".join(parts) + ("/" if is_dir else "")
+    expected = GitIgnoreSpec.from_lines(lines).check_file(path).include
+    assert IgnoreFile(lines).verdict(path) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.sampled_from(["*.log", "!keep.log", "*.tmp", "!*.tmp", "x?", "[ab].c", "**/gen",
+                                        "name", "\\#lit", "build/"]), max_size=6),
+       name=PATH_PIECES)
+def test_name_rules_agree_with_pathspec_for_files(lines, name):
+    from pathspec import GitIgnoreSpec
+
+    rules = NameRules.for_stack(None, [(0, IgnoreFile(lines))])
+    assert rules is not None
+    expected = GitIgnoreSpec.from_lines([line for line in lines if not line.endswith("/")]).check_file(name).include
+    assert rules.ignored(name) is bool(expected)
