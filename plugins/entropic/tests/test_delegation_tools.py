@@ -228,3 +228,8 @@ def test_resume_cannot_resume_into_oneself(make):
 def test_resume_without_storage_is_storage_unavailable(make):
     error = error_of(call(make(), "entropic.resume_delegation", {"target": "researcher", "task": "t"}))
     assert error["error"] == "storage_unavailable"
+
+
+def test_pipeline_too_few_stages_wins_through_the_manager_too(make):
+    error = error_of(call(make(), "entropic.pipeline", {"stages": ["wizard"], "task": "t"}))
+    assert error["error"] == "invalid_args" and "less than 2 items" in error["message"]

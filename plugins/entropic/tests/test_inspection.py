@@ -192,3 +192,12 @@ def test_context_inspect_with_no_source_says_so(make):
 def test_context_inspect_unknown_conversation(make):
     outcome = call(make(storage=True), "entropic.context_inspect", {}, conversation="not-stored")
     assert orjson.loads(outcome.response.result)["error"] == "context_unavailable"
+
+
+def test_diagnose_beside_other_calls_in_one_batch(make):
+    manager = make(storage=True)
+    calls = [("entropic.diagnose", {}), ("entropic.followup", {"query": "a"}), ("entropic.inspect", {"target": "history"}),
+             ("entropic.followup", {"query": "b"}), ("entropic.context_inspect", {})]
+    batch = anyio.run(manager.execute_batch, calls, CallContext(conversation_id="c1"))
+    assert [o.name for o in batch.outcomes] == [name for name, _ in calls]
+    assert all(not o.response.is_error for o in batch.outcomes[:4])

@@ -134,7 +134,7 @@ def test_engine_state_rejects_malformed_messages():
 def test_conformance_kit_passes_with_tiers(tmp_path: Path):
     server = EntropicServer(root=tmp_path)
     server.configure(TIERS)
-    check_server(server, examples=15)
+    check_server(server, examples=10)
 
 
 def test_conformance_kit_passes_without_tiers(tmp_path: Path):

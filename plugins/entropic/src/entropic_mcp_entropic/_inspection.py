@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import orjson
 from entropic_mcp import (
     AccessLevel,
@@ -78,10 +79,12 @@ class _InspectionTool(ToolBase):
         return tools
 
     def history(self, ctx: CallContext) -> list[dict[str, Any]]:
-        return [] if ctx.manager is None else list(ctx.manager.pipeline.history)
+        manager = ctx.manager
+        return [] if manager is None else _copy(lambda: [dict(h) for h in manager.pipeline.history])
 
     def metrics(self, ctx: CallContext) -> dict[str, dict[str, int]]:
-        return {} if ctx.manager is None else {k: dict(v) for k, v in ctx.manager.pipeline.metrics.items()}
+        manager = ctx.manager
+        return {} if manager is None else _copy(lambda: {k: dict(v) for k, v in manager.pipeline.metrics.items()})
 
     def core_config(self, ctx: CallContext) -> dict[str, Any]:
         tiers = self.server.tiers
@@ -133,9 +136,21 @@ class _InspectionTool(ToolBase):
             return {"backend": backend, "available": False, "error": str(exc)}
 
 
-def _fields(record: Any) -> dict[str, Any]:
-    import attrs
+def _copy(read: Any) -> Any:
+    """Copy the pipeline's history or metrics from this worker thread.
 
+    The event loop appends to them while a READ tool runs beside other calls; a copy that meets
+    a concurrent change is simply taken again.
+    """
+    for _ in range(100):
+        try:
+            return read()
+        except RuntimeError:  # "deque mutated during iteration" / "dictionary changed size"
+            continue
+    return read()
+
+
+def _fields(record: Any) -> dict[str, Any]:
     return attrs.asdict(record)
 
 
