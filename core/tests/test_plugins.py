@@ -20,7 +20,7 @@ def test_working_plugin_is_active_with_its_distribution_and_server(fake_site, tm
     config, plugins = load(tmp_path, ["fakegood"])
     manager = ServerManager.from_config(config, plugins=plugins)
     info = plugins.infos["fakegood"]
-    assert (info.status, info.distribution, info.version) == ("active", "fake_good", "1.0")
+    assert (info.status, info.distribution, info.version) == ("active", "fake-good", "1.0")
     assert info.servers == ("good",)
     assert "entropic_mcp_servers" in info.hooks
     assert [t["name"] for t in manager.list_tools()] == ["good.ping"]
@@ -31,7 +31,7 @@ def test_broken_import_is_recorded_and_the_others_still_work(fake_site, tmp_path
         config, plugins = load(tmp_path, ["fakegood", "fakebroken"])
     assert plugins.infos["fakebroken"].status == "failed"
     assert "entropic_mcp_no_such_dependency" in plugins.infos["fakebroken"].error
-    assert plugins.infos["fakebroken"].distribution == "fake_broken"
+    assert plugins.infos["fakebroken"].distribution == "fake-broken"
     manager = ServerManager.from_config(config, plugins=plugins)
     assert manager.call_sync("good.ping").response.result == "pong"
 
@@ -68,7 +68,7 @@ def test_duplicate_server_names_are_one_error_naming_both_providers(fake_site, t
     with pytest.raises(PluginError) as excinfo:
         ServerManager.from_config(config, plugins=plugins)
     message = str(excinfo.value)
-    assert "'dup'" in message and "fake_dup_a" in message and "fake_dup_b" in message
+    assert "'dup'" in message and "fake-dup-a" in message and "fake-dup-b" in message
 
 
 def test_blocked_plugin_is_never_imported(fake_site, tmp_path, monkeypatch):
