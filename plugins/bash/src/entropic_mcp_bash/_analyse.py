@@ -206,13 +206,19 @@ class _Analysis:
             return
         if value in EXEMPT_TARGETS or value.startswith("/dev/fd/"):
             return
-        path = Path(os.path.expanduser(value))
-        if not path.is_absolute():
-            if self.cwd is None:
-                yield Write(path=None, text=text)
-                return
-            path = self.cwd / path
-        yield Write(path=Path(os.path.realpath(path)), text=text)
+        yield Write(path=self.resolve(value), text=text)
+
+    def resolve(self, value: str) -> Path | None:
+        """Where ``value`` points from the tracked directory; None when that cannot be known."""
+        try:
+            path = Path(os.path.expanduser(value))
+            if not path.is_absolute():
+                if self.cwd is None:
+                    return None
+                path = self.cwd / path
+            return Path(os.path.realpath(path))
+        except (ValueError, UnicodeError, OSError):  # NUL bytes, lone surrogates, loops
+            return None
 
     def track_cd(self, invocation: Invocation) -> None:
         """Follow ``cd DIR`` so later relative redirections resolve where bash would."""
@@ -221,10 +227,8 @@ class _Analysis:
         args = [w for w in invocation.args if w.value not in ("-L", "-P", "-e", "-@")]
         if invocation.program == "popd" or (args and (args[0].value is None or args[0].value == "-")):
             self.cwd = None
-        elif not args:
-            self.cwd = Path(os.path.expanduser("~"))
         else:
-            self.cwd = Path(os.path.realpath(self.cwd / os.path.expanduser(args[0].value or "")))
+            self.cwd = self.resolve(args[0].value or "" if args else "~")
 
 
 def _program(word: str) -> tuple[str, bool]:

@@ -6,13 +6,17 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, confine, load_tool_definition
 
+from ._output import OutputBuffer
 from ._process import ShellProcess
 
 if TYPE_CHECKING:
     from ._server import BashServer
 
+#: The smallest pipeline cap the output is fitted into; below it the pipeline's own cut applies.
+MIN_CAP = 1024
 #: Seconds kept back from the pipeline's own deadline so the tool's kill and reply land first.
 DEADLINE_MARGIN = 0.5
 
@@ -49,12 +53,12 @@ class ExecuteTool(ToolBase):
             argv, cwd=cwd, env=settings.environment(), timeout=timeout,
             max_output_bytes=settings.max_output_bytes,
             progress=ctx.report_progress if ctx.progress is not None else None,
-            cancelled=ctx.cancelled,
+            cancelled=ctx.cancelled, grace=self.server.grace,
         )
         try:
             done = await process.run()
         except asyncio.CancelledError:
-            ctx.partial = process.buffer.text() or None
+            ctx.partial = process.buffer.text(_result_cap(ctx) // 2 or None) or None
             raise
         except FileNotFoundError as exc:
             raise ToolError(
@@ -66,20 +70,42 @@ class ExecuteTool(ToolBase):
             raise ToolError("shell_unavailable", f"the shell {settings.shell!r} or the directory {cwd} is not "
                             f"accessible ({exc.strerror}); use another working_dir or ask the operator") from None
         if done.timed_out:
-            return ToolResult.error(
-                "timeout",
+            message = (
                 f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
                 "The output printed so far is included. Run it with a larger timeout_seconds "
                 f"(at most {settings.max_timeout_seconds:g}), in smaller steps, or in the background with its "
-                "output sent to a file.",
-                timeout_seconds=timeout, elapsed_ms=done.elapsed_ms, output=done.output,
+                "output sent to a file."
             )
+            return self._result({"error": "timeout", "message": message, "timeout_seconds": timeout,
+                                 "elapsed_ms": done.elapsed_ms}, done.output, ctx, error=True)
         if done.cancelled:
-            return ToolResult.error("cancelled", "The command was cancelled and stopped with all its processes; "
-                                    "the output printed so far is included.",
-                                    elapsed_ms=done.elapsed_ms, output=done.output)
-        return ToolResult.json({"exit_code": done.exit_code, "output": done.output,
-                                "elapsed_ms": done.elapsed_ms, "truncated": done.truncated})
+            message = "The command was cancelled and stopped with all its processes; the output printed so far is included."
+            return self._result({"error": "cancelled", "message": message, "elapsed_ms": done.elapsed_ms},
+                                done.output, ctx, error=True)
+        return self._result({"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms}, done.output, ctx)
+
+    def _result(self, data: dict[str, Any], output: OutputBuffer, ctx: CallContext, *, error: bool = False) -> ToolResult:
+        """The result with as much output as fits both ``max_output_bytes`` and the pipeline's cap.
+
+        The pipeline cuts over-long results at the end, which would lose the tail (where errors
+        usually are) and break the JSON; cutting the output here keeps head, tail and a valid object.
+        """
+        cap = _result_cap(ctx)
+        limit = self.server.settings.max_output_bytes
+        fixed = 0
+        if cap:
+            fixed = len(orjson.dumps({**data, "output": "", "truncated": True})) + 64  # + the marker
+            limit = min(limit, cap - fixed)
+        for _ in range(6):
+            payload = {**data, "output": output.text(limit)}
+            if not error:
+                payload["truncated"] = output.truncated(limit)
+            raw = orjson.dumps(payload)
+            if not cap or len(raw) <= cap or limit <= 0:
+                break
+            # Escaping made the JSON longer than the output: shrink in proportion to the excess.
+            limit = max(0, int(limit * (cap - fixed) / (len(raw) - fixed)) - 16)
+        return ToolResult(text=raw.decode(), is_error=error, structured=None if error else payload)
 
     def _timeout(self, raw: object, ctx: CallContext) -> float:
         settings = self.server.settings
@@ -108,3 +134,10 @@ class ExecuteTool(ToolBase):
             raise ToolError("not_directory", f"working_dir {resolved.display!r} {what}; pass an existing directory "
                             "relative to the project root, or leave it out to run in the root")
         return resolved.path
+
+
+def _result_cap(ctx: CallContext) -> int:
+    """The pipeline's ``max_result_bytes`` for this call (0 when there is none)."""
+    config = getattr(ctx.manager, "config", None)
+    cap = getattr(getattr(config, "pipeline", None), "max_result_bytes", 0)
+    return cap if isinstance(cap, int) and cap >= MIN_CAP else 0

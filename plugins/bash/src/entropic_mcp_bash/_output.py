@@ -57,16 +57,22 @@ class OutputBuffer:
         if len(self.tail) > 2 * self.tail_limit:
             del self.tail[: len(self.tail) - self.tail_limit]
 
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.limit
+    def text(self, limit: int | None = None) -> str:
+        """The output as text, cut to ``limit`` bytes (at most the buffer's own) if it is longer.
 
-    def text(self) -> str:
-        """The output as text: invalid UTF-8 becomes U+FFFD; a marker where bytes were dropped."""
-        if not self.truncated:
+        Invalid UTF-8 becomes U+FFFD; cuts fall on character boundaries, and the marker says
+        how many bytes were dropped.
+        """
+        limit = self.limit if limit is None else min(limit, self.limit)
+        if self.total <= limit:
             return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
-        head = bytes(self.head[: _trail_boundary(self.head)])
-        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
+        data = bytes(self.head) + bytes(self.tail) if self.total <= self.limit else None
+        head_size = limit - limit // 2
+        tail_size = limit // 2
+        head = (data if data is not None else self.head)[:head_size]
+        head = bytes(head[: _trail_boundary(head)])
+        source = data if data is not None else self.tail
+        tail = bytes(source[len(source) - tail_size :]) if tail_size else b""
         tail = tail[_lead_boundary(tail) :]
         omitted = self.total - len(head) - len(tail)
         return (
@@ -74,6 +80,9 @@ class OutputBuffer:
             + f"\n[... {omitted} bytes omitted ...]\n"
             + tail.decode("utf-8", errors="replace")
         )
+
+    def truncated(self, limit: int | None = None) -> bool:
+        return self.total > (self.limit if limit is None else min(limit, self.limit))
 
 
 class ProgressLines:

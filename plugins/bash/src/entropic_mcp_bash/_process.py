@@ -30,8 +30,7 @@ class Completed:
     """How a run ended: ``exit_code`` is None when it was stopped (timeout or cancellation)."""
 
     exit_code: int | None
-    output: str
-    truncated: bool
+    output: OutputBuffer
     elapsed_ms: int
     timed_out: bool = False
     cancelled: bool = False
@@ -104,8 +103,7 @@ class ShellProcess:
             await self._drain()
             return Completed(
                 exit_code=None if timed_out or cancelled else self._returncode,
-                output=self.buffer.text(),
-                truncated=self.buffer.truncated,
+                output=self.buffer,
                 elapsed_ms=round((time.monotonic() - started) * 1000),
                 timed_out=timed_out,
                 cancelled=cancelled,

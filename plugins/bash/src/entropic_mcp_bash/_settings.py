@@ -68,8 +68,10 @@ class BashSettings:
         for key in ("timeout_seconds", "max_timeout_seconds"):
             if key in table:
                 values[key] = _positive(key, table[key])
-        timeout = values.get("timeout_seconds", DEFAULT_TIMEOUT)
         ceiling = values.get("max_timeout_seconds", DEFAULT_MAX_TIMEOUT)
+        if "timeout_seconds" not in values:  # a lowered maximum lowers the default with it
+            values["timeout_seconds"] = min(DEFAULT_TIMEOUT, ceiling)
+        timeout = values["timeout_seconds"]
         if timeout > ceiling:
             raise ConfigError(
                 f"[servers.bash] timeout_seconds ({timeout:g}) is above max_timeout_seconds ({ceiling:g}); "

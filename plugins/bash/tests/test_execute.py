@@ -1,0 +1,277 @@
+"""bash.execute end to end: results, process groups, timeouts, caps, descriptors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+import pytest
+from bash_helpers import make_manager
+from entropic_mcp import CallContext
+
+
+def run(root: Path, command: str, *, bash: dict[str, Any] | None = None, grace: float = 0.3,
+        ctx: CallContext | None = None, pipeline: dict[str, Any] | None = None, **args: Any) -> tuple[str, dict[str, Any]]:
+    manager, _ = make_manager(root, bash=bash, grace=grace, pipeline=pipeline)
+    result = manager.call_sync("bash.execute", {"command": command, **args}, ctx or CallContext(conversation_id="c"))
+    return result.kind, orjson.loads(result.response.result)
+
+
+def gone(pid: int) -> bool:
+    """Not running: no such process, or a zombie waiting for init (not our child)."""
+    try:
+        process = psutil.Process(pid)
+        return process.status() == psutil.STATUS_ZOMBIE and process.ppid() != os.getpid()
+    except psutil.NoSuchProcess:
+        return True
+
+
+def live_group_members(pgid: int) -> list[int]:
+    members = []
+    for process in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(process.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def test_non_zero_exit_is_a_normal_result(root: Path) -> None:
+    kind, data = run(root, "echo out; echo err >&2; exit 3")
+    assert kind == "ok"
+    assert data == {"exit_code": 3, "output": "out\nerr\n", "elapsed_ms": data["elapsed_ms"], "truncated": False}
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGKILL, 137), (signal.SIGTERM, 143), (signal.SIGSEGV, 139)])
+def test_signal_death_reports_128_plus_n(root: Path, sig: int, code: int) -> None:
+    kind, data = run(root, f"kill -{int(sig)} $$")
+    assert (kind, data["exit_code"]) == ("ok", code)
+
+
+def test_stdout_and_stderr_keep_the_order_they_were_written(root: Path) -> None:
+    _, data = run(root, "for i in 1 2 3 4 5; do echo o$i; echo e$i >&2; done")
+    assert data["output"].split() == [f"{s}{i}" for i in range(1, 6) for s in "oe"]
+
+
+def test_stdin_is_empty(root: Path) -> None:
+    _, data = run(root, "cat; read -r line; echo read=$?")
+    assert data["output"] == "read=1\n"
+
+
+def test_runs_as_leader_of_a_new_session(root: Path) -> None:
+    _, data = run(root, "read -r pid comm state ppid pgrp session rest < /proc/$$/stat; echo $$ $pgrp $session")
+    pid, pgrp, session = data["output"].split()
+    assert pid == pgrp == session
+    assert int(session) != os.getsid(0)
+
+
+def test_working_dir_defaults_to_root_and_resolves_inside_it(root: Path) -> None:
+    (root / "sub").mkdir()
+    assert run(root, "pwd")[1]["output"].strip() == str(root)
+    assert run(root, "pwd", working_dir="sub")[1]["output"].strip() == str(root / "sub")
+
+
+@pytest.mark.parametrize(("working_dir", "code"), [
+    ("..", "outside_root_approval_required"),
+    ("/", "outside_root_approval_required"),
+    ("missing", "not_directory"),
+    ("file.txt", "not_directory"),
+])
+def test_working_dir_is_confined(root: Path, working_dir: str, code: str) -> None:
+    (root / "file.txt").write_text("x")
+    kind, data = run(root, "pwd", working_dir=working_dir)
+    assert (kind, data["error"]) == ("error", code)
+
+
+def test_working_dir_outside_root_follows_the_policy(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert run(root, "pwd", working_dir=str(outside), bash={"allow_outside_root": True})[1]["output"].strip() == str(outside)
+    assert run(root, "pwd", working_dir=str(outside), bash={"outside_root_allow": [str(tmp_path)]})[0] == "ok"
+    kind, data = run(root, "pwd", working_dir=str(outside), bash={"allow_outside_root": False})
+    assert data["error"] == "outside_root_denied"
+
+
+def test_env_deny_hides_variables_and_env_set_adds_them(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVICE_TOKEN", "s3cret")
+    monkeypatch.setenv("PLAIN_VALUE", "kept")
+    bash = {"env_deny": ["*_TOKEN"], "env_set": {"GREETING": "hello"}}
+    _, data = run(root, 'echo "${SERVICE_TOKEN-unset} $PLAIN_VALUE $GREETING"', bash=bash)
+    assert data["output"] == "unset kept hello\n"
+
+
+def test_timeout_stops_the_whole_group_and_returns_partial_output(root: Path) -> None:
+    command = "trap '' TERM; sleep 1000 & echo $!; (trap '' TERM; sleep 1000) & echo $!; echo $$; sleep 1000"
+    kind, data = run(root, command, timeout_seconds=0.5)
+    assert kind == "timeout"
+    assert set(data) == {"error", "message", "timeout_seconds", "elapsed_ms", "output"}
+    assert data["error"] == "timeout" and data["timeout_seconds"] == 0.5
+    pids = [int(p) for p in data["output"].split()]
+    assert len(pids) == 3
+    assert all(gone(pid) for pid in pids)
+    assert live_group_members(pids[2]) == []
+
+
+def test_timeout_with_the_default_grace(root: Path) -> None:
+    manager, server = make_manager(root)
+    server.grace = 2.0
+    result = manager.call_sync("bash.execute", {"command": "trap '' TERM; echo $$; sleep 1000", "timeout_seconds": 0.2})
+    data = orjson.loads(result.response.result)
+    assert result.kind == "timeout"
+    assert gone(int(data["output"]))
+    assert data["elapsed_ms"] >= 2000  # TERM was ignored: KILL came after the grace
+
+
+def test_stray_children_are_killed_when_the_shell_exits(root: Path) -> None:
+    kind, data = run(root, "sleep 1000 & echo $!; sleep 1000 >/dev/null 2>&1 & echo $!; echo done")
+    assert kind == "ok" and data["exit_code"] == 0
+    first, second, done = data["output"].split()
+    assert done == "done"
+    assert gone(int(first)) and gone(int(second))
+
+
+def test_output_keeps_head_and_tail_around_a_marker(root: Path) -> None:
+    _, data = run(root, "seq 1 100000", bash={"max_output_bytes": 1024})
+    output = data["output"]
+    assert data["truncated"] is True
+    assert output.startswith("1\n2\n3\n") and output.endswith("99999\n100000\n")
+    total = len("".join(f"{i}\n" for i in range(1, 100001)))
+    head, marker, tail = output.partition("\n[... ")
+    omitted = int(marker and tail.split(" ", 1)[0])
+    assert omitted == total - len(head) - len(tail.split(" omitted ...]\n", 1)[1])
+
+
+def test_output_is_fitted_into_the_pipeline_result_cap(root: Path) -> None:
+    kind, data = run(root, r"seq 1 100000; printf '\x01\x02\\\"%.0s' $(seq 1 3000); echo last line",
+                     pipeline={"max_result_bytes": 4096})
+    assert kind == "ok" and data["truncated"] is True
+    assert data["output"].startswith("1\n2\n") and data["output"].endswith("last line\n")
+    assert len(orjson.dumps(data)) <= 4096
+
+
+def test_cap_cuts_at_character_boundaries(root: Path) -> None:
+    _, data = run(root, "for i in $(seq 1 2000); do printf 'é€'; done", bash={"max_output_bytes": 999})
+    assert data["truncated"] is True
+    assert "\ufffd" not in data["output"]
+
+
+def test_invalid_utf8_is_delivered_with_replacement_characters(root: Path) -> None:
+    _, data = run(root, r"printf 'a\xffb\xc3(c\xe2\x82'")
+    assert data["output"] == "a\ufffdb\ufffd(c\ufffd"
+
+
+def _large_output(root: Path, size: int) -> None:
+    process = psutil.Process()
+    before = process.memory_info().rss
+    _, data = run(root, f"head -c {size} /dev/zero | tr '\\0' x", timeout_seconds=120,
+                  pipeline={"max_result_bytes": 0})
+    grown = process.memory_info().rss - before
+    assert data["exit_code"] == 0 and data["truncated"] is True
+    assert f"[... {size - 64 * 1024} bytes omitted ...]" in data["output"]
+    assert len(data["output"]) < 70 * 1024
+    assert grown < 64 * 1024 * 1024
+
+
+def test_large_output_is_capped_in_bounded_memory(root: Path) -> None:
+    _large_output(root, 64 * 1024 * 1024)
+
+
+@pytest.mark.slow
+def test_a_gigabyte_of_output_is_capped_in_bounded_memory(root: Path) -> None:
+    _large_output(root, 1024 * 1024 * 1024)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _zombie_children() -> list[psutil.Process]:
+    return [c for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
+
+
+def test_no_descriptor_leak_and_no_zombie_after_200_runs(root: Path) -> None:
+    manager, _ = make_manager(root, grace=0.3)
+
+    async def many(round_: int) -> None:
+        for i in range(200):
+            command = f"echo {i}" if i % 3 else f"sleep 100 & echo {i}"
+            timeout = {"timeout_seconds": 0.05} if i % 50 == 7 else {}
+            outcome = await manager.call("bash.execute", {"command": command + ("; sleep 10" if timeout else ""), **timeout},
+                                         CallContext(conversation_id=f"{round_}-{i}"))
+            assert outcome.kind in ("ok", "timeout")
+
+    asyncio.run(many(1))  # one round first, so descriptors opened once per process are not counted
+    before = _open_fds()
+    asyncio.run(many(2))
+    assert _open_fds() == before
+    assert _zombie_children() == []
+
+
+def test_progress_streams_output_lines(root: Path) -> None:
+    messages: list[str] = []
+    ctx = CallContext(conversation_id="c", progress=lambda progress, total, message: messages.append(message or ""))
+    kind, data = run(root, "echo one; echo two; printf three", ctx=ctx)
+    assert kind == "ok"
+    assert "\n".join(messages).split("\n") == ["one", "two", "three"]
+
+
+def test_host_cancellation_stops_the_group(root: Path) -> None:
+    manager, _ = make_manager(root)
+    pids: list[int] = []
+
+    async def scenario() -> None:
+        started = asyncio.Event()
+
+        def progress(_: float, __: float | None, message: str | None) -> None:
+            pids.extend(int(p) for p in (message or "").split())
+            if len(pids) == 2:
+                started.set()
+
+        ctx = CallContext(conversation_id="c", progress=progress)
+        task = asyncio.ensure_future(manager.call(
+            "bash.execute", {"command": "sleep 1000 & echo $!; echo $$; sleep 1000"}, ctx))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert len(pids) == 2 and all(gone(pid) for pid in pids)
+
+
+def test_cancelled_flag_stops_the_command(root: Path) -> None:
+    ctx = CallContext(conversation_id="c")
+    ctx.progress = lambda *_: ctx.cancelled.set()
+    kind, data = run(root, "echo $$; sleep 1000", ctx=ctx)
+    assert data["error"] == "cancelled"
+    assert gone(int(data["output"]))
+
+
+def test_timeout_argument_is_bounded_by_the_configured_maximum(root: Path) -> None:
+    kind, data = run(root, "true", timeout_seconds=5, bash={"max_timeout_seconds": 2})
+    assert (kind, data["error"]) == ("error", "invalid_args")
+    assert "at most 2" in data["message"]
+    assert run(root, "true", timeout_seconds=-1)[0] == "rejected_schema"
+
+
+def test_blank_or_nul_commands_are_refused(root: Path) -> None:
+    assert run(root, "   ")[1]["error"] == "invalid_args"
+    assert run(root, "echo a\x00b")[1]["error"] == "invalid_args"
+
+
+def test_pipeline_timeout_never_preempts_the_tool(root: Path) -> None:
+    _, server = make_manager(root, bash={"max_timeout_seconds": 100})
+    assert server.default_timeout_seconds > 100
+
+
+def test_missing_shell_is_reported_with_a_fix(root: Path) -> None:
+    manager, server = make_manager(root)
+    server.settings = type(server.settings)(shell="/nonexistent/bash")
+    data = orjson.loads(manager.call_sync("bash.execute", {"command": "true"}).response.result)
+    assert data["error"] == "shell_unavailable" and "[servers.bash] shell" in data["message"]

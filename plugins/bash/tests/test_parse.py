@@ -1,0 +1,84 @@
+"""The tree-sitter front end and the analysis built on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from entropic_mcp_bash._analyse import Invocation, Unclear, Write, analyse
+from entropic_mcp_bash._parse import Command, parse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+SHELL_ALPHABET = st.sampled_from(list("abc rm ls;|&()<>{}$`'\"\\\n*?[]=-/~#!0123456789") + ["&&", "||", "$(", "<(", "eval ", "bash -c "])
+
+
+def commands(text: str) -> list[str]:
+    return [" ".join(w.shown for w in item.words) for item in parse(text).items if isinstance(item, Command)]
+
+
+def lines(text: str, cwd: Path = Path("/tmp")) -> list[str]:
+    return [f.line for f in analyse(text, cwd) if isinstance(f, Invocation)]
+
+
+def test_quotes_and_escapes_are_removed_from_literal_words() -> None:
+    assert commands("'rm' \"-rf\" r\\m") == ["rm -rf rm"]
+
+
+def test_words_with_expansions_are_not_literal() -> None:
+    words = parse("echo $HOME ${x} $(date) *.py").items[0].words  # type: ignore[union-attr]
+    assert [w.value for w in words] == ["echo", None, None, None, None]
+
+
+def test_every_simple_command_is_found_in_order() -> None:
+    assert commands("a && b || c; d | e |& f & g\nh") == list("abcdefgh")
+
+
+def test_wrappers_are_stripped() -> None:
+    assert lines("timeout -k 1 5 nice -n 3 nohup env -u X A=1 stdbuf -oL command rm x") == ["rm x"]
+    assert lines("command -v rm") == ["command -v rm"]
+    assert lines("env") == ["env"]
+
+
+def test_nested_scripts_are_opened() -> None:
+    assert lines("eval 'a; b'") == ["a", "b"]
+    assert lines("bash -c 'sh -c \"eval c\"'") == ["c"]
+
+
+def test_nesting_beyond_the_limit_is_unclear() -> None:
+    assert lines("eval " * 5 + "x") == ["x"]
+    assert any(isinstance(f, Unclear) for f in analyse("eval " * 12 + "x", Path("/tmp")))
+
+
+def test_redirect_targets_resolve_against_the_directory_cd_reaches(tmp_path: Path) -> None:
+    writes = [f.path for f in analyse("echo a > one; cd sub && echo b > two; cd /etc; echo c >> passwd 2>/dev/null",
+                                      tmp_path) if isinstance(f, Write)]
+    assert writes == [tmp_path / "one", tmp_path / "sub" / "two", Path("/etc/passwd")]
+
+
+def test_descriptor_duplication_is_not_a_write() -> None:
+    assert not [f for f in analyse("ls 2>&1 >&2 1>&-", Path("/tmp")) if isinstance(f, Write)]
+
+
+def test_time_output_file_is_a_write() -> None:
+    assert [f.path for f in analyse("time -o /etc/x ls", Path("/tmp")) if isinstance(f, Write)] == [Path("/etc/x")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parser_never_raises_on_arbitrary_text(text: str) -> None:
+    parse(text)
+    analyse(text, Path("/tmp"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(SHELL_ALPHABET, max_size=40).map("".join))
+def test_analysis_never_raises_on_shell_like_text(text: str) -> None:
+    for finding in analyse(text, Path("/tmp")):
+        assert isinstance(finding, (Invocation, Write, Unclear))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["ls", "echo hi", "true", "cat f"]), st.sampled_from(["&&", "||", ";", "|", "&", "\n"]),
+       st.sampled_from(["", "FOO=1 ", "timeout 3 ", "nice ", "/bin/", "env A=b "]))
+def test_a_chained_rm_is_always_found(first: str, joiner: str, prefix: str) -> None:
+    assert "rm -rf x" in lines(f"{first} {joiner} {prefix}rm -rf x")

@@ -1,0 +1,202 @@
+"""The shell-rule bypass corpus, through a real ServerManager and pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from bash_helpers import make_manager
+from entropic_mcp import CallContext
+
+
+ALLOW = ["bash.execute:ls *", "bash.execute:echo *", "bash.execute:cat *", "bash.execute:true *"]
+DENY_RM = ["bash.execute:rm *"]
+
+BYPASSES = [
+    "ls && rm -rf x",
+    "ls; rm x",
+    "ls || rm x",
+    "ls & rm x",
+    "ls | rm x",
+    "ls |& rm x",
+    "echo $(rm x)",
+    "echo `rm x`",
+    'echo "$(rm x)"',
+    'eval "rm x"',
+    "eval rm x",
+    'bash -c "rm x"',
+    "sh -c 'rm x'",
+    "bash -lc 'rm x'",
+    "/bin/bash -e -c 'ls; rm x'",
+    "timeout 5 rm x",
+    "timeout -s KILL 5 rm x",
+    "time rm x",
+    "nice rm x",
+    "nice -n 5 rm x",
+    "nohup rm x",
+    "stdbuf -oL rm x",
+    "command rm x",
+    "builtin rm x",
+    "env A=1 rm x",
+    "env -i A=1 rm x",
+    "xargs rm",
+    "FOO=1 rm x",
+    "FOO=1 BAR=2 rm -rf x",
+    "/bin/rm x",
+    "/usr/bin/rm -rf x",
+    "ls\nrm x",
+    "(rm x)",
+    "{ rm x; }",
+    "cat <(rm x)",
+    "ls > >(rm x)",
+    "'rm' x",
+    '"r"m x',
+    "r\\m x",
+    "if true; then rm x; fi",
+    "for f in a; do rm $f; done",
+    "f() { rm x; }; f",
+    "! rm x",
+    "ls && eval 'bash -c \"timeout 1 rm x\"'",
+    "find . -exec rm {} \\;",
+    "trap 'rm x' EXIT",
+    "sudo rm x",
+]
+
+
+def outcome(root: Path, command: str, *, permissions: dict) -> str:
+    manager, _ = make_manager(root, permissions=permissions)
+    return manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c")).kind
+
+
+@pytest.mark.parametrize("command", BYPASSES)
+def test_bypass_denied_by_deny_rule(root: Path, command: str) -> None:
+    manager, _ = make_manager(root, permissions={"default": "allow", "deny": DENY_RM})
+    result = manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c"))
+    assert result.kind == "rejected_permission"
+    assert orjson.loads(result.response.result)["error"] == "permission_denied"
+    assert result.permission == "deny"
+
+
+@pytest.mark.parametrize("command", BYPASSES)
+def test_bypass_not_allowed_by_allow_rules(root: Path, command: str) -> None:
+    assert outcome(root, command, permissions={"default": "ask", "allow": ALLOW}) == "rejected_permission"
+
+
+@pytest.mark.parametrize("command", ["ls | sh", "ls | bash", "cat x | sh -s"])
+def test_piping_into_a_shell_is_never_allowed(root: Path, command: str) -> None:
+    manager, server = make_manager(root, permissions={"default": "allow", "allow": ALLOW + ["bash.execute:sh *"]})
+    result = manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c"))
+    assert result.kind == "rejected_permission"
+    assert result.permission == "ask->deny"
+
+
+def test_redirection_checked_against_write_deny(root: Path) -> None:
+    permissions = {"default": "allow", "allow": ALLOW, "deny": ["filesystem.write_file:/etc/*"]}
+    assert outcome(root, "echo hi > /etc/passwd", permissions=permissions) == "rejected_permission"
+    assert outcome(root, "echo hi >> /etc/passwd", permissions=permissions) == "rejected_permission"
+    assert outcome(root, "echo hi &> /etc/passwd", permissions=permissions) == "rejected_permission"
+    assert outcome(root, "cd /etc && echo hi > passwd", permissions=permissions | {"allow": [*ALLOW, "bash.execute:cd *"]}) \
+        == "rejected_permission"
+
+
+def test_redirection_inside_root_matched_by_relative_rule(root: Path) -> None:
+    permissions = {"default": "allow", "deny": ["filesystem.write_file:secrets/*"]}
+    assert outcome(root, "echo x > secrets/key", permissions=permissions) == "rejected_permission"
+    assert outcome(root, "echo x > public.txt", permissions=permissions) == "ok"
+    assert not (root / "secrets").exists()
+
+
+def test_dev_null_redirection_needs_no_rule(root: Path) -> None:
+    permissions = {"default": "deny", "allow": ALLOW, "deny": ["filesystem.write_file:/dev/*"]}
+    assert outcome(root, "ls > /dev/null 2>&1", permissions=permissions) == "ok"
+
+
+def test_computed_redirection_target_asks(root: Path) -> None:
+    assert outcome(root, 'echo hi > "$HOME/x"', permissions={"default": "allow", "allow": ALLOW}) == "rejected_permission"
+
+
+def test_allowed_commands_run(root: Path) -> None:
+    permissions = {"default": "deny", "allow": ALLOW}
+    for command in ("ls", "ls -la", "ls && echo hi | cat", "/bin/ls", "FOO=1 ls", "timeout 5 ls", "echo $(ls)"):
+        assert outcome(root, command, permissions=permissions) == "ok", command
+
+
+def test_ls_rule_does_not_match_lsof(root: Path) -> None:
+    permissions = {"default": "deny", "allow": ["bash.execute:ls *"]}
+    assert outcome(root, "lsof", permissions=permissions) == "rejected_permission"
+    assert outcome(root, "ls", permissions=permissions) == "ok"
+
+
+def test_prefix_rule_with_subcommand(root: Path) -> None:
+    _, server = make_manager(root)
+    names = server.permission_parts("execute", {"command": "git log --oneline"})[0].names
+    from fnmatch import fnmatchcase
+
+    assert any(fnmatchcase(n, "bash.execute:git log*") for n in names)
+    assert not any(fnmatchcase(n, "bash.execute:git log *") for n in
+                   server.permission_parts("execute", {"command": "git logx"})[0].names)
+
+
+@pytest.mark.parametrize("command", ["$x foo", "$(echo rm) x", "`echo rm` x", "echo 'unterminated", "r* x",
+                                     "{rm,x}", "${CMD} x", "ls | sh", "PATH=/tmp ls", "LD_PRELOAD=/x.so ls",
+                                     "PATH=/tmp/x; ls", "xargs -0 rm", "eval $x", "bash -c \"$x\""])
+def test_what_the_parser_cannot_understand_is_never_allowed(root: Path, command: str) -> None:
+    _, server = make_manager(root)
+    parts = server.permission_parts("execute", {"command": command})
+    assert any(not p.understood for p in parts)
+    permissions = {"default": "allow", "allow": ["bash.execute", "bash.execute:*", "bash.execute:ls *"]}
+    assert outcome(root, command, permissions=permissions) == "rejected_permission"
+
+
+def test_untrusted_path_needs_its_own_rule_but_base_name_still_denies(root: Path) -> None:
+    script = root / "ls"
+    script.write_text("#!/bin/sh\necho fake\n")
+    script.chmod(0o755)
+    assert outcome(root, "./ls", permissions={"default": "deny", "allow": ["bash.execute:ls *"]}) == "rejected_permission"
+    assert outcome(root, "./ls", permissions={"default": "deny", "allow": ["bash.execute:./ls *"]}) == "ok"
+    assert outcome(root, "./ls", permissions={"default": "allow", "deny": ["bash.execute:ls *"]}) == "rejected_permission"
+
+
+@pytest.mark.parametrize(("command", "stored"), [
+    ("ls -la", ["bash.execute:ls *"]),
+    ("git log --oneline -5", ["bash.execute:git log *"]),
+    ("git -C sub status", ["bash.execute:git -C sub status *"]),
+    ("npm run build", ["bash.execute:npm run *"]),
+    ("cargo test --release", ["bash.execute:cargo test *"]),
+    ("docker compose up", ["bash.execute:docker compose *"]),
+    ("python -m pytest -q", ["bash.execute:python -m pytest *"]),
+    ("python -c 'print(1)'", ["bash.execute:python -c print(1)"]),
+    ("/usr/bin/make test", ["bash.execute:make test *"]),
+    ("./gradlew build", ["bash.execute:./gradlew *"]),
+    ("ls && git status", ["bash.execute:ls *", "bash.execute:git status *"]),
+])
+def test_always_allow_stores_one_rule_per_command(root: Path, command: str, stored: list[str]) -> None:
+    _, server = make_manager(root)
+    parts = [p for p in server.permission_parts("execute", {"command": command}) if not p.neutral]
+    assert [p.store for p in parts] == stored
+    assert server.permission_pattern("execute", {"command": command}) == stored[0]
+
+
+def test_always_allow_answer_persists_and_applies(root: Path) -> None:
+    from entropic_mcp import Plugins, hookimpl
+
+    class Approver:
+        @hookimpl
+        def entropic_mcp_approve_tool_call(self, request):
+            return "always_allow"
+
+    manager, _ = make_manager(root, permissions={"default": "ask"})
+    manager.plugins.register(Approver(), name="approver")
+    manager.invalidate()
+    result = manager.call_sync("bash.execute", {"command": "echo a && git status"}, CallContext(conversation_id="c"))
+    assert result.permission == "ask->allow"
+    assert {"bash.execute:echo *", "bash.execute:git status *"} <= set(manager.permissions.lists["allow"])
+    assert isinstance(Plugins, type)
+
+
+def test_parts_never_raise_on_odd_arguments(root: Path) -> None:
+    _, server = make_manager(root)
+    for args in ({}, {"command": None}, {"command": 5}, {"command": ""}, {"command": "ls", "working_dir": 3}):
+        parts = server.permission_parts("execute", args)
+        assert parts and parts[0].store.startswith("bash.execute")
