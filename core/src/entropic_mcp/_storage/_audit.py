@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from filelock import FileLock, Timeout
 
 from .._errors import StorageError
 from ._files import write_all
+from ._lock import StoreLock
 
 log = logging.getLogger("entropic_mcp.storage")
 
@@ -30,8 +30,8 @@ MAX_BUFFERED = 100_000
 class AuditLog:
     def __init__(self, path: Path, *, batch: int, seconds: float, lock_timeout: float) -> None:
         self.path = path
-        self._lock = FileLock(str(path.with_name(".audit.lock")), timeout=lock_timeout)
-        self._lock_timeout = lock_timeout
+        self._lock = StoreLock(path.with_name(".audit.lock"), lock_timeout)
+        self._lock_mutex = threading.Lock()  # the flock descriptor is shared by this process's threads
         self._batch = batch
         self._seconds = seconds
         self._buffer: list[bytes] = []
@@ -71,16 +71,11 @@ class AuditLog:
                 self._timer = None
             if not self._buffer:
                 return
-        try:
-            with self._lock:
-                with self._mutex:
-                    pending, self._buffer = self._buffer, []
-                if pending:
-                    self._append(pending)
-        except Timeout:
-            raise StorageError(f"{self._lock.lock_file}: still locked by another process after {self._lock_timeout} s") from None
-        except OSError as exc:
-            raise StorageError(f"{self._lock.lock_file}: cannot lock the audit trail ({exc.strerror or exc})") from None
+        with self._lock_mutex, self._lock:
+            with self._mutex:
+                pending, self._buffer = self._buffer, []
+            if pending:
+                self._append(pending)
 
     def _append(self, pending: list[bytes]) -> None:
         try:
@@ -130,3 +125,5 @@ class AuditLog:
                 if self._timer is not None:
                     self._timer.cancel()
                     self._timer = None
+            with self._lock_mutex:
+                self._lock.close()

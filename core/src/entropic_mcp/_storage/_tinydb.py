@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from filelock import FileLock, Timeout
 
 from .._errors import ConfigError, StorageError
 from ._audit import AuditLog
 from ._files import atomic_write, fsync_dir, write_all
+from ._lock import StoreLock
 from ._state import StoreState, dumps
 
 if TYPE_CHECKING:
@@ -94,8 +94,7 @@ class TinyDBBackend:
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot create the store directory ({exc.strerror})") from None
         self._snapshot_path = self.path / SNAPSHOT
-        self._lock = FileLock(str(self.path / LOCK), timeout=lock_timeout)
-        self._lock_timeout = lock_timeout
+        self._lock = StoreLock(self.path / LOCK, lock_timeout)
         self._compact_bytes = compact_bytes
         self._mutex = threading.RLock()
         self._state = StoreState()
@@ -110,8 +109,12 @@ class TinyDBBackend:
         self._audit = AuditLog(self.path / AUDIT, batch=audit_batch, seconds=audit_flush_seconds,
                                lock_timeout=lock_timeout)
         self._finalizer = weakref.finalize(self, self._audit.close)
-        with self._locked():
-            pass
+        try:
+            with self._locked():
+                pass
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def from_config(cls, config: Config) -> TinyDBBackend:
@@ -141,14 +144,7 @@ class TinyDBBackend:
         with self._mutex:
             if self._closed:
                 raise StorageError(f"{self.path}: the store is closed")
-            try:
-                self._lock.acquire(poll_interval=0.001)
-            except Timeout:
-                raise StorageError(
-                    f"{self._lock.lock_file}: still locked by another process after {self._lock_timeout} s"
-                ) from None
-            except OSError as exc:
-                raise StorageError(f"{self._lock.lock_file}: cannot lock the store ({exc.strerror or exc})") from None
+            self._lock.acquire()
             try:
                 try:
                     self._catch_up()
@@ -425,4 +421,5 @@ class TinyDBBackend:
                 return
             self._closed = True
             self._close_fds()
+            self._lock.close()
         self._finalizer()

@@ -1,0 +1,283 @@
+"""P6 and P7 of performance.md: the tinydb backend against naive TinyDB and SQLite, in one run.
+
+P6  10,000 delegations created and completed one by one, each durable (2 operations each):
+    per operation at 1k and at 10k (flat?), total; peers: SQLite WAL with synchronous=FULL (same
+    operations, one transaction each) and naive TinyDB (default JSONStorage: the whole file
+    rewritten per operation — measured on 1,000 delegations, plus single operations on a
+    10,000-delegation file, because 10,000 would take minutes).
+P7  search_delegations over the 10,000 completed delegations; peers: a naive TinyDB scan with a
+    Query and SQLite FTS5.
+
+Usage: python bench/bench_storage.py [--count 10000] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from tinydb import TinyDB
+
+from entropic_mcp import CallOutcome, ServerResponse
+from entropic_mcp._storage._tinydb import TinyDBBackend
+
+WINDOW = 500  # operations per measuring window
+CHUNK = 50  # delegations run by one side before the other side's turn
+
+
+def corpus(seed: int = 7) -> tuple[Callable[[], str], list[str]]:
+    rng = random.Random(seed)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zen", "pri", "sto", "gra", "fel", "dun", "bex"]
+    vocabulary = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(4000)})
+
+    def sentence() -> str:
+        return " ".join(rng.choice(vocabulary) for _ in range(rng.randint(8, 25)))
+
+    return sentence, vocabulary
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def window_stats(times: list[float], at: int) -> tuple[float, float]:
+    """(median, mean) ms per operation over the window of WINDOW operations ending at ``at``."""
+    part = times[max(0, at - WINDOW):at]
+    return median_ms(part), statistics.fmean(part) * 1000
+
+
+# -- P6 ---------------------------------------------------------------------------------------------
+
+
+def p6_ours(directory: Path, texts: list[tuple[str, str, str]], times: list[float]) -> Iterator[TinyDBBackend]:
+    """Run the P6 operations in chunks (yielding after each) so the peer can run interleaved."""
+    backend = TinyDBBackend(directory / "ours")
+    root = backend.create_conversation("bench root")
+    clock = time.perf_counter
+    for start in range(0, len(texts), CHUNK):
+        for target, task, summary in texts[start:start + CHUNK]:
+            t0 = clock()
+            delegation_id, _ = backend.create_delegation(root, "lead", target, task, 5, None)
+            t1 = clock()
+            backend.complete_delegation(delegation_id, "completed", summary)
+            t2 = clock()
+            times.extend((t1 - t0, t2 - t1))
+        yield backend
+
+
+def sqlite_open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.executescript(
+        """
+        CREATE TABLE conversations (id TEXT PRIMARY KEY, title TEXT, created_at TEXT);
+        CREATE TABLE delegations (id TEXT PRIMARY KEY, parent_id TEXT REFERENCES conversations(id),
+            child_id TEXT, delegating_tier TEXT, target_tier TEXT, task TEXT, max_turns INT,
+            status TEXT, summary TEXT, created_at TEXT, completed_at TEXT);
+        CREATE INDEX delegations_target ON delegations(target_tier, status, completed_at);
+        """
+    )
+    return db
+
+
+def p6_sqlite(directory: Path, texts: list[tuple[str, str, str]], times: list[float]) -> Iterator[sqlite3.Connection]:
+    db = sqlite_open(directory / "peer.sqlite")
+    root = str(uuid.uuid4())
+    db.execute("INSERT INTO conversations VALUES (?, ?, ?)", (root, "bench root", "now"))
+    clock = time.perf_counter
+    for start in range(0, len(texts), CHUNK):
+        for target, task, summary in texts[start:start + CHUNK]:
+            t0 = clock()
+            delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
+            db.execute("BEGIN")
+            db.execute("INSERT INTO conversations VALUES (?, ?, ?)", (child, task[:80], "now"))
+            db.execute("INSERT INTO delegations VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                       (delegation_id, root, child, "lead", target, task, 5, "running", None, "now", None))
+            db.execute("COMMIT")
+            t1 = clock()
+            db.execute("UPDATE delegations SET status='completed', summary=?, completed_at=? WHERE id=? AND status='running'",
+                       (summary, "later", delegation_id))
+            t2 = clock()
+            times.extend((t1 - t0, t2 - t1))
+        yield db
+
+
+def naive_ops(db: TinyDB, texts: list[tuple[str, str, str]]) -> list[float]:
+    delegations = db.table("delegations")
+    conversations = db.table("conversations")
+    times: list[float] = []
+    clock = time.perf_counter
+    for target, task, summary in texts:
+        t0 = clock()
+        delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
+        conversations.insert({"conversation_id": child, "title": task[:80]})
+        doc_id = delegations.insert({"delegation_id": delegation_id, "child_conversation_id": child,
+                                     "target_tier": target, "task": task, "status": "running", "summary": None})
+        t1 = clock()
+        delegations.update({"status": "completed", "summary": summary}, doc_ids=[doc_id])
+        t2 = clock()
+        times.extend((t1 - t0, t2 - t1))
+    return times
+
+
+def p6_naive(directory: Path, count: int, texts: list[tuple[str, str, str]]) -> tuple[list[float], float, list[float]]:
+    db = TinyDB(directory / "naive.json")
+    start = time.perf_counter()
+    times = naive_ops(db, texts[:count])
+    total = time.perf_counter() - start
+    db.close()
+    # Single operations on a file already holding 10,000 delegations (filled in one write).
+    big = TinyDB(directory / "naive-10k.json")
+    big.table("delegations").insert_multiple(
+        {"delegation_id": str(uuid.uuid4()), "child_conversation_id": str(uuid.uuid4()), "target_tier": t,
+         "task": task, "status": "completed", "summary": s} for t, task, s in texts[:10_000])
+    big.table("conversations").insert_multiple({"conversation_id": str(uuid.uuid4()), "title": task[:80]}
+                                               for _, task, _ in texts[:10_000])
+    at_10k = naive_ops(big, texts[:20])
+    big.close()
+    return times, total, at_10k
+
+
+# -- P7 ---------------------------------------------------------------------------------------------
+
+
+def p7(backend: TinyDBBackend, sqlite: sqlite3.Connection, directory: Path, queries: list[str]) -> dict[str, float]:
+    clock = time.perf_counter
+    ours = []
+    hits = 0
+    for query in queries:
+        t0 = clock()
+        found = backend.search_delegations(query, 3)
+        ours.append(clock() - t0)
+        hits += bool(found)
+
+    # Naive TinyDB: the snapshot of our store is a TinyDB file; scan it with a Query.
+    naive_db = TinyDB(directory / "naive-search.json")
+    naive_db.table("delegations").insert_multiple(backend.list_delegations(limit=1_000_000))
+    table = naive_db.table("delegations")
+    naive = []
+    for query in queries[:50]:
+        words = query.lower().split()
+
+        def matches(doc: dict, words: list[str] = words) -> bool:
+            text = f"{doc['summary']} {doc['task']}".lower()
+            return doc["status"] == "completed" and all(w in text for w in words)
+
+        t0 = clock()
+        table.clear_cache()
+        results = table.search(matches)
+        results.sort(key=lambda d: (sum(w in d["summary"].lower() for w in words), d["completed_at"]), reverse=True)
+        naive.append(clock() - t0)
+    naive_db.close()
+
+    sqlite.executescript(
+        """
+        CREATE VIRTUAL TABLE delegations_fts USING fts5(task, summary, content='delegations', content_rowid='rowid');
+        INSERT INTO delegations_fts(rowid, task, summary) SELECT rowid, task, summary FROM delegations WHERE status='completed';
+        """
+    )
+    fts = []
+    for query in queries:
+        match = " AND ".join('"' + word.replace('"', '""') + '"' for word in query.split())
+        t0 = clock()
+        sqlite.execute(
+            "SELECT d.id, d.target_tier, d.task, d.summary, d.completed_at FROM delegations_fts f "
+            "JOIN delegations d ON d.rowid = f.rowid WHERE delegations_fts MATCH ? "
+            "ORDER BY bm25(delegations_fts, 0.0, 1.0), d.completed_at DESC LIMIT 3", (match,)
+        ).fetchall()
+        fts.append(clock() - t0)
+    return {"ours": median_ms(ours), "ours_p95": sorted(ours)[int(len(ours) * 0.95)] * 1000,
+            "naive": median_ms(naive), "fts5": median_ms(fts), "hit_rate": hits / len(queries)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--naive-count", type=int, default=1_000)
+    parser.add_argument("--dir", type=Path, default=None, help="where to put the stores (default: a temp dir)")
+    args = parser.parse_args()
+    directory = Path(tempfile.mkdtemp(prefix="bench-storage-", dir=args.dir))
+    sentence, vocabulary = corpus()
+    rng = random.Random(11)
+    tiers = ["researcher", "coder", "reviewer", "tester"]
+    texts = [(rng.choice(tiers), sentence(), sentence()) for _ in range(max(args.count, 10_000))]
+    try:
+        count = args.count
+        print(f"P6: {count:,} delegations created and completed one by one (2 durable operations each)")
+        # Interleaved in chunks, so both see the same moments of a shared, noisy machine.
+        ours: list[float] = []
+        peer: list[float] = []
+        ours_total = peer_total = 0.0
+        ours_steps = p6_ours(directory, texts[:count], ours)
+        peer_steps = p6_sqlite(directory, texts[:count], peer)
+        for _ in range(0, count, CHUNK):
+            t0 = time.perf_counter()
+            backend = next(ours_steps)
+            t1 = time.perf_counter()
+            sqlite = next(peer_steps)
+            t2 = time.perf_counter()
+            ours_total += t1 - t0
+            peer_total += t2 - t1
+        naive, naive_total, naive_10k = p6_naive(directory, args.naive_count, texts)
+        first = min(2 * 1000, len(ours))
+        o1, o1_mean = window_stats(ours, first)
+        o10, o10_mean = window_stats(ours, len(ours))
+        s1, _ = window_stats(peer, first)
+        s10, s10_mean = window_stats(peer, len(peer))
+        n1, _ = window_stats(naive, len(naive))
+        n10 = median_ms(naive_10k)
+        print(f"  {'':34}{'median ms/op':>14}{'mean ms/op':>12}")
+        end = f"{count // 1000}k" if count >= 1000 else str(count)
+        print(f"  {'ours at 1k':34}{o1:>14.3f}{o1_mean:>12.3f}")
+        print(f"  {f'ours at {end}':34}{o10:>14.3f}{o10_mean:>12.3f}")
+        print(f"  {'SQLite WAL sync=FULL at 1k':34}{s1:>14.3f}")
+        print(f"  {f'SQLite WAL sync=FULL at {end}':34}{s10:>14.3f}{s10_mean:>12.3f}")
+        print(f"  {f'naive TinyDB at {args.naive_count:,} (measured)':34}{n1:>14.3f}")
+        print(f"  {'naive TinyDB at 10k (20 single ops)':34}{n10:>14.3f}")
+        print(f"  total: ours {ours_total:.2f} s, SQLite {peer_total:.2f} s, naive TinyDB {naive_total:.2f} s "
+              f"for {args.naive_count:,} delegations (≈ {naive_total * (count / args.naive_count) ** 2:.0f} s "
+              f"extrapolated to {count:,}: O(n) per op)")
+        ratio = o10 / s10
+        flat = o10 / o1
+        print(f"  ratio ours/SQLite at {end} (median): {ratio:.2f}x (target <= 4x)  {'PASS' if ratio <= 4 else 'FAIL'}")
+        print(f"  flatness ours {end}/1k (median): {flat:.2f}x (target flat, <= 1.5x)  {'PASS' if flat <= 1.5 else 'FAIL'}")
+        print(f"  ratio ours at {end} / naive TinyDB at 10k: {o10 / n10:.4f}x")
+        print(f"  total <= 10 s: {'PASS' if ours_total <= 10 else 'FAIL'} ({ours_total:.2f} s)")
+
+        t0 = time.perf_counter()
+        reopened = TinyDBBackend(directory / "ours")
+        reopen_ms = (time.perf_counter() - t0) * 1000
+        reopened.close()
+        outcome = CallOutcome(name="demo.echo", response=ServerResponse(result="ok"), kind="success", elapsed_ms=0.1,
+                              conversation_id="c", args={"text": "hello"})
+        t0 = time.perf_counter()
+        for _ in range(10_000):
+            backend.record_tool_call(outcome)
+        audit_us = (time.perf_counter() - t0) / 10_000 * 1e6
+        backend.flush()
+        print(f"  (reopening the {end} store: {reopen_ms:.0f} ms; record_tool_call: {audit_us:.1f} µs per call)")
+
+        print(f"P7: search_delegations over {backend.stats()['completed_delegations']:,} completed delegations")
+        queries = [" ".join(rng.sample(vocabulary, rng.choice([1, 1, 2, 2, 3]))) for _ in range(300)]
+        result = p7(backend, sqlite, directory, queries)
+        print(f"  ours median {result['ours']:.3f} ms (p95 {result['ours_p95']:.3f} ms; {result['hit_rate']:.0%} of queries hit)")
+        print(f"  naive TinyDB scan median {result['naive']:.3f} ms -> ratio ours/naive {result['ours'] / result['naive']:.3f}x")
+        print(f"  SQLite FTS5 median {result['fts5']:.3f} ms -> ratio ours/FTS5 {result['ours'] / result['fts5']:.2f}x")
+        print(f"  ours <= 5 ms: {'PASS' if result['ours'] <= 5 else 'FAIL'}")
+        backend.close()
+        sqlite.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
