@@ -158,7 +158,8 @@ class RunResult:
     """How a conversation ended.
 
     ``status``: ``completed`` (``entropic.complete`` was called), ``answered`` (the model
-    replied without tool calls; its text is the summary), ``max_turns`` or ``failed``.
+    replied without tool calls; its text is the summary) or ``max_turns``. A model or store that
+    raises propagates out of ``run`` (a child's delegation record is marked ``failed`` first).
     """
 
     conversation_id: str

@@ -110,3 +110,10 @@ def test_a_backend_that_cannot_open_is_storage_unavailable(tmp_path):
     response = anyio.run(manager.execute, "entropic.followup", {"query": "x"}, CallContext())
     error = orjson.loads(response.result)
     assert error["error"] == "storage_unavailable" and "no-such-backend" in error["message"]
+
+
+def test_an_integral_float_counts_as_an_integer(make):
+    manager = make(storage=True)
+    for index in range(3):
+        record(manager, f"task {index}", f"gadget {index}")
+    assert len(results(call(manager, "entropic.followup", {"query": "gadget", "max_results": 2.0}))) == 2

@@ -44,6 +44,8 @@ def integer(args: Mapping[str, Any], name: str, tool: str, *, default: int, mini
     value = args.get(name)
     if value is None:
         return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON Schema counts 3.0 as an integer, so the pipeline lets it through
     if isinstance(value, bool) or not isinstance(value, int):
         raise invalid(tool, f"'{name}' must be an integer, got {value!r}")
     if value < minimum or (maximum is not None and value > maximum):
