@@ -1,0 +1,99 @@
+"""The server: config, listing, plugin registration, conformance."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import entropic_mcp_bash
+import pytest
+from entropic_mcp import AccessLevel, ConfigError
+from entropic_mcp.testing import check_plugin, check_server
+from entropic_mcp_bash import BashServer
+
+
+def configured(root: Path, table: dict) -> BashServer:
+    server = BashServer(root=root)
+    server.configure(table)
+    return server
+
+
+def test_defaults(root: Path) -> None:
+    settings = configured(root, {}).settings
+    assert (settings.shell, settings.timeout_seconds, settings.max_timeout_seconds, settings.max_output_bytes) == (
+        "/bin/bash", 30.0, 600.0, 65536)
+    assert settings.environment() is None
+
+
+def test_every_config_key_is_applied(root: Path, tmp_path: Path) -> None:
+    server = configured(root, {
+        "shell": "sh", "timeout_seconds": 5, "max_timeout_seconds": 50, "max_output_bytes": 4096,
+        "env_deny": ["*_TOKEN"], "env_set": {"A": "b"}, "allow_outside_root": False,
+        "outside_root_allow": [str(tmp_path)], "outside_root_deny": ["/etc"],
+    })
+    settings = server.settings
+    assert (settings.shell, settings.timeout_seconds, settings.max_timeout_seconds, settings.max_output_bytes) == (
+        "sh", 5.0, 50.0, 4096)
+    assert settings.path_policy.allow_outside_root is False
+    assert server.default_timeout_seconds > 50
+
+
+@pytest.mark.parametrize(("table", "fragment"), [
+    ({"shel": "/bin/sh"}, "unknown key"),
+    ({"shell": ""}, "shell"),
+    ({"shell": "/no/such/shell"}, "not an executable"),
+    ({"timeout_seconds": 0}, "timeout_seconds"),
+    ({"timeout_seconds": "30"}, "timeout_seconds"),
+    ({"max_timeout_seconds": True}, "max_timeout_seconds"),
+    ({"timeout_seconds": 90, "max_timeout_seconds": 60}, "above max_timeout_seconds"),
+    ({"max_output_bytes": 10}, "max_output_bytes"),
+    ({"max_output_bytes": 1.5}, "max_output_bytes"),
+    ({"env_deny": "*_TOKEN"}, "env_deny"),
+    ({"env_set": {"A": 1}}, "env_set"),
+    ({"env_set": ["A=b"]}, "env_set"),
+    ({"allow_outside_root": "sometimes"}, "allow_outside_root"),
+    ({"outside_root_allow": ["relative/dir"]}, "absolute"),
+    ({"outside_root_deny": "/etc"}, "outside_root_deny"),
+])
+def test_bad_config_names_the_key(root: Path, table: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=r"\[servers.bash\]") as info:
+        configured(root, table)
+    assert fragment in str(info.value)
+
+
+def test_lower_maximum_lowers_the_default_timeout(root: Path) -> None:
+    assert configured(root, {"max_timeout_seconds": 10}).settings.timeout_seconds == 10
+
+
+def test_one_write_tool_duplicate_checked(root: Path) -> None:
+    server = configured(root, {})
+    assert list(server.tools) == ["execute"]
+    assert server.access_level("execute") is AccessLevel.WRITE
+    assert server.skip_duplicate_check("execute") is False
+    annotations = server.list_tools()[0]
+    assert annotations["inputSchema"]["required"] == ["command"]
+
+
+def test_registered_as_an_entry_point() -> None:
+    names = {ep.name: ep.value for ep in entry_points(group="entropic_mcp.plugins")}
+    assert names.get("bash") == "entropic_mcp_bash"
+
+
+def test_importing_the_plugin_does_not_load_the_parser() -> None:
+    code = "import sys, entropic_mcp_bash; print('tree_sitter' in sys.modules, 'tree_sitter_bash' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_conforms_to_the_server_contract(root: Path) -> None:
+    # Fuzzed commands run for real: no programs on PATH and a short timeout keep them harmless.
+    server = configured(root, {"timeout_seconds": 2, "env_set": {"PATH": "/nonexistent"}})
+    server.grace = 0.2
+    assert check_server(server, examples=25) == []
+
+
+def test_plugin_conforms(tmp_path: Path) -> None:
+    config = {"storage": {"backend": "none"}, "servers": {"bash": {"timeout_seconds": 2, "env_set": {"PATH": "/nonexistent"}}}}
+    assert check_plugin(entropic_mcp_bash, root=tmp_path, config=config, examples=10) == []
