@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import report  # noqa: E402
-from entropic_mcp import CallContext, ServerManager, config_from_dict  # noqa: E402
-from entropic_mcp_bash import BashServer  # noqa: E402
+from _common import report
+from entropic_mcp import CallContext, ServerManager, config_from_dict
+from entropic_mcp_bash import BashServer
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from entropic_mcp_bash._parse import Command, parse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-SHELL_ALPHABET = st.sampled_from(list("abc rm ls;|&()<>{}$`'\"\\\n*?[]=-/~#!0123456789") + ["&&", "||", "$(", "<(", "eval ", "bash -c "])
+SHELL_ALPHABET = st.sampled_from([*list("abc rm ls;|&()<>{}$`'\"\\\n*?[]=-/~#!0123456789"), "&&", "||", "$(", "<(", "eval ", "bash -c "])
 
 
 def commands(text: str) -> list[str]:

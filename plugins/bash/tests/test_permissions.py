@@ -9,7 +9,6 @@ import pytest
 from bash_helpers import make_manager
 from entropic_mcp import CallContext
 
-
 ALLOW = ["bash.execute:ls *", "bash.execute:echo *", "bash.execute:cat *", "bash.execute:true *"]
 DENY_RM = ["bash.execute:rm *"]
 
@@ -40,6 +39,8 @@ BYPASSES = [
     "builtin rm x",
     "env A=1 rm x",
     "env -i A=1 rm x",
+    'env "A=1" B=$(x) rm x',
+    "timeout $T rm x",
     "xargs rm",
     "FOO=1 rm x",
     "FOO=1 BAR=2 rm -rf x",
@@ -85,7 +86,7 @@ def test_bypass_not_allowed_by_allow_rules(root: Path, command: str) -> None:
 
 @pytest.mark.parametrize("command", ["ls | sh", "ls | bash", "cat x | sh -s"])
 def test_piping_into_a_shell_is_never_allowed(root: Path, command: str) -> None:
-    manager, server = make_manager(root, permissions={"default": "allow", "allow": ALLOW + ["bash.execute:sh *"]})
+    manager, server = make_manager(root, permissions={"default": "allow", "allow": [*ALLOW, "bash.execute:sh *"]})
     result = manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c"))
     assert result.kind == "rejected_permission"
     assert result.permission == "ask->deny"

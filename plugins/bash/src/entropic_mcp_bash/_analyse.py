@@ -6,6 +6,7 @@ Lazy: imported on the first permission check (it pulls in the tree-sitter parser
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -62,6 +63,7 @@ RUNNERS: dict[str, Wrapper] = {
                     valued=frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U"})),
     "doas": Wrapper(flags=frozenset({"-n", "-s"}), valued=frozenset({"-u", "-C"})),
 }
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
@@ -142,8 +144,10 @@ class _Analysis:
                     rest, ok, writes = stripped
                     for path in writes:
                         yield from self.write(path, path)
-                    if not ok:
-                        understood = False
+                    if not ok:  # options we do not know: where the command starts is a guess
+                        yield Invocation(program=name, args=tuple(words[1:]), understood=False, base=base,
+                                         trusted=trusted)
+                        return
                     if name == "xargs" and not rest:
                         rest = [Word(text="echo", value="echo")]
                     words = rest
@@ -157,8 +161,8 @@ class _Analysis:
                 if script is not None:
                     yield from self.nested(script.value or "", script.value is not None, words, depth)
                     return
-                if len(words) == 1 or all((w.value or "-").startswith("-") for w in words[1:]):
-                    understood = False  # reads its commands from stdin (``ls | sh``)
+                if _reads_stdin(words):
+                    understood = False  # its commands come from a pipe (``ls | sh``)
             invocation = Invocation(program=name, args=tuple(words[1:]), understood=understood, base=base,
                                     trusted=trusted)
             yield invocation
@@ -247,7 +251,7 @@ def _strip(words: Sequence[Word], spec: Wrapper, name: str) -> tuple[list[Word],
     while i < n:
         value = words[i].value
         if value is None:
-            return list(words[i:]), False, writes
+            break  # a computed word ends the options: a positional value, or the command itself
         if value == "--":
             i += 1
             break
@@ -277,18 +281,23 @@ def _strip(words: Sequence[Word], spec: Wrapper, name: str) -> tuple[list[Word],
         else:
             return list(words[i:]), False, writes
     if spec.assignments:
-        while i < n and _is_assignment(words[i].value):
+        while i < n and _is_assignment(words[i]):
             i += 1
     if i + spec.positional >= n:
         return None
     return list(words[i + spec.positional :]), True, writes
 
 
-def _is_assignment(value: str | None) -> bool:
-    if value is None:
-        return False
-    name, eq, _ = value.partition("=")
-    return bool(eq) and name.replace("_", "a").isalnum() and not name[0].isdigit()
+def _is_assignment(word: Word) -> bool:
+    return _ASSIGNMENT.match(word.value if word.value is not None else word.text) is not None
+
+
+def _reads_stdin(words: Sequence[Word]) -> bool:
+    """``sh``, ``bash -x`` or ``sh -s ARGS``: the script is whatever arrives on stdin."""
+    options = [w.value or "" for w in words[1:]]
+    if any(o.startswith("-") and not o.startswith("--") and "s" in o for o in options):
+        return True
+    return all(o.startswith(("-", "+")) for o in options)
 
 
 def _shell_script(words: Sequence[Word]) -> Word | None:
