@@ -221,6 +221,14 @@ def test_progress_streams_output_lines(root: Path) -> None:
     assert "\n".join(messages).split("\n") == ["one", "two", "three"]
 
 
+def test_a_failing_progress_sink_does_not_stop_the_command(root: Path) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("sink closed")
+
+    kind, data = run(root, "echo one; echo two", ctx=CallContext(conversation_id="c", progress=broken))
+    assert (kind, data["output"]) == ("ok", "one\ntwo\n")
+
+
 def test_host_cancellation_stops_the_group(root: Path) -> None:
     manager, _ = make_manager(root)
     pids: list[int] = []
@@ -268,6 +276,15 @@ def test_blank_or_nul_commands_are_refused(root: Path) -> None:
 def test_pipeline_timeout_never_preempts_the_tool(root: Path) -> None:
     _, server = make_manager(root, bash={"max_timeout_seconds": 100})
     assert server.default_timeout_seconds > 100
+
+
+def test_vanished_root_is_reported_as_a_directory_problem(tmp_path: Path) -> None:
+    root = tmp_path / "gone"
+    root.mkdir()
+    manager, _ = make_manager(root)
+    root.rmdir()
+    data = orjson.loads(manager.call_sync("bash.execute", {"command": "true"}).response.result)
+    assert data["error"] == "not_directory"
 
 
 def test_missing_shell_is_reported_with_a_fix(root: Path) -> None:

@@ -141,7 +141,7 @@ def test_prefix_rule_with_subcommand(root: Path) -> None:
 
 @pytest.mark.parametrize("command", ["$x foo", "$(echo rm) x", "`echo rm` x", "echo 'unterminated", "r* x",
                                      "{rm,x}", "${CMD} x", "ls | sh", "PATH=/tmp ls", "LD_PRELOAD=/x.so ls",
-                                     "PATH=/tmp/x; ls", "xargs -0 rm", "eval $x", "bash -c \"$x\""])
+                                     "PATH=/tmp/x; ls", "export PATH=/tmp/x; ls", "declare -x LD_PRELOAD=/x.so; ls", "xargs -0 rm", "eval $x", "bash -c \"$x\""])
 def test_what_the_parser_cannot_understand_is_never_allowed(root: Path, command: str) -> None:
     _, server = make_manager(root)
     parts = server.permission_parts("execute", {"command": command})

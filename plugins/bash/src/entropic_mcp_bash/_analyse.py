@@ -125,6 +125,7 @@ class _Analysis:
             yield Unclear(text=text)
 
     def command(self, command: Command, depth: int) -> Iterator[Finding]:
+        # Prefix assignments (``PATH=/tmp ls``) and declarations (``export LD_PRELOAD=...``) alike.
         risky = any(name in RISKY_VARIABLES for name in command.assignments)
         yield from self.words(command.words, depth, understood=not risky)
 

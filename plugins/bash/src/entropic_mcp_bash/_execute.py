@@ -61,6 +61,9 @@ class ExecuteTool(ToolBase):
             ctx.partial = process.buffer.text(_result_cap(ctx) // 2 or None) or None
             raise
         except FileNotFoundError as exc:
+            if exc.filename == str(cwd) or not cwd.is_dir():
+                raise ToolError("not_directory", f"the directory {cwd} no longer exists; pass an existing "
+                                "working_dir or ask the operator to restore the project root") from None
             raise ToolError(
                 "shell_unavailable",
                 f"the shell {settings.shell!r} could not be started ({exc.strerror}); ask the operator to set "

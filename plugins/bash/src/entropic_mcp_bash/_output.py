@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
+
+log = logging.getLogger("entropic_mcp_bash")
 
 #: Bytes of pending lines one progress notification carries at most (the newest are kept).
 PROGRESS_CHUNK = 8192
@@ -138,4 +141,12 @@ class ProgressLines:
         self.pending.clear()
         self.skipped = 0
         self.last_sent = time.monotonic()
-        self.report(float(self.lines), None, text.removesuffix("\n"))
+        try:
+            self.report(float(self.lines), None, text.removesuffix("\n"))
+        except Exception:  # a failing progress sink must not stop the command or its output
+            log.warning("progress reporting failed; no more progress for this call", exc_info=True)
+            self.report = _ignore
+
+
+def _ignore(progress: float, total: float | None, message: str | None) -> None:
+    """The progress sink after the real one failed."""

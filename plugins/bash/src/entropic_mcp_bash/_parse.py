@@ -7,12 +7,15 @@ the first permission check, so loading the plugin stays cheap.
 from __future__ import annotations
 
 import re
+import threading
 
 import attrs
 import tree_sitter
 import tree_sitter_bash
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+#: A tree-sitter parser is not safe to share between threads (hosts may check calls in several).
+_PARSER_LOCK = threading.Lock()
 
 #: Nodes whose value bash computes at run time: a word containing one is not a literal.
 _DYNAMIC = frozenset({
@@ -136,9 +139,15 @@ def _command(node: tree_sitter.Node) -> Command:
 
 
 def _declaration(node: tree_sitter.Node) -> Command:
+    """``export A=1``, ``local x``, ``unset y``: a command whose assignments are kept as names."""
     words = [Word(text=_text(node.children[0]), value=_text(node.children[0]))]
     words.extend(word_of(child) for child in node.named_children)
-    return Command(words=tuple(words), text=_text(node))
+    names = []
+    for child in node.named_children:
+        name = child.child_by_field_name("name") if child.type == "variable_assignment" else None
+        if name is not None:
+            names.append(_text(name))
+    return Command(words=tuple(words), assignments=tuple(names), text=_text(node))
 
 
 def _redirect(node: tree_sitter.Node) -> Redirect | None:
@@ -163,7 +172,8 @@ def parse(text: str) -> Script:
     Never raises: text tree-sitter cannot parse gives ``complete=False`` with whatever parts
     it recovered.
     """
-    tree = _PARSER.parse(text.encode("utf-8", errors="surrogatepass"))
+    with _PARSER_LOCK:
+        tree = _PARSER.parse(text.encode("utf-8", errors="surrogatepass"))
     root = tree.root_node
     items: list[Item] = []
     # An explicit stack, not recursion: deeply nested input must not hit the recursion limit.
