@@ -44,13 +44,11 @@ class ExecuteTool(ToolBase):
         timeout = self._timeout(args.get("timeout_seconds"), ctx)
         cwd = self._working_dir(args.get("working_dir"), ctx)
         try:
-            argv = [settings.shell, "-c", command]
-            for text in argv:
-                text.encode("utf-8")
+            command.encode("utf-8")
         except UnicodeEncodeError:
             raise ToolError("invalid_args", "'command' is not valid Unicode text (lone surrogate); send plain UTF-8 text") from None
         process = ShellProcess(
-            argv, cwd=cwd, env=settings.environment(), timeout=timeout,
+            [settings.shell, "-c", command], cwd=cwd, env=settings.environment(), timeout=timeout,
             max_output_bytes=settings.max_output_bytes,
             progress=ctx.report_progress if ctx.progress is not None else None,
             cancelled=ctx.cancelled, grace=self.server.grace,
@@ -58,6 +56,7 @@ class ExecuteTool(ToolBase):
         try:
             done = await process.run()
         except asyncio.CancelledError:
+            # Half the cap: the pipeline wraps the partial output in its own timeout message.
             ctx.partial = process.buffer.text(_result_cap(ctx) // 2 or None) or None
             raise
         except FileNotFoundError as exc:
@@ -76,8 +75,7 @@ class ExecuteTool(ToolBase):
             message = (
                 f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
                 "The output printed so far is included. Run it with a larger timeout_seconds "
-                f"(at most {settings.max_timeout_seconds:g}), in smaller steps, or in the background with its "
-                "output sent to a file."
+                f"(at most {settings.max_timeout_seconds:g}) or in smaller steps."
             )
             return self._result({"error": "timeout", "message": message, "timeout_seconds": timeout,
                                  "elapsed_ms": done.elapsed_ms}, done.output, ctx, error=True)

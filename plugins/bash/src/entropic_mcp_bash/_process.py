@@ -114,10 +114,6 @@ class ShellProcess:
         finally:
             self._close(loop)
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
     # -- starting ------------------------------------------------------------------------
 
     def _start(self) -> None:
