@@ -24,10 +24,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tinydb import TinyDB
-
 from entropic_mcp import CallOutcome, ServerResponse
 from entropic_mcp._storage._tinydb import TinyDBBackend
+from tinydb import TinyDB
 
 WINDOW = 500  # operations per measuring window
 CHUNK = 50  # delegations run by one side before the other side's turn
@@ -50,7 +49,7 @@ def median_ms(samples: list[float]) -> float:
 
 def window_stats(times: list[float], at: int) -> tuple[float, float]:
     """(median, mean) ms per operation over the window of WINDOW operations ending at ``at``."""
-    part = times[max(0, at - WINDOW):at]
+    part = times[max(0, at - WINDOW) : at]
     return median_ms(part), statistics.fmean(part) * 1000
 
 
@@ -63,7 +62,7 @@ def p6_ours(directory: Path, texts: list[tuple[str, str, str]], times: list[floa
     root = backend.create_conversation("bench root")
     clock = time.perf_counter
     for start in range(0, len(texts), CHUNK):
-        for target, task, summary in texts[start:start + CHUNK]:
+        for target, task, summary in texts[start : start + CHUNK]:
             t0 = clock()
             delegation_id, _ = backend.create_delegation(root, "lead", target, task, 5, None)
             t1 = clock()
@@ -95,17 +94,21 @@ def p6_sqlite(directory: Path, texts: list[tuple[str, str, str]], times: list[fl
     db.execute("INSERT INTO conversations VALUES (?, ?, ?)", (root, "bench root", "now"))
     clock = time.perf_counter
     for start in range(0, len(texts), CHUNK):
-        for target, task, summary in texts[start:start + CHUNK]:
+        for target, task, summary in texts[start : start + CHUNK]:
             t0 = clock()
             delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
             db.execute("BEGIN")
             db.execute("INSERT INTO conversations VALUES (?, ?, ?)", (child, task[:80], "now"))
-            db.execute("INSERT INTO delegations VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                       (delegation_id, root, child, "lead", target, task, 5, "running", None, "now", None))
+            db.execute(
+                "INSERT INTO delegations VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (delegation_id, root, child, "lead", target, task, 5, "running", None, "now", None),
+            )
             db.execute("COMMIT")
             t1 = clock()
-            db.execute("UPDATE delegations SET status='completed', summary=?, completed_at=? WHERE id=? AND status='running'",
-                       (summary, "later", delegation_id))
+            db.execute(
+                "UPDATE delegations SET status='completed', summary=?, completed_at=? WHERE id=? AND status='running'",
+                (summary, "later", delegation_id),
+            )
             t2 = clock()
             times.extend((t1 - t0, t2 - t1))
         yield db
@@ -120,8 +123,16 @@ def naive_ops(db: TinyDB, texts: list[tuple[str, str, str]]) -> list[float]:
         t0 = clock()
         delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
         conversations.insert({"conversation_id": child, "title": task[:80]})
-        doc_id = delegations.insert({"delegation_id": delegation_id, "child_conversation_id": child,
-                                     "target_tier": target, "task": task, "status": "running", "summary": None})
+        doc_id = delegations.insert(
+            {
+                "delegation_id": delegation_id,
+                "child_conversation_id": child,
+                "target_tier": target,
+                "task": task,
+                "status": "running",
+                "summary": None,
+            }
+        )
         t1 = clock()
         delegations.update({"status": "completed", "summary": summary}, doc_ids=[doc_id])
         t2 = clock()
@@ -138,10 +149,19 @@ def p6_naive(directory: Path, count: int, texts: list[tuple[str, str, str]]) -> 
     # Single operations on a file already holding 10,000 delegations (filled in one write).
     big = TinyDB(directory / "naive-10k.json")
     big.table("delegations").insert_multiple(
-        {"delegation_id": str(uuid.uuid4()), "child_conversation_id": str(uuid.uuid4()), "target_tier": t,
-         "task": task, "status": "completed", "summary": s} for t, task, s in texts[:10_000])
-    big.table("conversations").insert_multiple({"conversation_id": str(uuid.uuid4()), "title": task[:80]}
-                                               for _, task, _ in texts[:10_000])
+        {
+            "delegation_id": str(uuid.uuid4()),
+            "child_conversation_id": str(uuid.uuid4()),
+            "target_tier": t,
+            "task": task,
+            "status": "completed",
+            "summary": s,
+        }
+        for t, task, s in texts[:10_000]
+    )
+    big.table("conversations").insert_multiple(
+        {"conversation_id": str(uuid.uuid4()), "title": task[:80]} for _, task, _ in texts[:10_000]
+    )
     at_10k = naive_ops(big, texts[:20])
     big.close()
     return times, total, at_10k
@@ -192,11 +212,17 @@ def p7(backend: TinyDBBackend, sqlite: sqlite3.Connection, directory: Path, quer
         sqlite.execute(
             "SELECT d.id, d.target_tier, d.task, d.summary, d.completed_at FROM delegations_fts f "
             "JOIN delegations d ON d.rowid = f.rowid WHERE delegations_fts MATCH ? "
-            "ORDER BY bm25(delegations_fts, 0.0, 1.0), d.completed_at DESC LIMIT 3", (match,)
+            "ORDER BY bm25(delegations_fts, 0.0, 1.0), d.completed_at DESC LIMIT 3",
+            (match,),
         ).fetchall()
         fts.append(clock() - t0)
-    return {"ours": median_ms(ours), "ours_p95": sorted(ours)[int(len(ours) * 0.95)] * 1000,
-            "naive": median_ms(naive), "fts5": median_ms(fts), "hit_rate": hits / len(queries)}
+    return {
+        "ours": median_ms(ours),
+        "ours_p95": sorted(ours)[int(len(ours) * 0.95)] * 1000,
+        "naive": median_ms(naive),
+        "fts5": median_ms(fts),
+        "hit_rate": hits / len(queries),
+    }
 
 
 def main() -> None:
@@ -243,13 +269,17 @@ def main() -> None:
         print(f"  {f'SQLite WAL sync=FULL at {end}':34}{s10:>14.3f}{s10_mean:>12.3f}")
         print(f"  {f'naive TinyDB at {args.naive_count:,} (measured)':34}{n1:>14.3f}")
         print(f"  {'naive TinyDB at 10k (20 single ops)':34}{n10:>14.3f}")
-        print(f"  total: ours {ours_total:.2f} s, SQLite {peer_total:.2f} s, naive TinyDB {naive_total:.2f} s "
-              f"for {args.naive_count:,} delegations (≈ {naive_total * (count / args.naive_count) ** 2:.0f} s "
-              f"extrapolated to {count:,}: O(n) per op)")
+        print(
+            f"  total: ours {ours_total:.2f} s, SQLite {peer_total:.2f} s, naive TinyDB {naive_total:.2f} s "
+            f"for {args.naive_count:,} delegations (≈ {naive_total * (count / args.naive_count) ** 2:.0f} s "
+            f"extrapolated to {count:,}: O(n) per op)"
+        )
         ratio = o10 / s10
         flat = o10 / o1
         print(f"  ratio ours/SQLite at {end} (median): {ratio:.2f}x (target <= 4x)  {'PASS' if ratio <= 4 else 'FAIL'}")
-        print(f"  flatness ours {end}/1k (median): {flat:.2f}x (target flat, <= 1.5x)  {'PASS' if flat <= 1.5 else 'FAIL'}")
+        print(
+            f"  flatness ours {end}/1k (median): {flat:.2f}x (target flat, <= 1.5x)  {'PASS' if flat <= 1.5 else 'FAIL'}"
+        )
         print(f"  ratio ours at {end} / naive TinyDB at 10k: {o10 / n10:.4f}x")
         print(f"  total <= 10 s: {'PASS' if ours_total <= 10 else 'FAIL'} ({ours_total:.2f} s)")
 
@@ -257,8 +287,14 @@ def main() -> None:
         reopened = TinyDBBackend(directory / "ours")
         reopen_ms = (time.perf_counter() - t0) * 1000
         reopened.close()
-        outcome = CallOutcome(name="demo.echo", response=ServerResponse(result="ok"), kind="success", elapsed_ms=0.1,
-                              conversation_id="c", args={"text": "hello"})
+        outcome = CallOutcome(
+            name="demo.echo",
+            response=ServerResponse(result="ok"),
+            kind="success",
+            elapsed_ms=0.1,
+            conversation_id="c",
+            args={"text": "hello"},
+        )
         t0 = time.perf_counter()
         for _ in range(10_000):
             backend.record_tool_call(outcome)
@@ -269,8 +305,12 @@ def main() -> None:
         print(f"P7: search_delegations over {backend.stats()['completed_delegations']:,} completed delegations")
         queries = [" ".join(rng.sample(vocabulary, rng.choice([1, 1, 2, 2, 3]))) for _ in range(300)]
         result = p7(backend, sqlite, directory, queries)
-        print(f"  ours median {result['ours']:.3f} ms (p95 {result['ours_p95']:.3f} ms; {result['hit_rate']:.0%} of queries hit)")
-        print(f"  naive TinyDB scan median {result['naive']:.3f} ms -> ratio ours/naive {result['ours'] / result['naive']:.3f}x")
+        print(
+            f"  ours median {result['ours']:.3f} ms (p95 {result['ours_p95']:.3f} ms; {result['hit_rate']:.0%} of queries hit)"
+        )
+        print(
+            f"  naive TinyDB scan median {result['naive']:.3f} ms -> ratio ours/naive {result['ours'] / result['naive']:.3f}x"
+        )
         print(f"  SQLite FTS5 median {result['fts5']:.3f} ms -> ratio ours/FTS5 {result['ours'] / result['fts5']:.2f}x")
         print(f"  ours <= 5 ms: {'PASS' if result['ours'] <= 5 else 'FAIL'}")
         backend.close()

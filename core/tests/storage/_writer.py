@@ -24,20 +24,31 @@ def main() -> None:
     out = sys.stdout
     calls = 0
     for i in range(count):
-        delegation_id, child = backend.create_delegation(root, "lead", "coder", f"{prefix} task {i}", 3, [{"path": f"f{i}.py"}])
+        delegation_id, child = backend.create_delegation(
+            root, "lead", "coder", f"{prefix} task {i}", 3, [{"path": f"f{i}.py"}]
+        )
         out.write(f"D {delegation_id} {child}\n")
         out.flush()
         # Every fifth batch is large, so kills also land inside multi-page writes.
         size = 20_000 if i % 5 == 4 else 40
-        backend.save_messages(child, [{"role": "user", "content": f"{prefix}-{i}-" + "x" * size},
-                                      {"role": "assistant", "content": "ok"}])
+        backend.save_messages(
+            child, [{"role": "user", "content": f"{prefix}-{i}-" + "x" * size}, {"role": "assistant", "content": "ok"}]
+        )
         out.write(f"M {child} 2\n")
         out.flush()
         backend.complete_delegation(delegation_id, "completed", f"{prefix} summary {i} crashproof")
         out.write(f"C {delegation_id}\n")
         out.flush()
-        backend.record_tool_call(CallOutcome(name="demo.echo", response=ServerResponse(result="ok"), kind="success",
-                                             elapsed_ms=0.1, conversation_id=child, args={"i": i}))
+        backend.record_tool_call(
+            CallOutcome(
+                name="demo.echo",
+                response=ServerResponse(result="ok"),
+                kind="success",
+                elapsed_ms=0.1,
+                conversation_id=child,
+                args={"i": i},
+            )
+        )
         calls += 1
     backend.close()
     out.write(f"T {calls}\n")

@@ -5,14 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-
 from entropic_mcp import CallOutcome, ServerResponse
 from entropic_mcp._storage._tinydb import TinyDBBackend
 
 
 def _outcome(i: int = 0) -> CallOutcome:
-    return CallOutcome(name="demo.echo", response=ServerResponse(result=f"r{i}"), kind="success", elapsed_ms=1.5,
-                       conversation_id="c1", args={"text": f"t{i}"}, permission="allow")
+    return CallOutcome(
+        name="demo.echo",
+        response=ServerResponse(result=f"r{i}"),
+        kind="success",
+        elapsed_ms=1.5,
+        conversation_id="c1",
+        args={"text": f"t{i}"},
+        permission="allow",
+    )
 
 
 def _lines(store: Path) -> list[bytes]:
@@ -83,8 +89,14 @@ def test_a_partial_line_from_a_killed_writer_costs_only_that_record(tmp_path: Pa
 
 def test_values_json_cannot_hold_are_recorded_as_text(tmp_path: Path) -> None:
     backend = TinyDBBackend(tmp_path / "s", audit_batch=1)
-    outcome = CallOutcome(name="demo.echo", response=ServerResponse(result="ok"), kind="success", elapsed_ms=1.0,
-                          conversation_id="c1", args={"blob": b"\x00\x01", "when": {1, 2}})
+    outcome = CallOutcome(
+        name="demo.echo",
+        response=ServerResponse(result="ok"),
+        kind="success",
+        elapsed_ms=1.0,
+        conversation_id="c1",
+        args={"blob": b"\x00\x01", "when": {1, 2}},
+    )
     backend.record_tool_call(outcome)
     backend.close()
     record = orjson.loads(_lines(tmp_path / "s")[0])

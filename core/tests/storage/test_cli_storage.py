@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from entropic_mcp._storage._tinydb import TinyDBBackend
 from entropic_mcp.cli import cli
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "entropic-mcp.toml").write_text('[entropic_mcp]\nplugins = []\n[storage]\nbackend = "tinydb"\npath = "store"\n')
+    (tmp_path / "entropic-mcp.toml").write_text(
+        '[entropic_mcp]\nplugins = []\n[storage]\nbackend = "tinydb"\npath = "store"\n'
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "300")  # rich folds cells at the default 80 columns
     return tmp_path
@@ -25,7 +26,9 @@ def filled(project: Path) -> dict[str, str]:
     backend = TinyDBBackend(project / "store")
     root = backend.create_conversation("Refactor the parser", {"user": "ann"})
     backend.save_messages(root, [{"role": "user", "content": "please refactor"}])
-    done, child = backend.create_delegation(root, "lead", "coder", "split the tokenizer module", 5, [{"path": "tok.py"}])
+    done, child = backend.create_delegation(
+        root, "lead", "coder", "split the tokenizer module", 5, [{"path": "tok.py"}]
+    )
     backend.save_messages(child, [{"role": "assistant", "content": "tokenizer split into lexer and reader"}])
     backend.complete_delegation(done, "completed", "Tokenizer split; tests pass")
     running, _ = backend.create_delegation(root, "lead", "researcher", "survey tokenizer libraries", 3, None)

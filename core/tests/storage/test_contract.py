@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from entropic_mcp._storage._tinydb import TinyDBBackend
 from entropic_mcp.testing import MemoryStorage, StorageContract
 
@@ -36,14 +35,26 @@ class TestMemoryStorageContract(StorageContract):
 
 def test_contract_without_an_opener_fails_with_instructions(tmp_path: Path) -> None:
     (tmp_path / "test_forgot.py").write_text(
-        "from entropic_mcp.testing import StorageContract\n\n"
-        "class TestForgotOpener(StorageContract):\n"
-        "    pass\n"
+        "from entropic_mcp.testing import StorageContract\n\nclass TestForgotOpener(StorageContract):\n    pass\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-         "-k", "create_conversation_returns", "test_forgot.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "create_conversation_returns",
+            "test_forgot.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 1, result.stdout
     assert "must override the `open_backend` fixture" in result.stdout

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from entropic_mcp._storage._tinydb import TinyDBBackend
 
 WRITER = Path(__file__).with_name("_writer.py")
@@ -19,7 +18,9 @@ WRITER = Path(__file__).with_name("_writer.py")
 def _start(store: Path, root: str, prefix: str, count: int, compact_bytes: int = 8 << 20) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WRITER), str(store), root, prefix, str(count), str(compact_bytes)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

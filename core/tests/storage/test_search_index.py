@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
+from entropic_mcp._storage import _search
 from entropic_mcp._storage._search import SearchIndex, query_words
 
 
@@ -52,3 +56,27 @@ def test_new_terms_are_found_after_a_cached_lookup() -> None:
     assert index.search(["gam"], 5) == ["a"]
     index.add("b", "gamut", "y", ("2026-01-02", 9))
     assert index.search(["gam"], 5) == ["b", "a"]
+
+
+def _reference(docs: list[tuple[str, str, str]], words: list[str], max_results: int) -> list[str]:
+    ranked = []
+    for order, (delegation_id, task, summary) in enumerate(docs):
+        task, summary = task.casefold(), summary.casefold()
+        if all(w in summary or w in task for w in words):
+            ranked.append((sum(w in summary for w in words), order, delegation_id))
+    ranked.sort(reverse=True)
+    return [entry[2] for entry in ranked[:max_results]]
+
+
+@pytest.mark.parametrize("broad", [256, 2], ids=["index", "scan"])
+def test_search_agrees_with_brute_force_on_random_texts(monkeypatch: pytest.MonkeyPatch, broad: int) -> None:
+    # broad=2 forces nearly every query word down the text-scanning path.
+    monkeypatch.setattr(_search, "_BROAD", broad)
+    rng = random.Random(5)
+    alphabet = ["ab", "ba", "abc", "c", "x%", "a_b", "b.c", "Ab", "zz"]
+    docs = [(f"d{i}", " ".join(rng.choices(alphabet, k=4)), " ".join(rng.choices(alphabet, k=3))) for i in range(150)]
+    index = _index(*docs)
+    for _ in range(300):
+        words = query_words(" ".join(rng.choices([*alphabet, "a", "b", "%", "_", "."], k=rng.choice([1, 2, 3]))))
+        max_results = rng.choice([1, 3, 10])
+        assert index.search(words, max_results) == _reference(docs, words, max_results), words

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from tinydb import TinyDB
-
 from entropic_mcp import ConfigError, ServerManager, StorageError, config_from_dict
 from entropic_mcp._storage import _tinydb
 from entropic_mcp._storage._tinydb import TinyDBBackend
+from tinydb import TinyDB
 
 
 def _journals(store: Path) -> list[str]:
@@ -206,7 +205,9 @@ def test_a_write_beyond_the_file_size_limit_raises_and_keeps_the_previous_data(t
     reopened.close()
 
 
-def test_a_failed_compaction_keeps_the_operation_and_the_old_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_compaction_keeps_the_operation_and_the_old_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tmp_path / "store"
     backend = TinyDBBackend(store, compact_bytes=1)
     root = backend.create_conversation("root")
@@ -224,7 +225,9 @@ def test_a_failed_compaction_keeps_the_operation_and_the_old_files(tmp_path: Pat
 
 
 def test_options_come_from_the_storage_table(tmp_path: Path) -> None:
-    config = config_from_dict({"storage": {"path": "s", "options": {"compact_bytes": 1000, "lock_timeout": 5}}}, root=tmp_path)
+    config = config_from_dict(
+        {"storage": {"path": "s", "options": {"compact_bytes": 1000, "lock_timeout": 5}}}, root=tmp_path
+    )
     backend = TinyDBBackend.from_config(config)
     assert backend.path == tmp_path / "s"
     backend.close()
@@ -232,8 +235,12 @@ def test_options_come_from_the_storage_table(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "options, message",
-    [({"compact": 1}, "unknown option"), ({"compact_bytes": "big"}, "positive int"), ({"lock_timeout": 0}, "positive float"),
-     ({"audit_batch": 1.5}, "positive int")],
+    [
+        ({"compact": 1}, "unknown option"),
+        ({"compact_bytes": "big"}, "positive int"),
+        ({"lock_timeout": 0}, "positive float"),
+        ({"audit_batch": 1.5}, "positive int"),
+    ],
 )
 def test_bad_options_are_config_errors_naming_the_key(tmp_path: Path, options: dict, message: str) -> None:
     config = config_from_dict({"storage": {"options": options}}, root=tmp_path)

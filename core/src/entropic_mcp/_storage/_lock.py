@@ -73,9 +73,7 @@ class StoreLock:
                 return
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise StorageError(
-                        f"{self.path}: still locked by another process after {self.timeout} s"
-                    ) from None
+                    raise StorageError(f"{self.path}: still locked by another process after {self.timeout} s") from None
 
     def release(self) -> None:
         if self._fallback is not None:  # pragma: no cover - Windows

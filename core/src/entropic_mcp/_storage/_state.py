@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from tinydb import TinyDB
@@ -35,7 +35,9 @@ def dumps(value: Any, what: str) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError as exc:
-        raise StorageError(f"{what} is not JSON-serialisable ({exc}); pass plain dicts, lists, strings and numbers") from None
+        raise StorageError(
+            f"{what} is not JSON-serialisable ({exc}); pass plain dicts, lists, strings and numbers"
+        ) from None
 
 
 def copy(value: Any) -> Any:
@@ -91,7 +93,7 @@ class _MemoryStorage(Storage):
     def __init__(self) -> None:
         self.memory: dict[str, _Rows] = {name: _Rows() for name in TABLES}
 
-    def read(self) -> dict[str, _Rows]:
+    def read(self) -> Any:
         return self.memory
 
     def write(self, data: dict[str, Any]) -> None:
@@ -125,7 +127,9 @@ def _messages(value: Any, what: str) -> list[Any]:
     out = []
     for index, message in enumerate(value):
         if not isinstance(message, Mapping):
-            raise StorageError(f"{what}: message {index} is a {type(message).__name__}, expected an object with a 'role'")
+            raise StorageError(
+                f"{what}: message {index} is a {type(message).__name__}, expected an object with a 'role'"
+            )
         if not isinstance(message.get("role"), str) or not message["role"]:
             raise StorageError(f"{what}: message {index} has no 'role' string")
         out.append(dict(message))
@@ -150,7 +154,7 @@ class StoreState:
 
     def __init__(self, tables: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.db = _Database(storage=_MemoryStorage)
-        memory = self.db.storage.read()
+        memory = self._memory = cast(_MemoryStorage, self.db.storage).memory
         for name in TABLES:
             rows = (tables or {}).get(name) or {}
             memory[name] = _Rows(sorted(rows.items(), key=lambda item: int(item[0])))
@@ -164,34 +168,38 @@ class StoreState:
     # -- indexes ---------------------------------------------------------------------------------
 
     def _reindex(self) -> None:
-        memory = self.db.storage.read()
-        self._conv: dict[str, str] = {}
-        self._msgs: dict[str, list[str]] = {}
-        self._snaps: dict[str, list[str]] = {}
-        self._deleg: dict[str, str] = {}
+        memory = self._memory
+        # Indexes hold TinyDB document ids.
+        self._conv: dict[str, int] = {}
+        self._msgs: dict[str, list[int]] = {}
+        self._snaps: dict[str, list[int]] = {}
+        self._deleg: dict[str, int] = {}
         self._deleg_by_conv: dict[str, set[str]] = {}
         self._completed_by_target: dict[str, dict[str, None]] = {}
         self._completion = 0
-        self._search = SearchIndex()
+        # Completed delegation id -> its recency key; the search index is built from these on the
+        # first search, so opening a big store (and processes that never search) skip it.
+        self._completed: dict[str, tuple[str, int]] = {}
+        self._search_index: SearchIndex | None = None
         self._counts = {"completed": 0, "failed": 0, "running": 0}
-        for doc_id, doc in memory["conversations"].items():
-            self._conv[doc["conversation_id"]] = doc_id
+        for key, doc in memory["conversations"].items():
+            self._conv[doc["conversation_id"]] = int(key)
             self._msgs[doc["conversation_id"]] = []
             self._snaps[doc["conversation_id"]] = []
             self.last_time = max(self.last_time, doc["updated_at"])
-        for doc_id, doc in memory["messages"].items():
-            self._msgs[doc["conversation_id"]].append(doc_id)
-        for doc_id, doc in memory["snapshots"].items():
-            self._snaps[doc["conversation_id"]].append(doc_id)
+        for key, doc in memory["messages"].items():
+            self._msgs[doc["conversation_id"]].append(int(key))
+        for key, doc in memory["snapshots"].items():
+            self._snaps[doc["conversation_id"]].append(int(key))
         done = []
-        for doc_id, doc in memory["delegations"].items():
-            self._index_delegation(doc_id, doc)
+        for key, doc in memory["delegations"].items():
+            self._index_delegation(int(key), doc)
             if doc["status"] != "running":
-                done.append((doc["completed_at"], int(doc_id), doc))
+                done.append((doc["completed_at"], int(key), doc))
         for _, _, doc in sorted(done):
             self._index_completion(doc)
 
-    def _index_delegation(self, doc_id: str, doc: Mapping[str, Any]) -> None:
+    def _index_delegation(self, doc_id: int, doc: Mapping[str, Any]) -> None:
         self._deleg[doc["delegation_id"]] = doc_id
         self._deleg_by_conv.setdefault(doc["parent_id"], set()).add(doc["delegation_id"])
         self._deleg_by_conv.setdefault(doc["child_conversation_id"], set()).add(doc["delegation_id"])
@@ -206,11 +214,25 @@ class StoreState:
         if doc["status"] == "completed":
             by_target = self._completed_by_target.setdefault(doc["target_tier"], {})
             by_target[doc["delegation_id"]] = None
-            self._search.add(doc["delegation_id"], doc["task"], doc["summary"], (doc["completed_at"], self._completion))
+            recency = (doc["completed_at"], self._completion)
+            self._completed[doc["delegation_id"]] = recency
+            if self._search_index is not None:
+                self._search_index.add(doc["delegation_id"], doc["task"], doc["summary"], recency)
+
+    @property
+    def _search(self) -> SearchIndex:
+        if self._search_index is None:
+            index = SearchIndex()
+            rows = self._memory["delegations"]
+            for delegation_id, recency in self._completed.items():
+                doc = rows[self._deleg[delegation_id]]
+                index.add(delegation_id, doc["task"], doc["summary"], recency)
+            self._search_index = index
+        return self._search_index
 
     def dump(self) -> dict[str, dict[str, Any]]:
         """Every table as TinyDB's JSON layout: ``{table: {"<doc id>": document}}``."""
-        memory = self.db.storage.read()
+        memory = self._memory
         return {name: memory[name] for name in TABLES}
 
     # -- lookups ---------------------------------------------------------------------------------
@@ -219,15 +241,19 @@ class StoreState:
         _text(conversation_id, what)
         doc_id = self._conv.get(conversation_id)
         if doc_id is None:
-            raise StorageError(f"unknown conversation {conversation_id!r} ({what}); it was never created or has been deleted")
-        return self.db.storage.read()["conversations"][doc_id]
+            raise StorageError(
+                f"unknown conversation {conversation_id!r} ({what}); it was never created or has been deleted"
+            )
+        return self._memory["conversations"][doc_id]
 
     def _delegation_doc(self, delegation_id: Any) -> dict[str, Any]:
         _text(delegation_id, "delegation_id")
         doc_id = self._deleg.get(delegation_id)
         if doc_id is None:
-            raise StorageError(f"unknown delegation {delegation_id!r}; it was never created or its conversation was deleted")
-        return self.db.storage.read()["delegations"][doc_id]
+            raise StorageError(
+                f"unknown delegation {delegation_id!r}; it was never created or its conversation was deleted"
+            )
+        return self._memory["delegations"][doc_id]
 
     def _conversation_record(self, doc: Mapping[str, Any]) -> dict[str, Any]:
         record = copy(doc)
@@ -239,13 +265,13 @@ class StoreState:
         return {"conversation": self._conversation_record(doc), "messages": self._messages_of(conversation_id)}
 
     def _messages_of(self, conversation_id: str) -> list[Any]:
-        rows = self.db.storage.read()["messages"]
+        rows = self._memory["messages"]
         return copy([rows[doc_id]["message"] for doc_id in self._msgs[conversation_id]])
 
     def list_conversations(self, limit: int, offset: int) -> list[dict[str, Any]]:
         _count(limit, "limit", 1)
         _count(offset, "offset", 0)
-        rows = self.db.storage.read()["conversations"]
+        rows = self._memory["conversations"]
         ids = list(self._conv.values())
         page = ids[::-1][offset : offset + limit]
         return [self._conversation_record(rows[doc_id]) for doc_id in page]
@@ -253,7 +279,7 @@ class StoreState:
     def list_delegations(self, limit: int, offset: int) -> list[dict[str, Any]]:
         _count(limit, "limit", 1)
         _count(offset, "offset", 0)
-        rows = self.db.storage.read()["delegations"]
+        rows = self._memory["delegations"]
         ids = list(self._deleg.values())
         return [copy(rows[doc_id]) for doc_id in ids[::-1][offset : offset + limit]]
 
@@ -270,7 +296,7 @@ class StoreState:
     def search_delegations(self, query: str, max_results: int) -> list[dict[str, Any]]:
         _text(query, "query")
         _count(max_results, "max_results", 1)
-        rows = self.db.storage.read()["delegations"]
+        rows = self._memory["delegations"]
         found = []
         for delegation_id in self._search.search(query_words(query), max_results):
             doc = rows[self._deleg[delegation_id]]
@@ -294,13 +320,22 @@ class StoreState:
         _text(title, "title", empty_ok=True)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise StorageError(f"metadata must be an object or None, got {type(metadata).__name__}")
-        return {"op": "create_conversation", "conversation_id": new_id(), "title": title,
-                "metadata": checked_copy(dict(metadata or {}), "metadata"), "at": _now(self.last_time)}
+        return {
+            "op": "create_conversation",
+            "conversation_id": new_id(),
+            "title": title,
+            "metadata": checked_copy(dict(metadata or {}), "metadata"),
+            "at": _now(self.last_time),
+        }
 
     def prepare_save_messages(self, conversation_id: Any, messages: Any) -> dict[str, Any]:
         self._conversation_doc(conversation_id, "save_messages")
-        return {"op": "save_messages", "conversation_id": conversation_id,
-                "messages": _messages(messages, "save_messages"), "at": _now(self.last_time)}
+        return {
+            "op": "save_messages",
+            "conversation_id": conversation_id,
+            "messages": _messages(messages, "save_messages"),
+            "at": _now(self.last_time),
+        }
 
     def prepare_delete_conversation(self, conversation_id: Any) -> dict[str, Any]:
         self._conversation_doc(conversation_id, "delete_conversation")
@@ -308,8 +343,13 @@ class StoreState:
 
     def prepare_save_snapshot(self, conversation_id: Any, messages: Any) -> dict[str, Any]:
         self._conversation_doc(conversation_id, "save_snapshot")
-        return {"op": "save_snapshot", "snapshot_id": new_id(), "conversation_id": conversation_id,
-                "messages": _messages(messages, "save_snapshot"), "at": _now(self.last_time)}
+        return {
+            "op": "save_snapshot",
+            "snapshot_id": new_id(),
+            "conversation_id": conversation_id,
+            "messages": _messages(messages, "save_snapshot"),
+            "at": _now(self.last_time),
+        }
 
     def prepare_create_delegation(
         self, parent_id: Any, delegating_tier: Any, target_tier: Any, task: Any, max_turns: Any, context: Any
@@ -330,10 +370,18 @@ class StoreState:
             raise StorageError(f"context must be a list of objects or None, got {type(context).__name__}")
         elif not all(isinstance(item, Mapping) for item in context):
             raise StorageError("context must be a list of objects ({path, lines?, note?})")
-        return {"op": "create_delegation", "delegation_id": new_id(), "child_conversation_id": new_id(),
-                "parent_id": parent_id, "delegating_tier": delegating_tier, "target_tier": target_tier,
-                "task": task, "max_turns": max_turns, "context": checked_copy([dict(item) for item in context], "context"),
-                "at": _now(self.last_time)}
+        return {
+            "op": "create_delegation",
+            "delegation_id": new_id(),
+            "child_conversation_id": new_id(),
+            "parent_id": parent_id,
+            "delegating_tier": delegating_tier,
+            "target_tier": target_tier,
+            "task": task,
+            "max_turns": max_turns,
+            "context": checked_copy([dict(item) for item in context], "context"),
+            "at": _now(self.last_time),
+        }
 
     def prepare_complete_delegation(self, delegation_id: Any, status: Any, summary: Any) -> dict[str, Any]:
         doc = self._delegation_doc(delegation_id)
@@ -347,8 +395,13 @@ class StoreState:
                 f"delegation {delegation_id!r} was already completed (status {doc['status']!r} at "
                 f"{doc['completed_at']}); a delegation is completed once"
             )
-        return {"op": "complete_delegation", "delegation_id": delegation_id, "status": status,
-                "summary": summary, "at": _now(self.last_time)}
+        return {
+            "op": "complete_delegation",
+            "delegation_id": delegation_id,
+            "status": status,
+            "summary": summary,
+            "at": _now(self.last_time),
+        }
 
     # -- operations: apply -------------------------------------------------------------------------
 
@@ -357,12 +410,20 @@ class StoreState:
         if "at" in op:
             self.last_time = max(self.last_time, op["at"])
 
-    def _insert_conversation(self, conversation_id: str, title: str, metadata: Any, at: str, parent: str | None) -> None:
-        doc_id = self.conversations.insert({
-            "conversation_id": conversation_id, "title": title, "metadata": metadata,
-            "created_at": at, "updated_at": at, "parent_delegation_id": parent,
-        })
-        self._conv[conversation_id] = str(doc_id)
+    def _insert_conversation(
+        self, conversation_id: str, title: str, metadata: Any, at: str, parent: str | None
+    ) -> None:
+        doc_id = self.conversations.insert(
+            {
+                "conversation_id": conversation_id,
+                "title": title,
+                "metadata": metadata,
+                "created_at": at,
+                "updated_at": at,
+                "parent_delegation_id": parent,
+            }
+        )
+        self._conv[conversation_id] = doc_id
         self._msgs[conversation_id] = []
         self._snaps[conversation_id] = []
 
@@ -375,36 +436,51 @@ class StoreState:
             {"conversation_id": conversation_id, "created_at": op["at"], "message": message}
             for message in op["messages"]
         )
-        self._msgs[conversation_id].extend(str(doc_id) for doc_id in ids)
+        self._msgs[conversation_id].extend(ids)
         self.conversations.update({"updated_at": op["at"]}, doc_ids=[self._conv[conversation_id]])
 
     def _apply_save_snapshot(self, op: Mapping[str, Any]) -> None:
-        doc_id = self.snapshots.insert({
-            "snapshot_id": op["snapshot_id"], "conversation_id": op["conversation_id"],
-            "messages": op["messages"], "created_at": op["at"],
-        })
-        self._snaps[op["conversation_id"]].append(str(doc_id))
+        doc_id = self.snapshots.insert(
+            {
+                "snapshot_id": op["snapshot_id"],
+                "conversation_id": op["conversation_id"],
+                "messages": op["messages"],
+                "created_at": op["at"],
+            }
+        )
+        self._snaps[op["conversation_id"]].append(doc_id)
 
     def _apply_create_delegation(self, op: Mapping[str, Any]) -> None:
         child = op["child_conversation_id"]
         title = f"{op['target_tier']}: {op['task'][:80]}"
-        metadata = {"parent_id": op["parent_id"], "delegating_tier": op["delegating_tier"],
-                    "target_tier": op["target_tier"]}
+        metadata = {
+            "parent_id": op["parent_id"],
+            "delegating_tier": op["delegating_tier"],
+            "target_tier": op["target_tier"],
+        }
         self._insert_conversation(child, title, metadata, op["at"], op["delegation_id"])
         doc = {
-            "delegation_id": op["delegation_id"], "parent_id": op["parent_id"], "child_conversation_id": child,
-            "delegating_tier": op["delegating_tier"], "target_tier": op["target_tier"], "task": op["task"],
-            "max_turns": op["max_turns"], "context": op["context"], "status": "running", "summary": None,
-            "created_at": op["at"], "completed_at": None,
+            "delegation_id": op["delegation_id"],
+            "parent_id": op["parent_id"],
+            "child_conversation_id": child,
+            "delegating_tier": op["delegating_tier"],
+            "target_tier": op["target_tier"],
+            "task": op["task"],
+            "max_turns": op["max_turns"],
+            "context": op["context"],
+            "status": "running",
+            "summary": None,
+            "created_at": op["at"],
+            "completed_at": None,
         }
         doc_id = self.delegations.insert(doc)
-        self._index_delegation(str(doc_id), doc)
+        self._index_delegation(doc_id, doc)
 
     def _apply_complete_delegation(self, op: Mapping[str, Any]) -> None:
         doc_id = self._deleg[op["delegation_id"]]
         fields = {"status": op["status"], "summary": op["summary"], "completed_at": op["at"]}
         self.delegations.update(fields, doc_ids=[doc_id])
-        self._index_completion(self.db.storage.read()["delegations"][doc_id])
+        self._index_completion(self._memory["delegations"][doc_id])
 
     def _cascade(self, conversation_id: str) -> tuple[set[str], set[str]]:
         """The conversations and delegations deleting ``conversation_id`` removes.
@@ -412,7 +488,7 @@ class StoreState:
         A delegation goes with its parent or its child conversation; a delegation that goes takes
         its child conversation (and so, recursively, everything delegated from there).
         """
-        rows = self.db.storage.read()["delegations"]
+        rows = self._memory["delegations"]
         conversations: set[str] = set()
         delegations: set[str] = set()
         todo = [conversation_id]
@@ -429,12 +505,13 @@ class StoreState:
 
     def _apply_delete_conversation(self, op: Mapping[str, Any]) -> None:
         conversations, delegations = self._cascade(op["conversation_id"])
-        rows = self.db.storage.read()["delegations"]
+        rows = self._memory["delegations"]
         for delegation_id in delegations:
             doc = rows[self._deleg[delegation_id]]
             self._counts[doc["status"]] -= 1
             self._completed_by_target.get(doc["target_tier"], {}).pop(delegation_id, None)
-            self._search.remove(delegation_id)
+            if self._completed.pop(delegation_id, None) is not None and self._search_index is not None:
+                self._search_index.remove(delegation_id)
             for conversation_id in (doc["parent_id"], doc["child_conversation_id"]):
                 linked = self._deleg_by_conv.get(conversation_id)
                 if linked is not None:
@@ -442,8 +519,8 @@ class StoreState:
                     if not linked:
                         del self._deleg_by_conv[conversation_id]
         self.delegations.remove(doc_ids=[self._deleg.pop(d) for d in delegations])
-        message_ids: list[str] = []
-        snapshot_ids: list[str] = []
+        message_ids: list[int] = []
+        snapshot_ids: list[int] = []
         for conversation_id in conversations:
             message_ids.extend(self._msgs.pop(conversation_id))
             snapshot_ids.extend(self._snaps.pop(conversation_id))

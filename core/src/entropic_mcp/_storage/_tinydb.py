@@ -48,10 +48,16 @@ SNAPSHOT = "snapshot.json"
 AUDIT = "tool_calls.jsonl"
 LOCK = ".lock"
 _JOURNAL = re.compile(r"journal-(\d+)\.jsonl")
-_OPERATIONS = frozenset({
-    "create_conversation", "save_messages", "delete_conversation", "save_snapshot",
-    "create_delegation", "complete_delegation",
-})
+_OPERATIONS = frozenset(
+    {
+        "create_conversation",
+        "save_messages",
+        "delete_conversation",
+        "save_snapshot",
+        "create_delegation",
+        "complete_delegation",
+    }
+)
 
 #: ``[storage] options`` the tinydb backend understands, with their defaults.
 OPTIONS: dict[str, tuple[type, Any, str]] = {
@@ -90,7 +96,9 @@ class TinyDBBackend:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
-            raise StorageError(f"{self.path}: exists and is not a directory; [storage] path names a directory") from None
+            raise StorageError(
+                f"{self.path}: exists and is not a directory; [storage] path names a directory"
+            ) from None
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot create the store directory ({exc.strerror})") from None
         self._snapshot_path = self.path / SNAPSHOT
@@ -106,8 +114,9 @@ class TinyDBBackend:
         self._read_fd: int | None = None
         self._write_fd: int | None = None
         self._closed = False
-        self._audit = AuditLog(self.path / AUDIT, batch=audit_batch, seconds=audit_flush_seconds,
-                               lock_timeout=lock_timeout)
+        self._audit = AuditLog(
+            self.path / AUDIT, batch=audit_batch, seconds=audit_flush_seconds, lock_timeout=lock_timeout
+        )
         self._finalizer = weakref.finalize(self, self._audit.close)
         try:
             with self._locked():
@@ -127,10 +136,15 @@ class TinyDBBackend:
                     + ", ".join(OPTIONS)
                 )
             kind, _, meaning = OPTIONS[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
-                kind is int and not isinstance(value, int)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value <= 0
+                or (kind is int and not isinstance(value, int))
             ):
-                raise ConfigError(f"[storage] options.{key}: expected a positive {kind.__name__} ({meaning}), got {value!r}")
+                raise ConfigError(
+                    f"[storage] options.{key}: expected a positive {kind.__name__} ({meaning}), got {value!r}"
+                )
             options[key] = value
         return cls(config.storage_path, **options)
 
@@ -188,10 +202,10 @@ class TinyDBBackend:
         self._torn_at = None
         if signature is None:
             if self._generation:
-                raise StorageError(f"{self._snapshot_path}: disappeared while the store was open; restore it from a backup")
-            later = sorted(
-                int(match.group(1)) for name in os.listdir(self.path) if (match := _JOURNAL.fullmatch(name))
-            )
+                raise StorageError(
+                    f"{self._snapshot_path}: disappeared while the store was open; restore it from a backup"
+                )
+            later = sorted(int(match.group(1)) for name in os.listdir(self.path) if (match := _JOURNAL.fullmatch(name)))
             if later and later[-1] > 0:
                 raise StorageError(
                     f"{self._snapshot_path}: missing, but {_journal_name(later[-1])} shows the store was compacted; "
@@ -232,7 +246,9 @@ class TinyDBBackend:
                 self._read_fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 if self._offset:
-                    raise StorageError(f"{path}: disappeared while the store was open; restore it from a backup") from None
+                    raise StorageError(
+                        f"{path}: disappeared while the store was open; restore it from a backup"
+                    ) from None
                 return
             except OSError as exc:
                 raise StorageError(f"{path}: cannot read ({exc.strerror})") from None
@@ -374,7 +390,9 @@ class TinyDBBackend:
         context: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[str, str]:
         with self._locked():
-            op = self._state.prepare_create_delegation(parent_id, delegating_tier, target_tier, task, max_turns, context)
+            op = self._state.prepare_create_delegation(
+                parent_id, delegating_tier, target_tier, task, max_turns, context
+            )
             self._commit(op)
             return op["delegation_id"], op["child_conversation_id"]
 

@@ -12,7 +12,9 @@ from ._common import CLIError, UsageProblem, echo_json, load
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _LIMIT = click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Rows to show.")
-_OFFSET = click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Rows to skip (newest first).")
+_OFFSET = click.option(
+    "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Rows to skip (newest first)."
+)
 
 
 @contextlib.contextmanager
@@ -28,10 +30,13 @@ def _store(ctx: click.Context) -> Iterator[Any]:
         raise UsageProblem(str(exc)) from None
     if config.storage.backend == "none":
         where = config.sources.get("storage.backend", "the config")
-        raise CLIError(f'storage is disabled ([storage] backend = "none" in {where}); set backend = "tinydb" to keep a store')
+        raise CLIError(
+            f'storage is disabled ([storage] backend = "none" in {where}); set backend = "tinydb" to keep a store'
+        )
     if config.storage.backend == "tinydb" and not config.storage_path.exists():
         yield None
         return
+    backend: Any
     try:
         if config.storage.backend == "tinydb":
             # Built in: no need to import every installed plugin to read it.
@@ -110,8 +115,17 @@ def conversations(ctx: click.Context, limit: int, offset: int, as_json: bool) ->
     table(
         "conversations (newest first)",
         ["id", "title", "messages", "created", "updated", "delegation"],
-        [[r["conversation_id"], _short(r["title"], 50), str(r["message_count"]), _when(r["created_at"]),
-          _when(r["updated_at"]), r.get("parent_delegation_id") or ""] for r in rows],
+        [
+            [
+                r["conversation_id"],
+                _short(r["title"], 50),
+                str(r["message_count"]),
+                _when(r["created_at"]),
+                _when(r["updated_at"]),
+                r.get("parent_delegation_id") or "",
+            ]
+            for r in rows
+        ],
     )
 
 
@@ -130,8 +144,18 @@ def delegations(ctx: click.Context, limit: int, offset: int, as_json: bool) -> N
     table(
         "delegations (newest first)",
         ["id", "from → to", "status", "task", "summary", "created", "completed"],
-        [[r["delegation_id"], f"{r['delegating_tier']} → {r['target_tier']}", r["status"], _short(r["task"], 40),
-          _short(r["summary"], 40), _when(r["created_at"]), _when(r["completed_at"])] for r in rows],
+        [
+            [
+                r["delegation_id"],
+                f"{r['delegating_tier']} → {r['target_tier']}",
+                r["status"],
+                _short(r["task"], 40),
+                _short(r["summary"], 40),
+                _when(r["created_at"]),
+                _when(r["completed_at"]),
+            ]
+            for r in rows
+        ],
     )
 
 
@@ -152,8 +176,16 @@ def search(ctx: click.Context, query: str, max_results: int, as_json: bool) -> N
     table(
         f"delegations matching {query!r} (best first)",
         ["id", "target", "task", "summary", "completed"],
-        [[r["delegation_id"], r["target_tier"], _short(r["task"], 40), _short(r["summary"], 60), _when(r["completed_at"])]
-         for r in rows],
+        [
+            [
+                r["delegation_id"],
+                r["target_tier"],
+                _short(r["task"], 40),
+                _short(r["summary"], 60),
+                _when(r["completed_at"]),
+            ]
+            for r in rows
+        ],
     )
 
 
@@ -190,7 +222,11 @@ def show(ctx: click.Context, item_id: str, as_json: bool) -> None:
     else:
         fields = dict(item["conversation"])
         messages = item["messages"]
-    table(f"{kind} {item_id}", ["field", "value"], [[key, "" if value is None else str(value)] for key, value in fields.items()])
+    table(
+        f"{kind} {item_id}",
+        ["field", "value"],
+        [[key, "" if value is None else str(value)] for key, value in fields.items()],
+    )
     table(
         f"messages ({len(messages)})",
         ["#", "role", "content"],

@@ -70,7 +70,9 @@ class MemoryStorage:
     ) -> tuple[str, str]:
         with self._mutex:
             op = self._commit(
-                self._open().prepare_create_delegation(parent_id, delegating_tier, target_tier, task, max_turns, context)
+                self._open().prepare_create_delegation(
+                    parent_id, delegating_tier, target_tier, task, max_turns, context
+                )
             )
             return op["delegation_id"], op["child_conversation_id"]
 

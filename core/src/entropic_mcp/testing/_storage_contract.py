@@ -88,8 +88,14 @@ class StorageContract:
         return backend.create_conversation("root session", {"host": "contract"})
 
     def _delegation(
-        self, backend: StorageBackend, root: str, *, target: str = "researcher", task: str = "look into it",
-        summary: str | None = None, status: str = "completed",
+        self,
+        backend: StorageBackend,
+        root: str,
+        *,
+        target: str = "researcher",
+        task: str = "look into it",
+        summary: str | None = None,
+        status: str = "completed",
     ) -> str:
         delegation_id, _ = backend.create_delegation(root, "lead", target, task, 5, [{"path": "a.py"}])
         if summary is not None:
@@ -108,7 +114,9 @@ class StorageContract:
         second = backend.create_conversation("two")
         assert _is_uuid(first) and _is_uuid(second) and first != second
 
-    def test_load_conversation_returns_the_record_and_messages_in_order(self, backend: StorageBackend, root: str) -> None:
+    def test_load_conversation_returns_the_record_and_messages_in_order(
+        self, backend: StorageBackend, root: str
+    ) -> None:
         backend.save_messages(root, [{"role": "user", "content": "first"}, {"role": "assistant", "content": "second"}])
         backend.save_messages(root, [{"role": "user", "content": "third"}])
         loaded = backend.load_conversation(root)
@@ -121,10 +129,15 @@ class StorageContract:
         assert _is_utc_iso(conversation["created_at"]) and _is_utc_iso(conversation["updated_at"])
 
     def test_messages_round_trip_unchanged(self, backend: StorageBackend, root: str) -> None:
-        messages = [
-            {"role": "assistant", "content": "", "tool_calls": [{"id": "t1", "name": "fs.read", "arguments": {"path": "ü/ß.py"}}],
-             "tokens": 12, "identity": "lead"},
-            {"role": "tool", "content": "line 1\nline 2 \u2603 \"quoted\"", "tool_call_id": "t1", "is_error": False},
+        messages: list[dict[str, Any]] = [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "t1", "name": "fs.read", "arguments": {"path": "ü/ß.py"}}],
+                "tokens": 12,
+                "identity": "lead",
+            },
+            {"role": "tool", "content": 'line 1\nline 2 \u2603 "quoted"', "tool_call_id": "t1", "is_error": False},
             {"role": "user", "content": None, "extra": {"nested": [1, 2.5, None, True]}},
         ]
         backend.save_messages(root, messages)
@@ -152,7 +165,9 @@ class StorageContract:
         ["just text", [{"content": "no role"}], ["not an object"], [{"role": "user", "content": {1, 2}}]],
         ids=["string", "missing-role", "non-object", "not-json"],
     )
-    def test_save_messages_rejects_what_is_not_a_message_list(self, backend: StorageBackend, root: str, messages: Any) -> None:
+    def test_save_messages_rejects_what_is_not_a_message_list(
+        self, backend: StorageBackend, root: str, messages: Any
+    ) -> None:
         with pytest.raises(StorageError):
             backend.save_messages(root, messages)
         assert backend.load_conversation(root)["messages"] == []
@@ -186,7 +201,9 @@ class StorageContract:
         backend.save_snapshot(root, [{"role": "user", "content": "hi"}])
         delegation_id, child = backend.create_delegation(root, "lead", "coder", "fix the parser", 3, None)
         backend.save_messages(child, [{"role": "assistant", "content": "on it"}])
-        grandchild_delegation, grandchild = backend.create_delegation(child, "coder", "researcher", "read docs", 2, None)
+        grandchild_delegation, grandchild = backend.create_delegation(
+            child, "coder", "researcher", "read docs", 2, None
+        )
         backend.complete_delegation(grandchild_delegation, "completed", "parser docs read")
         backend.complete_delegation(delegation_id, "completed", "parser fixed")
         other = backend.create_conversation("unrelated")
@@ -206,7 +223,9 @@ class StorageContract:
         assert (stats["conversations"], stats["messages"], stats["snapshots"], stats["delegations"]) == (1, 1, 0, 0)
         assert backend.load_conversation(other)["messages"] == [{"role": "user", "content": "stay"}]
 
-    def test_deleting_a_child_conversation_removes_its_delegation_only(self, backend: StorageBackend, root: str) -> None:
+    def test_deleting_a_child_conversation_removes_its_delegation_only(
+        self, backend: StorageBackend, root: str
+    ) -> None:
         delegation_id, child = backend.create_delegation(root, "lead", "coder", "task", 3, None)
         backend.delete_conversation(child)
         with pytest.raises(StorageError):
@@ -219,14 +238,22 @@ class StorageContract:
 
     # -- delegations -------------------------------------------------------------------------------
 
-    def test_create_delegation_makes_a_running_record_and_a_child_conversation(self, backend: StorageBackend, root: str) -> None:
-        delegation_id, child = backend.create_delegation(root, "lead", "researcher", "find the bug", 7, [{"path": "a.py", "lines": "1-5"}])
+    def test_create_delegation_makes_a_running_record_and_a_child_conversation(
+        self, backend: StorageBackend, root: str
+    ) -> None:
+        delegation_id, child = backend.create_delegation(
+            root, "lead", "researcher", "find the bug", 7, [{"path": "a.py", "lines": "1-5"}]
+        )
         assert _is_uuid(delegation_id) and _is_uuid(child)
         record = backend.load_delegation_with_messages(delegation_id)
         assert record["delegation_id"] == delegation_id
         assert record["child_conversation_id"] == child
         assert record["parent_id"] == root
-        assert (record["delegating_tier"], record["target_tier"], record["task"]) == ("lead", "researcher", "find the bug")
+        assert (record["delegating_tier"], record["target_tier"], record["task"]) == (
+            "lead",
+            "researcher",
+            "find the bug",
+        )
         assert record["max_turns"] == 7
         assert record["context"] == [{"path": "a.py", "lines": "1-5"}]
         assert record["status"] == "running" and record["summary"] is None and record["completed_at"] is None
@@ -247,12 +274,27 @@ class StorageContract:
 
     @pytest.mark.parametrize(
         "field, value",
-        [("target_tier", ""), ("delegating_tier", None), ("task", ""), ("max_turns", "5"), ("max_turns", -2),
-         ("context", "a.py"), ("context", [1, 2])],
+        [
+            ("target_tier", ""),
+            ("delegating_tier", None),
+            ("task", ""),
+            ("max_turns", "5"),
+            ("max_turns", -2),
+            ("context", "a.py"),
+            ("context", [1, 2]),
+        ],
     )
-    def test_create_delegation_rejects_bad_fields(self, backend: StorageBackend, root: str, field: str, value: Any) -> None:
-        args: dict[str, Any] = {"parent_id": root, "delegating_tier": "lead", "target_tier": "researcher",
-                                "task": "task", "max_turns": 5, "context": None}
+    def test_create_delegation_rejects_bad_fields(
+        self, backend: StorageBackend, root: str, field: str, value: Any
+    ) -> None:
+        args: dict[str, Any] = {
+            "parent_id": root,
+            "delegating_tier": "lead",
+            "target_tier": "researcher",
+            "task": "task",
+            "max_turns": 5,
+            "context": None,
+        }
         args[field] = value
         with pytest.raises(StorageError):
             backend.create_delegation(**args)
@@ -283,9 +325,13 @@ class StorageContract:
             backend.complete_delegation(delegation_id, status, "x")
         assert backend.load_delegation_with_messages(delegation_id)["status"] == "running"
 
-    def test_load_delegation_with_messages_returns_the_child_conversation(self, backend: StorageBackend, root: str) -> None:
+    def test_load_delegation_with_messages_returns_the_child_conversation(
+        self, backend: StorageBackend, root: str
+    ) -> None:
         delegation_id, child = backend.create_delegation(root, "lead", "coder", "write tests", 4, None)
-        backend.save_messages(child, [{"role": "user", "content": "write tests"}, {"role": "assistant", "content": "done"}])
+        backend.save_messages(
+            child, [{"role": "user", "content": "write tests"}, {"role": "assistant", "content": "done"}]
+        )
         backend.complete_delegation(delegation_id, "completed", "tests written")
         record = backend.load_delegation_with_messages(delegation_id)
         assert [m["content"] for m in record["messages"]] == ["write tests", "done"]
@@ -297,7 +343,9 @@ class StorageContract:
         with pytest.raises(StorageError):
             backend.load_delegation_with_messages("")
 
-    def test_latest_delegation_for_target_is_the_most_recent_completed(self, backend: StorageBackend, root: str) -> None:
+    def test_latest_delegation_for_target_is_the_most_recent_completed(
+        self, backend: StorageBackend, root: str
+    ) -> None:
         assert backend.latest_delegation_for_target("researcher") is None
         older = self._delegation(backend, root, summary="older")
         newer = self._delegation(backend, root, summary="newer")
@@ -335,7 +383,11 @@ class StorageContract:
         (result,) = backend.search_delegations("login", 3)
         assert set(result) == {"delegation_id", "target_tier", "task", "summary", "completed_at"}
         assert (result["delegation_id"], result["target_tier"], result["task"], result["summary"]) == (
-            delegation_id, "coder", "fix login", "login fixed")
+            delegation_id,
+            "coder",
+            "fix login",
+            "login fixed",
+        )
         assert _is_utc_iso(result["completed_at"])
 
     def test_search_is_case_insensitive(self, backend: StorageBackend, root: str) -> None:
@@ -365,8 +417,19 @@ class StorageContract:
 
     @pytest.mark.parametrize(
         "query, matches",
-        [("100%", True), ("1000", False), ("%", True), ("a_b", True), ("axb", False), ("_", True),
-         (".*", False), ("(", False), ("[x]", False), ("c++", True), ("\\d", False)],
+        [
+            ("100%", True),
+            ("1000", False),
+            ("%", True),
+            ("a_b", True),
+            ("axb", False),
+            ("_", True),
+            (".*", False),
+            ("(", False),
+            ("[x]", False),
+            ("c++", True),
+            ("\\d", False),
+        ],
     )
     def test_search_treats_percent_underscore_and_regex_characters_literally(
         self, backend: StorageBackend, root: str, query: str, matches: bool
