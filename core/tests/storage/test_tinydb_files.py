@@ -263,3 +263,45 @@ def test_the_manager_opens_tinydb_by_default_and_audits_calls(tmp_path: Path) ->
     lines = (tmp_path / ".entropic-mcp" / "store" / "tool_calls.jsonl").read_bytes().splitlines()
     record = orjson.loads(lines[-1])
     assert record["tool"] == "demo.echo" and record["args"] == {"text": "hi"}
+
+
+def test_leftovers_of_an_interrupted_compaction_are_harmless_and_cleaned(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store, compact_bytes=1)
+    root, ids = _fill(backend, 2)
+    backend.close()
+    (generation,) = [int(name[8:16]) for name in _journals(store)]
+    # A compaction that died before its rename: a temp snapshot and the next journal, both unused.
+    (store / ".snapshot.json.99999.tmp").write_bytes(b'{"half": ')
+    (store / f"journal-{generation + 1:08d}.jsonl").write_bytes(b"")
+    reopened = TinyDBBackend(store, compact_bytes=1)
+    assert reopened.latest_delegation_for_target("coder") == ids[-1]
+    for _ in range(20):  # until the journal outgrows the snapshot and compaction runs
+        reopened.create_conversation("more")
+        if f"journal-{generation:08d}.jsonl" not in _journals(store):
+            break
+    assert _journals(store) == [f"journal-{generation + 1:08d}.jsonl"]
+    assert not (store / ".snapshot.json.99999.tmp").exists()
+    count = reopened.stats()["conversations"]
+    reopened.close()
+    again = TinyDBBackend(store)
+    assert again.stats()["conversations"] == count
+    assert again.latest_delegation_for_target("coder") == ids[-1]
+    again.close()
+
+
+def test_an_operation_that_fails_to_apply_is_reloaded_from_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = TinyDBBackend(tmp_path / "store")
+    root = backend.create_conversation("root")
+
+    def broken(op: dict) -> None:
+        raise KeyError("simulated bug")
+
+    monkeypatch.setattr(backend._state, "apply", broken)
+    with pytest.raises(StorageError, match="the store will reload"):
+        backend.save_messages(root, [{"role": "user", "content": "durable"}])
+    # The next operation reloads everything from the files, including the durable operation.
+    assert backend.load_conversation(root)["messages"] == [{"role": "user", "content": "durable"}]
+    backend.close()

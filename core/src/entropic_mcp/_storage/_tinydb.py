@@ -308,12 +308,23 @@ class TinyDBBackend:
                 self._torn_at = self._offset
             raise StorageError(f"{path}: write failed ({exc.strerror or exc}); nothing was changed") from None
         self._offset += len(line)
-        self._state.apply(op)
+        try:
+            self._state.apply(op)
+        except Exception as exc:
+            # The operation is durable but memory may be half-changed: reload from the files.
+            self._forget()
+            raise StorageError(
+                f"{path}: applying {op['op']} failed ({type(exc).__name__}: {exc}); the store will reload"
+            ) from exc
         if self._offset >= max(self._compact_bytes, self._snapshot_size):
             self._compact()
         self._flush_audit_quietly()
 
     def _compact(self) -> None:
+        # Under the lock nobody else compacts, so temp files left here are from a crashed one.
+        for stale in self.path.glob(f".{SNAPSHOT}.*.tmp"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
         generation = (self._generation or 0) + 1
         meta = {"format": FORMAT, "generation": generation, "written_at": datetime.now(UTC).isoformat()}
         try:
