@@ -132,6 +132,12 @@ def confine(
         raise ToolError("invalid_args", f"'{argument}' must be a non-empty string path relative to the project root")
     if "\x00" in raw:
         raise ToolError("invalid_args", f"'{argument}' contains a NUL byte; pass a plain path")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (invalid UTF-8 smuggled through JSON escapes) could name a different
+        # file than the text shows, and cannot be echoed back in a JSON message.
+        raise ToolError("invalid_args", f"'{argument}' is not valid Unicode text; pass a plain path") from None
     root = Path(os.path.realpath(root))
     try:
         path = canonicalize(raw, root)

@@ -50,3 +50,14 @@ def test_git_is_never_listed(fs, root):
 def test_empty_directory(fs, root):
     (root / "empty").mkdir()
     assert fs.ok("list_directory", {"path": "empty"}) == []
+
+
+def test_names_that_are_not_utf8_on_disk_are_shown_with_replacement_characters(fs, root):
+    import os
+
+    os.close(os.open(os.path.join(os.fsencode(root), b"bad\xffname.txt"), os.O_CREAT | os.O_WRONLY, 0o644))
+    with open(os.path.join(os.fsencode(root), b"bad\xffname.txt"), "w") as handle:
+        handle.write("needle\n")
+    assert fs.ok("list_directory", {})[0]["name"] == "bad\ufffdname.txt"
+    assert fs.ok("glob", {"pattern": "*.txt"}) == ["bad\ufffdname.txt"]
+    assert fs.ok("grep", {"pattern": "needle"})[0]["path"] == "bad\ufffdname.txt"

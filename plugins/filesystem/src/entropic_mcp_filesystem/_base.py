@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from entropic_mcp import ToolBase
 
+from ._fsio import printable
+
 if TYPE_CHECKING:
     from ._server import FilesystemServer
 
@@ -28,3 +30,4 @@ def truncation(note: str) -> dict[str, Any]:
 def walk_note(limit: int, what: str) -> str:
     return (f"the walk stopped after {limit} entries (max_walk_entries) before {what} was complete; "
             "narrow the search with 'path' (a sub-directory) or a more specific pattern")
+

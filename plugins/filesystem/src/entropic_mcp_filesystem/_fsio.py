@@ -41,11 +41,22 @@ class Location:
         return self.parts[-1] if self.parts else ""
 
 
+def printable(path: str) -> str:
+    """``path`` as JSON-safe text: a name that is not UTF-8 on disk shows U+FFFD where bytes are bad."""
+    if path.isascii():
+        return path
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def locate(resolved: ResolvedPath, root: Path) -> Location:
+    display = printable(resolved.display)
     if resolved.inside:
-        parts = resolved.path.relative_to(root).parts
-        return Location(base=root, parts=parts, display=resolved.display)
-    return Location(base=Path("/"), parts=resolved.path.parts[1:], display=resolved.display)
+        return Location(base=root, parts=resolved.path.relative_to(root).parts, display=display)
+    return Location(base=Path("/"), parts=resolved.path.parts[1:], display=display)
 
 
 def unsafe(display: str) -> ToolError:

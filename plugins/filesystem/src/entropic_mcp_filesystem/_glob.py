@@ -8,7 +8,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, truncation, walk_note
+from ._base import FilesystemTool, printable, truncation, walk_note
 from ._fsio import Location
 from ._globpat import compile_glob
 from ._walk import Walk, start
@@ -67,7 +67,7 @@ class Glob(FilesystemTool):
             os.close(top.fd)
         found.sort()
         limit = settings.max_glob_results
-        results: list[Any] = found[:limit] if not top.display_base else [top.display(r) for r in found[:limit]]
+        results: list[Any] = [printable(top.display(r) if top.display_base else r) for r in found[:limit]]
         if len(found) > limit:
             results.append(truncation(f"{len(found)} paths matched; only the first {limit} (max_glob_results) "
                                       "are listed — narrow the pattern or pass a sub-directory as 'path'"))

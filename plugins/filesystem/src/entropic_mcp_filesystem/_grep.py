@@ -15,7 +15,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, truncation, walk_note
+from ._base import FilesystemTool, printable, truncation, walk_note
 from ._fsio import FILE_FLAGS
 from ._globpat import compile_glob
 from ._read import SNIFF
@@ -172,7 +172,7 @@ class Grep(FilesystemTool):
                     data = read_file_at(directory.fd, entry.name)
                     if data is None:
                         continue
-                    found.extend(grep_bytes(data, matcher, top.display(rel), want - len(found), context))
+                    found.extend(grep_bytes(data, matcher, printable(top.display(rel)), want - len(found), context))
                     if len(found) >= want:
                         break
                 if len(found) >= want:

@@ -8,7 +8,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, truncation, walk_note
+from ._base import FilesystemTool, printable, truncation, walk_note
 from ._walk import Walk, start
 
 MAX_ENTRIES = 2000
@@ -21,7 +21,7 @@ def _entry(entry: os.DirEntry[str], path: str, kind: str) -> dict[str, Any]:
             size = entry.stat(follow_symlinks=False).st_size
         except OSError:
             size = None
-    return {"name": entry.name, "path": path, "type": kind, "size": size}
+    return {"name": printable(entry.name), "path": printable(path), "type": kind, "size": size}
 
 
 class ListDirectory(FilesystemTool):
