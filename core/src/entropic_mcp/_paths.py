@@ -139,12 +139,21 @@ def confine(
         # file than the text shows, and cannot be echoed back in a JSON message.
         raise ToolError("invalid_args", f"'{argument}' is not valid Unicode text; pass a plain path") from None
     root = Path(os.path.realpath(root))
-    try:
-        path = canonicalize(raw, root)
-    except (ValueError, OSError) as exc:
+    path = None
+    for _attempt in range(3):
+        try:
+            path = canonicalize(raw, root)
+            break
+        except ValueError as exc:
+            raise ToolError(
+                "invalid_args", f"'{argument}' is not a usable path ({exc}); pass a plain path"
+            ) from None
+        except OSError:
+            continue  # a link vanished between lstat and readlink: the tree is changing, look again
+    if path is None:
         raise ToolError(
-            "invalid_args", f"'{argument}' is not a usable path ({type(exc).__name__}: {exc}); pass a plain path"
-        ) from None
+            "invalid_args", f"'{argument}' could not be resolved: its symbolic links kept changing; call again"
+        )
     if is_within(path, root):
         return ResolvedPath(path=path, inside=True, display=relative_display(path, root))
     resolved = ResolvedPath(path=path, inside=False, display=str(path))

@@ -182,7 +182,7 @@ def test_component_swapped_for_symlink_between_check_and_use_never_escapes(fs, r
     assert sorted(p.name for p in outside.iterdir()) == sorted({*before, "f.txt"})
     assert (outside / "f.txt").read_text() == SECRET
     assert codes.get("ok", 0) > 0
-    assert set(codes) <= {"ok", "outside_root_approval_required", "not_found", "unsafe_path",
+    assert set(codes) <= {"ok", "outside_root_approval_required", "not_found", "unsafe_path", "invalid_args",
                           "read_before_write", "file_changed", "not_directory"}
 
 
