@@ -109,3 +109,14 @@ def test_unicode_content_round_trips(fs, root):
 
 def test_bytes_written_counts_utf8_bytes(fs):
     assert fs.ok("write_file", {"path": "u.txt", "content": "é"})["bytes_written"] == 2
+
+
+def test_writes_into_git_internals_are_refused_reads_are_not(fs, root):
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    error = fs.error("write_file", {"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\nrm -rf ~\n"})
+    assert error["error"] == "ignored" and "git tools" in error["message"]
+    assert not (root / ".git" / "hooks" / "pre-commit").exists()
+    assert fs.ok("read_file", {"path": ".git/config"})["lines"] == ["[core]"]
+    error = fs.error("edit_file", {"path": ".git/config", "old_string": "[core]", "new_string": "[x]"})
+    assert error["error"] == "ignored"

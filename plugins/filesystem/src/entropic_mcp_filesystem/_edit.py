@@ -82,7 +82,7 @@ class EditFile(FilesystemTool):
                             "insert_line to add text at a line")
         after = _args.integer(args, "insert_line", default=None, minimum=0)
         replace_all = _args.flag(args, "replace_all")
-        fs.refuse_ignored(resolved, loc)
+        fs.refuse_ignored(resolved, loc, write=True)
         key = str(resolved.path)
         outcome: dict[str, Any] = {}
 

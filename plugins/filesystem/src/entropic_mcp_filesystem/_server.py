@@ -111,8 +111,15 @@ class FilesystemServer(MCPServerBase):
                            access=access, ctx=ctx, argument=argument)
         return resolved, locate(resolved, self.root)
 
-    def refuse_ignored(self, resolved: ResolvedPath, loc: Location) -> None:
-        """Refuse a path the root's ``.entropicignore`` excludes (``ignored``)."""
+    def refuse_ignored(self, resolved: ResolvedPath, loc: Location, *, write: bool = False) -> None:
+        """Refuse a path the root's ``.entropicignore`` excludes (``ignored``), and writes into ``.git``.
+
+        Writing ``.git`` internals (hooks, config) would let a tool call run code the next time the
+        user runs git, outside every rule of this server; reading them is harmless.
+        """
+        if write and ".git" in loc.parts:
+            raise ToolError("ignored", f"{loc.display} is inside a .git directory, which the filesystem tools "
+                            "never write; use the git tools to change the repository")
         if not resolved.inside or not loc.parts:
             return
         from ._fsio import open_dir

@@ -39,7 +39,7 @@ class WriteFile(FilesystemTool):
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
         content = _args.text(args, "content", allow_empty=True)
-        fs.refuse_ignored(resolved, loc)
+        fs.refuse_ignored(resolved, loc, write=True)
         key = str(resolved.path)
         written_data = b""
 
