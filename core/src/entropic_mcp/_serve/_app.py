@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolRequestParams, PaginatedRequestParams
+from mcp_types import INVALID_PARAMS, SERVER_INFO_META_KEY, CallToolRequestParams, PaginatedRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
@@ -53,6 +53,7 @@ class ServeApp:
         self.names = ToolNames.build([tool["name"] for tool in tools], settings.tool_names)
         self.names.report()
         self.listing = Listing(tools, self.names, settings.list_page_size)
+        self.check_listing()
         self.process_conversation = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
         self.suspended: dict[str, SuspendedCall] = {}
         self.server: Server[Any] = Server(
@@ -64,6 +65,9 @@ class ServeApp:
             on_call_tool=self.call_tool,
             get_tool_input_schema=self.listing.input_schema,
         )
+        # After the OpenTelemetry middleware, so listing spans are still recorded.
+        self.server.middleware.append(self._modern_listing)
+        self._server_stamp = self.server.server_info_stamp
 
     # -- tools/list ---------------------------------------------------------------------------------
 
@@ -76,6 +80,38 @@ class ServeApp:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete"}
         return page
+
+    async def _modern_listing(self, ctx: Any, call_next: Any) -> Any:
+        """2026-07-28 ``tools/list`` straight from the page cache.
+
+        The pages are built once and checked against the protocol's result model at start-up,
+        so re-validating every tool of every page on every request (what the SDK would do) is
+        skipped; handshake-era listings take the ordinary path.
+        """
+        if ctx.method != "tools/list" or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return await call_next(ctx)
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise MCPError(code=INVALID_PARAMS, message="Invalid request parameters: cursor must be a string")
+        try:
+            page = self.listing.page(cursor)
+        except InvalidCursor as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete",
+                "_meta": {SERVER_INFO_META_KEY: dict(self._server_stamp)}}
+
+    def check_listing(self) -> None:
+        """Validate every cached page against the 2026-07-28 ``ListToolsResult`` (once, at start-up)."""
+        from mcp_types import ListToolsResult
+
+        cursor = None
+        while True:
+            page = self.listing.page(cursor)
+            ListToolsResult.model_validate({**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}, by_name=False)
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                return
 
     # -- tools/call ---------------------------------------------------------------------------------
 

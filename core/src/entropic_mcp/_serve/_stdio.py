@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import re
+import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -119,6 +120,14 @@ def classify(line: bytes | Oversized, limit: int) -> SessionMessage | JSONRPCErr
                         error=ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message"))
 
 
+def _pollable(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def _claim(fd: int, diversion: int) -> int:
     """Move the wire off ``fd`` onto a private descriptor; point ``fd`` at ``diversion``."""
     private = os.dup(fd)
@@ -138,6 +147,15 @@ class _Wire:
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
+        # epoll takes pipes and sockets; files and devices (/dev/null, a tty) are read in a thread.
+        if not _pollable(self.read_fd):
+            self.reader = None
+        else:
+            await self._open_reader(loop)
+        if _pollable(self.write_fd):
+            await self._open_writer(loop)
+
+    async def _open_reader(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             reader = asyncio.StreamReader(limit=CHUNK * 4)
             await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
@@ -145,6 +163,8 @@ class _Wire:
             self.reader = reader
         except (ValueError, OSError):
             self.reader = None
+
+    async def _open_writer(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             transport, protocol = await loop.connect_write_pipe(
                 asyncio.streams.FlowControlMixin, os.fdopen(self.write_fd, "wb", buffering=0, closefd=False))
@@ -171,8 +191,9 @@ class _Wire:
         for fd in (self.read_fd, self.write_fd):
             with suppress(OSError):
                 os.set_blocking(fd, True)
-        if self.writer is not None:
-            self.writer.transport.abort()
+        if self.writer is not None and not self.writer.transport.is_closing():
+            with suppress(Exception):
+                self.writer.transport.abort()
 
 
 @asynccontextmanager

@@ -32,6 +32,6 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
 @click.option("--keep", is_flag=True, help="Keep the temporary project directory and print its path.")
 def demo(keep: bool) -> None:
     """Start `entropic-mcp serve` in a temporary project and drive it with the official MCP client."""
-    from ._demo import run_demo
+    from .._serve._demo import run_demo
 
-    raise SystemExit(run_demo(keep=keep))
+    click.get_current_context().exit(run_demo(keep=keep))

@@ -27,7 +27,7 @@ class Echo(ToolBase):
     required_access_level = AccessLevel.READ
     open_world = False
 
-    def execute(self, args: dict[str, Any], ctx: Any) -> ToolResult:
+    async def execute(self, args: dict[str, Any], ctx: Any) -> ToolResult:
         text = args["text"]
         return ToolResult(text=text, directives=[NotifyPresenter(key="echo", data={"length": len(text)})])
 

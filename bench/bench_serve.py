@@ -1,0 +1,366 @@
+"""Benchmarks of `entropic-mcp serve` against the official SDK's `MCPServer`, side by side in one run.
+
+    python bench/bench_serve.py            # everything (a few minutes on 2 cores)
+    python bench/bench_serve.py p2 p3      # a subset
+
+P2  tools/call round trip over stdio (sequential median; throughput with 8 in flight)
+P3  tools/list of 1,000 tools through an in-memory client
+P5  process start -> first tools/list answered
+P12 Streamable HTTP, 50 concurrent conversations (call count scaled down; printed)
+P13 server RSS after 1,000 and 10,000 calls over stdio
+
+Ours runs the whole pipeline (normalise, schema, duplicates, permissions, dispatch, envelope) on
+`probe.echo` (an async echo from tests/integration/probe_site) with every installed first-party
+plugin loaded; the peer is a bare `MCPServer` with one async echo tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE_SITE = ROOT / "tests" / "integration" / "probe_site"
+ENTROPIC_MCP = Path(sys.executable).with_name("entropic-mcp")
+FIRST_PARTY = [n for n in ("filesystem", "bash", "git", "entropic") if importlib.util.find_spec(f"entropic_mcp_{n}")]
+
+PEER = textwrap.dedent("""\
+    import sys
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("peer")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    if len(sys.argv) > 1:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    else:
+        server.run()
+""")
+
+
+def project_dir() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    plugins = ", ".join(f'"{n}"' for n in [*FIRST_PARTY, "probe"])
+    (root / "entropic-mcp.toml").write_text(textwrap.dedent(f"""\
+        [entropic_mcp]
+        plugins = [{plugins}]
+        [storage]
+        backend = "none"
+        [permissions]
+        default = "allow"
+        [pipeline]
+        same_tool_limit = 100000000
+        """))
+    (root / "peer.py").write_text(PEER)
+    return root
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROBE_SITE), out.get("PYTHONPATH", "")]))
+    return out
+
+
+def ours_stdio(project: Path) -> Any:
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=str(ENTROPIC_MCP), args=["serve"], cwd=str(project), env=env())
+
+
+def peer_stdio(project: Path) -> Any:
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable, args=[str(project / "peer.py")], cwd=str(project), env=env())
+
+
+def row(what: str, peer: float, ours: float, unit: str, target: str, lower_is_better: bool = True) -> None:
+    ratio = ours / peer if peer else float("nan")
+    print(f"  {what:<44} peer {peer:10.3f} {unit:<6} ours {ours:10.3f} {unit:<6} ratio {ratio:6.2f}  (target {target})")
+
+
+# -- P2 ---------------------------------------------------------------------------------------------
+
+
+async def _round_trips(params: Any, tool: str, n: int, inflight: int) -> tuple[float, float]:
+    """(median ms per sequential call, calls per second with ``inflight`` concurrent)."""
+    from mcp import Client
+
+    async with Client(params) as client:
+        for i in range(50):
+            await client.call_tool(tool, {"text": f"warm {i}"})
+        times = []
+        for i in range(n):
+            started = time.perf_counter()
+            await client.call_tool(tool, {"text": f"seq {i}"})
+            times.append(time.perf_counter() - started)
+        counter = iter(range(n))
+
+        async def worker() -> None:
+            for i in counter:
+                await client.call_tool(tool, {"text": f"par {i}"})
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(inflight):
+                tg.start_soon(worker)
+        elapsed = time.perf_counter() - started
+    return statistics.median(times) * 1000, n / elapsed
+
+
+async def p2(project: Path) -> None:
+    print("P2  tools/call round trip over stdio, official client (2026-07-28)")
+    n = 1000
+    peer_ms, peer_rate = await _round_trips(peer_stdio(project), "echo", n, 8)
+    ours_ms, ours_rate = await _round_trips(ours_stdio(project), "probe.echo", n, 8)
+    row("median round trip", peer_ms, ours_ms, "ms", "<= 1.0")
+    row("throughput, 8 in flight", peer_rate, ours_rate, "call/s", ">= 1.0")
+
+
+# -- P3 ---------------------------------------------------------------------------------------------
+
+
+def _thousand_tools_manager(root: Path, page_size: int) -> Any:
+    from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolDefinition, config_from_dict
+    from entropic_mcp import ServerManager
+
+    class Tool(ToolBase):
+        required_access_level = AccessLevel.READ
+
+        async def execute(self, args: dict[str, Any], ctx: Any) -> str:
+            return "ok"
+
+    class Many(MCPServerBase):
+        name = "many"
+
+    server = Many(root=root)
+    for i in range(1000):
+        server.register_tool(Tool(ToolDefinition(
+            name=f"tool_{i:04d}", description=f"Tool number {i}: does a thing with its argument.",
+            input_schema={"type": "object", "properties": {"text": {"type": "string", "description": "the text"}},
+                          "required": ["text"]})))
+    config = config_from_dict({"storage": {"backend": "none"}, "serve": {"list_page_size": page_size}}, root=root)
+    return ServerManager(config, servers=[server])
+
+
+def _thousand_tools_peer() -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    peer = MCPServer("peer")
+    for i in range(1000):
+        async def tool(text: str) -> str:
+            """Does a thing with its argument."""
+            return text
+
+        peer.add_tool(tool, name=f"tool_{i:04d}", description=f"Tool number {i}: does a thing with its argument.")
+    return peer
+
+
+async def _list_all(server: Any, rounds: int) -> tuple[float, int]:
+    from mcp import Client
+
+    async with Client(server, cache=None) as client:
+        await client.list_tools()
+        times = []
+        count = 0
+        for _ in range(rounds):
+            started = time.perf_counter()
+            cursor, count = None, 0
+            while True:
+                page = await client.list_tools(cursor=cursor)
+                count += len(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000, count
+
+
+async def p3(project: Path) -> None:
+    from entropic_mcp._serve import ServeApp
+
+    print("P3  tools/list of 1,000 tools through an in-memory client (2026-07-28, all pages)")
+    peer_ms, peer_count = await _list_all(_thousand_tools_peer(), 20)
+    for page_size in (1000, 100):
+        manager = _thousand_tools_manager(project, page_size)
+        app = ServeApp(manager, manager.config.serve)
+        ours_ms, ours_count = await _list_all(app.server, 20)
+        assert ours_count == peer_count == 1000, (ours_count, peer_count)
+        row(f"list 1,000 tools, page size {page_size}", peer_ms, ours_ms, "ms", "<= 0.2")
+
+
+# -- P5 ---------------------------------------------------------------------------------------------
+
+
+async def _first_list(params: Any) -> float:
+    from mcp import Client
+
+    started = time.perf_counter()
+    async with Client(params) as client:
+        await client.list_tools()
+        return (time.perf_counter() - started) * 1000
+
+
+async def p5(project: Path) -> None:
+    print(f"P5  process start -> first tools/list answered (ours with {len(FIRST_PARTY)} first-party plugins "
+          f"[{', '.join(FIRST_PARTY) or 'none installed'}] + probe)")
+    peer, ours = [], []
+    for _ in range(5):
+        peer.append(await _first_list(peer_stdio(project)))
+        ours.append(await _first_list(ours_stdio(project)))
+    row("start to first listing (median of 5)", statistics.median(peer), statistics.median(ours), "ms", "<= 1.0")
+
+
+# -- P12 ---------------------------------------------------------------------------------------------
+
+
+def _start_http(command: list[str], project: Path, *, ours: bool) -> tuple[subprocess.Popen[bytes], str]:
+    import re
+    import socket
+
+    log = project / f"http-{time.monotonic_ns()}.log"
+    if ours:
+        sink = log.open("wb")
+        process = subprocess.Popen(command, cwd=project, env=env(), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=sink)
+        sink.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            match = re.search(r"on (http://\S+/mcp)", log.read_text(errors="replace"))
+            if match:
+                return process, match.group(1)
+            time.sleep(0.05)
+        raise RuntimeError(log.read_text())
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([*command, str(port)], cwd=project, env=env(), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return process, f"http://127.0.0.1:{port}/mcp"
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("peer did not start")
+
+
+async def _http_load(url: str, tool: str, conversations: int, calls: int) -> tuple[float, float, int]:
+    """(calls/s, p99 ms, errors) with ``conversations`` clients calling concurrently."""
+    from mcp import Client
+
+    latencies: list[float] = []
+    errors = 0
+    per_client = calls // conversations
+
+    async def conversation(index: int) -> None:
+        nonlocal errors
+        async with Client(url) as client:
+            for i in range(per_client):
+                started = time.perf_counter()
+                try:
+                    result = await client.call_tool(tool, {"text": f"c{index} call {i}"})
+                    if result.is_error:
+                        errors += 1
+                except Exception:
+                    errors += 1
+                latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for index in range(conversations):
+            tg.start_soon(conversation, index)
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return len(latencies) / elapsed, latencies[int(len(latencies) * 0.99) - 1] * 1000, errors
+
+
+async def p12(project: Path) -> None:
+    calls = int(os.environ.get("BENCH_P12_CALLS", "2000"))
+    print(f"P12 Streamable HTTP, 50 concurrent conversations, {calls} calls (scaled down from 10,000; "
+          "set BENCH_P12_CALLS=10000 for the full load)")
+    results = {}
+    for name, command, tool, ours in (
+        ("peer", [sys.executable, str(project / "peer.py")], "echo", False),
+        ("ours", [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0"], "probe.echo", True),
+    ):
+        process, url = _start_http(command, project, ours=ours)
+        try:
+            results[name] = await _http_load(url, tool, 50, calls)
+        finally:
+            process.terminate()
+            process.wait(10)
+    (peer_rate, peer_p99, peer_errors), (ours_rate, ours_p99, ours_errors) = results["peer"], results["ours"]
+    row("throughput", peer_rate, ours_rate, "call/s", ">= 1.0")
+    row("p99 latency", peer_p99, ours_p99, "ms", "<= 1.0")
+    print(f"  errors: peer {peer_errors}, ours {ours_errors} (target 0)")
+
+
+# -- P13 ---------------------------------------------------------------------------------------------
+
+
+async def _rss_after(params: Any, tool: str, marks: tuple[int, ...]) -> list[float]:
+    import psutil
+    from mcp import Client
+
+    out = []
+    async with Client(params) as client:
+        me = psutil.Process()
+        server = next(p for p in me.children(recursive=True) if p.is_running())
+        done = 0
+        counter = iter(range(marks[-1]))
+
+        for mark in marks:
+            batch = iter(range(done, mark))
+
+            async def worker(batch: Any = batch) -> None:
+                for i in batch:
+                    await client.call_tool(tool, {"text": f"call {i}"})
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(8):
+                    tg.start_soon(worker)
+            done = mark
+            out.append(server.memory_info().rss / 2**20)
+        del counter
+    return out
+
+
+async def p13(project: Path) -> None:
+    print("P13 server resident set after 1,000 and 10,000 calls over stdio (8 in flight)")
+    peer = await _rss_after(peer_stdio(project), "echo", (1000, 10000))
+    ours = await _rss_after(ours_stdio(project), "probe.echo", (1000, 10000))
+    row("RSS after 1,000 calls", peer[0], ours[0], "MiB", "-")
+    row("RSS after 10,000 calls", peer[1], ours[1], "MiB", "<= 1.2")
+    print(f"  growth 1,000 -> 10,000 calls: peer {peer[1] - peer[0]:+.1f} MiB, ours {ours[1] - ours[0]:+.1f} MiB "
+          "(target: flat)")
+
+
+BENCHES = {"p2": p2, "p3": p3, "p5": p5, "p12": p12, "p13": p13}
+
+
+async def main(selected: list[str]) -> None:
+    project = project_dir()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; first-party plugins loaded: "
+          f"{', '.join(FIRST_PARTY) or 'none installed'}\n")
+    for name in selected or list(BENCHES):
+        await BENCHES[name](project)
+        print()
+
+
+if __name__ == "__main__":
+    asyncio.run(main([a.lower() for a in sys.argv[1:]]))
