@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from ._tools import ToolBase
 if TYPE_CHECKING:
     from ._storage import StorageBackend
 
+_STORAGE_OPENING = threading.Lock()
 log = logging.getLogger("entropic_mcp")
 
 
@@ -294,10 +296,14 @@ class ServerManager:
     def storage(self) -> StorageBackend | None:
         """The configured storage backend, opened on first use; None when ``backend = "none"``."""
         if not self._storage_opened:
-            self._storage_opened = True
-            from ._storage import open_storage
+            # Concurrent calls (a batch) must not see "no storage" while another opens it, and a
+            # store that failed to open must keep failing loudly, not turn into "none".
+            with _STORAGE_OPENING:
+                if not self._storage_opened:
+                    from ._storage import open_storage
 
-            self._storage = open_storage(self.config, self.plugins)
+                    self._storage = open_storage(self.config, self.plugins)
+                    self._storage_opened = True
         return self._storage
 
     def audit(self, outcome: CallOutcome) -> None:
