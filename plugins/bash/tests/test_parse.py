@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from entropic_mcp_bash._analyse import Invocation, Unclear, Write, analyse
@@ -82,3 +84,21 @@ def test_analysis_never_raises_on_shell_like_text(text: str) -> None:
        st.sampled_from(["", "FOO=1 ", "timeout 3 ", "nice ", "/bin/", "env A=b "]))
 def test_a_chained_rm_is_always_found(first: str, joiner: str, prefix: str) -> None:
     assert "rm -rf x" in lines(f"{first} {joiner} {prefix}rm -rf x")
+
+
+CRASHERS = ["{\U00031860", "%J#OEx{\U00108a41Qy\nV<3\nj$rc_hY\n", "Ûý\U00108a41{\U000ca15ar6ñî", "{ \U0001F600; }", "echo {a,\U0001F8C1}"]
+
+
+def test_inputs_that_crash_tree_sitter_bash_are_parsed_safely() -> None:
+    # tree-sitter-bash#337: a 4-byte UTF-8 character after "{" can SIGSEGV the process, and
+    # only some of the time; a child process repeats each input so a crash fails this test.
+    code = (
+        "import sys; from entropic_mcp_bash._parse import parse\n"
+        f"for text in {CRASHERS!r} * 200:\n    parse(text)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-500:]
+
+
+def test_four_byte_characters_keep_their_text() -> None:
+    assert commands("echo \U0001F600 '{\U0001F600}'") == ["echo \U0001F600 {\U0001F600}"]

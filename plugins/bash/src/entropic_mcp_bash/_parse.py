@@ -25,6 +25,7 @@ _DYNAMIC = frozenset({
 #: Unquoted characters that make bash glob or brace-expand a word.
 _PATTERN_CHARS = re.compile(r"(?<!\\)(?:\\\\)*[*?\[{]")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _DQ_ESCAPE = re.compile(r"\\([$`\"\\\n])")
 
 
@@ -77,93 +78,103 @@ class Script:
     complete: bool
 
 
-def _text(node: tree_sitter.Node) -> str:
-    return (node.text or b"").decode("utf-8", errors="replace")
+class _Reader:
+    """Reads words and commands out of a tree; every text comes from the original ``source``."""
 
+    def __init__(self, source: bytes) -> None:
+        self.source = source
 
-def word_of(node: tree_sitter.Node) -> Word:
-    return Word(text=_text(node), value=_value(node))
+    def text(self, node: tree_sitter.Node) -> str:
+        return self.source[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
+    def word(self, node: tree_sitter.Node) -> Word:
+        return Word(text=self.text(node), value=self.value(node))
 
-def _value(node: tree_sitter.Node) -> str | None:
-    kind = node.type
-    if kind in _DYNAMIC:
-        return None
-    if kind in ("word", "number"):
-        text = _text(node)
-        if _PATTERN_CHARS.search(text):
+    def value(self, node: tree_sitter.Node) -> str | None:
+        kind = node.type
+        if kind in _DYNAMIC:
             return None
-        return _ESCAPE.sub(r"\1", text.replace("\\\n", ""))
-    if kind == "raw_string":
-        return _text(node)[1:-1]
-    if kind in ("string", "translated_string"):
-        parts = []
-        for child in node.named_children:
-            if child.type == "string":  # translated_string wraps a string
-                inner = _value(child)
+        if kind in ("word", "number"):
+            text = self.text(node)
+            if _PATTERN_CHARS.search(text):
+                return None
+            return _ESCAPE.sub(r"\1", text.replace("\\\n", ""))
+        if kind == "raw_string":
+            return self.text(node)[1:-1]
+        if kind in ("string", "translated_string"):
+            parts = []
+            for child in node.named_children:
+                if child.type == "string":  # translated_string wraps a string
+                    inner = self.value(child)
+                    if inner is None:
+                        return None
+                    parts.append(inner)
+                elif child.type == "string_content":
+                    parts.append(_DQ_ESCAPE.sub(r"\1", self.text(child)).replace("\\\n", ""))
+                else:
+                    return None
+            return "".join(parts)
+        if kind == "concatenation":
+            parts = []
+            for child in node.children:
+                inner = self.value(child)
                 if inner is None:
                     return None
                 parts.append(inner)
-            elif child.type == "string_content":
-                parts.append(_DQ_ESCAPE.sub(r"\1", _text(child)).replace("\\\n", ""))
-            else:
-                return None
-        return "".join(parts)
-    if kind == "concatenation":
-        parts = []
-        for child in node.children:
-            inner = _value(child)
-            if inner is None:
-                return None
-            parts.append(inner)
-        return "".join(parts)
-    return None
-
-
-def _command(node: tree_sitter.Node) -> Command:
-    words: list[Word] = []
-    assignments: list[str] = []
-    for child in node.named_children:
-        kind = child.type
-        if kind == "variable_assignment" and not words:
-            name = child.child_by_field_name("name")
-            assignments.append(_text(name) if name is not None else _text(child))
-        elif kind == "command_name":
-            inner = child.named_children
-            words.append(word_of(inner[0]) if len(inner) == 1 else Word(text=_text(child), value=None))
-        elif kind in ("file_redirect", "heredoc_redirect", "herestring_redirect", "comment"):
-            continue
-        elif words:
-            words.append(word_of(child))
-    return Command(words=tuple(words), assignments=tuple(assignments), text=_text(node))
-
-
-def _declaration(node: tree_sitter.Node) -> Command:
-    """``export A=1``, ``local x``, ``unset y``: a command whose assignments are kept as names."""
-    words = [Word(text=_text(node.children[0]), value=_text(node.children[0]))]
-    words.extend(word_of(child) for child in node.named_children)
-    names = []
-    for child in node.named_children:
-        name = child.child_by_field_name("name") if child.type == "variable_assignment" else None
-        if name is not None:
-            names.append(_text(name))
-    return Command(words=tuple(words), assignments=tuple(names), text=_text(node))
-
-
-def _redirect(node: tree_sitter.Node) -> Redirect | None:
-    operator = ""
-    target: Word | None = None
-    found = False
-    for child in node.children:
-        if not child.is_named and not operator:
-            operator = _text(child)
-        elif child.is_named and child.type != "file_descriptor" and operator:
-            found = True
-            target = None if child.type == "process_substitution" else word_of(child)
-            break
-    if not found:
+            return "".join(parts)
         return None
-    return Redirect(operator=operator, target=target, text=_text(node))
+
+    def command(self, node: tree_sitter.Node) -> Command:
+        words: list[Word] = []
+        assignments: list[str] = []
+        for child in node.named_children:
+            kind = child.type
+            if kind == "variable_assignment" and not words:
+                name = child.child_by_field_name("name")
+                assignments.append(self.text(name) if name is not None else self.text(child))
+            elif kind == "command_name":
+                inner = child.named_children
+                words.append(self.word(inner[0]) if len(inner) == 1 else Word(text=self.text(child), value=None))
+            elif kind in ("file_redirect", "heredoc_redirect", "herestring_redirect", "comment"):
+                continue
+            elif words:
+                words.append(self.word(child))
+        return Command(words=tuple(words), assignments=tuple(assignments), text=self.text(node))
+
+    def declaration(self, node: tree_sitter.Node) -> Command:
+        """``export A=1``, ``local x``, ``unset y``: a command whose assignments are kept as names."""
+        keyword = self.text(node.children[0])
+        words = [Word(text=keyword, value=keyword)]
+        words.extend(self.word(child) for child in node.named_children)
+        names = []
+        for child in node.named_children:
+            name = child.child_by_field_name("name") if child.type == "variable_assignment" else None
+            if name is not None:
+                names.append(self.text(name))
+        return Command(words=tuple(words), assignments=tuple(names), text=self.text(node))
+
+    def redirect(self, node: tree_sitter.Node) -> Redirect | None:
+        operator = ""
+        for child in node.children:
+            if not child.is_named and not operator:
+                operator = self.text(child)
+            elif child.is_named and child.type != "file_descriptor" and operator:
+                target = None if child.type == "process_substitution" else self.word(child)
+                return Redirect(operator=operator, target=target, text=self.text(node))
+        return None
+
+
+def _parser_input(text: str, source: bytes) -> bytes:
+    """``source`` with every 4-byte UTF-8 character replaced by four dots.
+
+    tree-sitter-bash 0.25 can crash the process (SIGSEGV) on a 4-byte UTF-8 character after a
+    ``{`` (tree-sitter/tree-sitter-bash#337). Bash treats such characters as plain word
+    characters, and so does the parser with dots in their place; byte offsets are unchanged, so
+    every text is still read from the original source.
+    """
+    if text.isascii() or not _ASTRAL.search(text):
+        return source
+    return _ASTRAL.sub("....", text).encode("utf-8", errors="surrogatepass")
 
 
 def parse(text: str) -> Script:
@@ -172,8 +183,10 @@ def parse(text: str) -> Script:
     Never raises: text tree-sitter cannot parse gives ``complete=False`` with whatever parts
     it recovered.
     """
+    source = text.encode("utf-8", errors="surrogatepass")
     with _PARSER_LOCK:
-        tree = _PARSER.parse(text.encode("utf-8", errors="surrogatepass"))
+        tree = _PARSER.parse(_parser_input(text, source))
+    reader = _Reader(source)
     root = tree.root_node
     items: list[Item] = []
     # An explicit stack, not recursion: deeply nested input must not hit the recursion limit.
@@ -182,19 +195,19 @@ def parse(text: str) -> Script:
         node = stack.pop()
         kind = node.type
         if kind == "command":
-            command = _command(node)
+            command = reader.command(node)
             if command.words:
                 items.append(command)
         elif kind in ("declaration_command", "unset_command"):
-            items.append(_declaration(node))
+            items.append(reader.declaration(node))
         elif kind == "file_redirect":
-            redirect = _redirect(node)
+            redirect = reader.redirect(node)
             if redirect is not None:
                 items.append(redirect)
         elif kind == "variable_assignment" and node.parent is not None and node.parent.type not in (
             "command", "declaration_command"
         ):
             name = node.child_by_field_name("name")
-            items.append(Assignment(name=_text(name) if name is not None else "", text=_text(node)))
+            items.append(Assignment(name=reader.text(name) if name is not None else "", text=reader.text(node)))
         stack.extend(reversed(node.children))
     return Script(items=tuple(items), complete=not root.has_error)
