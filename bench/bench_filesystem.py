@@ -20,7 +20,6 @@ from pathlib import Path
 
 import anyio
 from entropic_mcp import CallContext, ServerManager, config_from_dict
-
 from entropic_mcp_filesystem import FilesystemServer
 
 GREP_TREE = Path("/tmp/entropic-bench-fs-grep")

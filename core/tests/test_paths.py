@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from entropic_mcp import CallContext, ConfigError, OutsideRootRequest, PathPolicy, ToolError, confine, is_within
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from entropic_mcp import CallContext, ConfigError, OutsideRootRequest, PathPolicy, ToolError, confine, is_within
 
 OPTIONAL = PathPolicy()
 CLOSED = PathPolicy(allow_outside_root=False)

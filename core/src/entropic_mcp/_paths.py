@@ -41,7 +41,7 @@ def _absolute_paths(value: Iterable[str | Path]) -> tuple[Path, ...]:
 
 
 def _check_policy(instance: object, attribute: attrs.Attribute, value: object) -> None:
-    if value not in (True, False, "optional") or isinstance(value, int) and not isinstance(value, bool):
+    if value not in (True, False, "optional") or (isinstance(value, int) and not isinstance(value, bool)):
         raise ConfigError(f"allow_outside_root: expected false, true or \"optional\", got {value!r}")
 
 

@@ -10,7 +10,6 @@ import anyio
 import orjson
 import pytest
 from entropic_mcp import CallContext, ServerManager, config_from_dict
-
 from entropic_mcp_filesystem import FilesystemServer
 
 

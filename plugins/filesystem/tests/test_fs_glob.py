@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from entropic_mcp_filesystem._globpat import compile_glob, expand_braces
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from entropic_mcp_filesystem._ignore import IgnoreFile, NameRules
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from entropic_mcp_filesystem._ignore import IgnoreFile, NameRules
 
 
 def write(root, rel, text="x\n"):

@@ -5,11 +5,10 @@ from __future__ import annotations
 import importlib.metadata
 
 import anyio
+import entropic_mcp_filesystem
 import pytest
 from entropic_mcp import AccessLevel, CallContext, ConfigError, ServerResponse
 from entropic_mcp.testing import check_plugin, check_server
-
-import entropic_mcp_filesystem
 from entropic_mcp_filesystem import FilesystemServer
 
 TOOLS = ["read_file", "write_file", "edit_file", "glob", "grep", "list_directory"]
@@ -62,7 +61,7 @@ def test_permission_pattern_resolves_links_so_rules_cannot_be_dodged(root):
 
 
 def test_deny_rule_on_root_relative_paths(root):
-    from entropic_mcp import config_from_dict, ServerManager
+    from entropic_mcp import ServerManager, config_from_dict
 
     config = config_from_dict({"storage": {"backend": "none"},
                                "permissions": {"default": "allow", "deny": ["filesystem.write_file:secrets/*"]}},

@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from entropic_mcp import ToolBase
 
-from ._fsio import printable
-
 if TYPE_CHECKING:
     from ._server import FilesystemServer
 

@@ -24,7 +24,8 @@ def replace(body: str, old: str, new: str, *, replace_all: bool, display: str) -
         raise ToolError("not_found", f"old_string was not found in {display}; read the file again with "
                         "filesystem.read_file and copy the exact text, including whitespace and indentation")
     if count > 1 and not replace_all:
-        lines, start = [], 0
+        lines: list[int] = []
+        start = 0
         while len(lines) < MAX_REPORTED_LINES:
             at = body.find(old, start)
             if at < 0:

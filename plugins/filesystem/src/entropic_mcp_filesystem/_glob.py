@@ -8,8 +8,8 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, printable, truncation, walk_note
-from ._fsio import Location
+from ._base import FilesystemTool, truncation, walk_note
+from ._fsio import Location, printable
 from ._globpat import compile_glob
 from ._walk import Walk, start
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._fsio import FILE_FLAGS, read_all
 
@@ -36,12 +37,13 @@ class IgnoreFile:
         self.count = len(active)
         self._spec = spec
         self._includes: dict[str, bool] = {}
+        self._match: Callable[[str], re.Match[str] | _SpecMatch | None] | None
         alternatives = []
         #: For files: (regex on the bare file name, include), last line first; None when some
         #: line depends on the directory (then every file is checked by full path).
         names: list[tuple[str, bool]] | None = []
         for pattern in reversed(active):
-            raw = pattern.regex.pattern
+            raw = pattern.regex.pattern  # type: ignore[union-attr]
             if raw.endswith("(?P<ps_d>/)"):
                 continue  # directory-only ("build/"): files under it are pruned with the directory
             rest = raw[len(BASENAME_PREFIX):] if raw.startswith(BASENAME_PREFIX) else None
@@ -52,7 +54,7 @@ class IgnoreFile:
                 names.append((rest.replace("(?P<ps_d>/)", "/"), bool(pattern.include)))
         self.name_patterns = names
         for index, pattern in enumerate(reversed(active)):
-            source = pattern.regex.pattern.replace("(?P<ps_d>/)", "/")
+            source = pattern.regex.pattern.replace("(?P<ps_d>/)", "/")  # type: ignore[union-attr]
             name = f"p{index}"
             self._includes[name] = bool(pattern.include)
             alternatives.append(f"(?P<{name}>{source})")
@@ -75,7 +77,7 @@ class IgnoreFile:
             return None
         if isinstance(found, _SpecMatch):
             return found.include
-        return self._includes[found.lastgroup]
+        return self._includes[found.lastgroup or ""]
 
 
 class _SpecMatch:
@@ -104,7 +106,7 @@ class IgnoreCache:
         except OSError:
             os.close(fd)
             return None
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size > MAX_IGNORE_FILE_BYTES:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_FILE_BYTES:
             os.close(fd)
             return None
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -155,7 +157,8 @@ class NameRules:
     __slots__ = ("_includes", "_match")
 
     def __init__(self, files: Sequence[IgnoreFile]) -> None:
-        alternatives, self._includes = [], {}
+        alternatives: list[str] = []
+        self._includes: dict[str, bool] = {}
         for rules in files:
             assert rules.name_patterns is not None
             for source, include in rules.name_patterns:
@@ -178,4 +181,4 @@ class NameRules:
         if self._match is None:
             return False
         found = self._match(name)
-        return found is not None and self._includes[found.lastgroup]
+        return found is not None and self._includes[found.lastgroup or ""]

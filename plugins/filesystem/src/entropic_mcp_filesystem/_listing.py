@@ -8,7 +8,8 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, printable, truncation, walk_note
+from ._base import FilesystemTool, truncation, walk_note
+from ._fsio import printable
 from ._walk import Walk, start
 
 MAX_ENTRIES = 2000

@@ -147,7 +147,8 @@ def _name(entry: os.DirEntry[str]) -> str:
 
 
 def _split_slowly(entries: list[os.DirEntry[str]]) -> tuple[list[os.DirEntry[str]], list[os.DirEntry[str]]]:
-    subdirs, files = [], []
+    subdirs: list[os.DirEntry[str]] = []
+    files: list[os.DirEntry[str]] = []
     for entry in entries:
         try:
             (subdirs if entry.is_dir(follow_symlinks=False) else files).append(entry)
