@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import orjson
 import pytest
 from bash_helpers import make_manager
-from entropic_mcp import CallContext
+from entropic_mcp import CallContext, ServerManager
+from entropic_mcp_bash import BashServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ALLOW = ["bash.execute:ls *", "bash.execute:echo *", "bash.execute:cat *", "bash.execute:true *"]
 DENY_RM = ["bash.execute:rm *"]
@@ -201,3 +205,39 @@ def test_parts_never_raise_on_odd_arguments(root: Path) -> None:
     for args in ({}, {"command": None}, {"command": 5}, {"command": ""}, {"command": "ls", "working_dir": 3}):
         parts = server.permission_parts("execute", args)
         assert parts and parts[0].store.startswith("bash.execute")
+
+
+@functools.cache
+def _deciders() -> tuple[BashServer, ServerManager, ServerManager]:
+    """One server and two rule sets, shared by the property tests (nothing here runs a command)."""
+    deny, server = make_manager(Path("/tmp"), permissions={"default": "allow", "deny": DENY_RM})
+    allow, _ = make_manager(Path("/tmp"), permissions={"default": "ask", "allow": ALLOW})
+    return server, deny, allow
+
+
+WRAPPED = st.sampled_from(["", "FOO=1 ", "timeout 5 ", "nice -n 2 ", "nohup ", "env A=1 ", "command ", "/bin/",
+                           "/usr/bin/", "time ", "stdbuf -oL ", "builtin "])
+AROUND = st.sampled_from(["{}", "({})", "{{ {}; }}", "echo $({})", "echo `{}`", "cat <({})", "eval '{}'",
+                          "bash -c '{}'", "sh -c '{}'", "if true; then {}; fi", "! {}", "f() {{ {}; }}"])
+JOIN = st.sampled_from([" && ", " || ", "; ", " | ", " |& ", " & ", "\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["ls", "ls -la", "echo hi", "cat f", "true"]), max_size=3), JOIN, WRAPPED, AROUND,
+       st.integers(min_value=0, max_value=3))
+def test_a_hidden_rm_is_always_denied_and_never_allowed(safe: list[str], join: str, wrapper: str, around: str,
+                                                         at: int) -> None:
+    commands = list(safe)
+    commands.insert(min(at, len(commands)), around.format(f"{wrapper}rm -rf x"))
+    text = join.join(commands)
+    server, deny, allow = _deciders()
+    parts = server.permission_parts("execute", {"command": text})
+    assert deny.permissions.decide(parts, read_only=False)[0] == "deny", text
+    assert allow.permissions.decide(parts, read_only=False)[0] != "allow", text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_permission_parts_never_raise_on_arbitrary_text(text: str) -> None:
+    parts = _deciders()[0].permission_parts("execute", {"command": text})
+    assert parts and all(isinstance(p.store, str) and p.store for p in parts)
