@@ -26,7 +26,7 @@ class FilesystemServer(MCPServerBase):
 
     def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
         super().__init__(name, root=root)
-        self.root = Path(os.path.realpath(self.root))
+        self.root = Path(os.path.realpath(root if root is not None else Path.cwd()))
         self.settings = Settings()
         self.tracker = ReadTracker()
         self.ignore_cache = IgnoreCache()
