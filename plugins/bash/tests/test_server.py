@@ -81,10 +81,14 @@ def test_registered_as_an_entry_point() -> None:
     assert names.get("bash") == "entropic_mcp_bash"
 
 
-def test_importing_the_plugin_does_not_load_the_parser() -> None:
-    code = "import sys, entropic_mcp_bash; print('tree_sitter' in sys.modules, 'tree_sitter_bash' in sys.modules)"
+def test_listing_the_tool_does_not_load_the_parser_or_the_runner() -> None:
+    code = (
+        "import sys, entropic_mcp_bash\n"
+        "entropic_mcp_bash.BashServer(root='.').list_tools()\n"
+        "print(*(m in sys.modules for m in ('tree_sitter', 'tree_sitter_bash', 'entropic_mcp_bash._process')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]
+    assert out.split() == ["False", "False", "False"]
 
 
 def test_conforms_to_the_server_contract(root: Path) -> None:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, confine, load_tool_definition
 
-from ._output import OutputBuffer
-from ._process import ShellProcess
-
 if TYPE_CHECKING:
+    from ._output import OutputBuffer
     from ._server import BashServer
 
 #: The smallest pipeline cap the output is fitted into; below it the pipeline's own cut applies.
@@ -35,6 +32,11 @@ class ExecuteTool(ToolBase):
         self.server = server
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        # Imported here: listing tools (every start-up) never pays for asyncio and subprocess.
+        import asyncio
+
+        from ._process import ShellProcess
+
         settings = self.server.settings
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():

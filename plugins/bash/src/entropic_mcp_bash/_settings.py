@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from fnmatch import translate
 from typing import Any
@@ -62,6 +61,8 @@ class BashSettings:
             shell = table["shell"]
             if not isinstance(shell, str) or not shell.strip():
                 raise ConfigError(f"[servers.bash] shell: expected a path to a shell, got {shell!r}")
+            import shutil
+
             if shutil.which(shell) is None:
                 raise ConfigError(f"[servers.bash] shell: {shell!r} is not an executable file or a command on PATH")
             values["shell"] = shell
