@@ -16,12 +16,12 @@ from entropic_mcp_filesystem import FilesystemServer
 class Harness:
     """One manager with one filesystem server; ``call`` returns (outcome, parsed result)."""
 
-    def __init__(self, root: Path, table: dict[str, Any], plugins: Any = None) -> None:
+    def __init__(self, root: Path, table: dict[str, Any], plugins: Any = None, result_cap: int = 0) -> None:
         from entropic_mcp.testing import fresh_plugins
 
         self.root = root
         config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"},
-                                   "pipeline": {"max_result_bytes": 0},
+                                   "pipeline": {"max_result_bytes": result_cap},
                                    "servers": {"filesystem": table}}, root=root)
         self.server = FilesystemServer(root=root)
         self.server.configure(config.server_table("filesystem"))
@@ -63,8 +63,9 @@ def root(tmp_path: Path) -> Path:
 def make(root: Path) -> Iterator[Callable[..., Harness]]:
     made: list[Harness] = []
 
-    def factory(table: dict[str, Any] | None = None, *, plugins: Any = None, at: Path | None = None) -> Harness:
-        harness = Harness(at or root, dict(table or {}), plugins)
+    def factory(table: dict[str, Any] | None = None, *, plugins: Any = None, at: Path | None = None,
+                result_cap: int = 0) -> Harness:
+        harness = Harness(at or root, dict(table or {}), plugins, result_cap)
         made.append(harness)
         return harness
 

@@ -91,3 +91,13 @@ def test_brace_expansion_is_bounded():
     with pytest.raises(ToolError):
         expand_braces("{a,b}" * 12)
     assert expand_braces("x{1,2}y{3,4}") == ["x1y3", "x1y4", "x2y3", "x2y4"]
+
+
+def test_results_fit_the_pipeline_result_cap_with_a_note(make, root):
+    fs = make(result_cap=800)
+    for i in range(100):
+        (root / f"file_number_{i:03d}.txt").write_text("")
+    outcome, result = fs.call("glob", {"pattern": "*.txt"})
+    assert len(outcome.response.result.encode()) <= 800
+    assert result[0] == "file_number_000.txt" and result[-1]["truncated"] is True
+    assert "max_result_bytes" in result[-1]["note"]

@@ -105,3 +105,12 @@ def test_results_follow_path_order(fs, root):
         (root / name).write_text("hit\n")
     paths = [m["path"] for m in fs.ok("grep", {"pattern": "hit"})]
     assert paths == ["a.txt", "c.txt", "a/y.txt", "b/z.txt"]
+
+
+def test_results_fit_the_pipeline_result_cap_with_a_note(make, root):
+    fs = make(result_cap=1500)
+    (root / "many.txt").write_text(("needle " + "w" * 80 + "\n") * 60)
+    outcome, result = fs.call("grep", {"pattern": "needle"})
+    assert len(outcome.response.result.encode()) <= 1500
+    assert result[-1]["truncated"] is True and "max_result_bytes" in result[-1]["note"]
+    assert [m["line"] for m in result[:-1]] == list(range(1, len(result)))

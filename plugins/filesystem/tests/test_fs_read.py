@@ -113,3 +113,24 @@ def test_tilde_is_a_literal_character(fs, root):
     (root / "~").mkdir()
     (root / "~" / "x.txt").write_text("home?\n")
     assert fs.ok("read_file", {"path": "~/x.txt"})["lines"] == ["home?"]
+
+
+def test_page_fits_the_pipeline_result_cap_and_rest_is_reachable(make, root):
+    fs = make(result_cap=2000)
+    lines = [f"{i:04d} " + "q" * 60 for i in range(1, 201)]
+    (root / "long.txt").write_text("\n".join(lines) + "\n")
+    collected, offset = [], 1
+    while offset is not None:
+        outcome, page = fs.call("read_file", {"path": "long.txt", "offset": offset})
+        assert len(outcome.response.result.encode()) <= 2000 and "[... truncated" not in outcome.response.result
+        collected += page["lines"]
+        offset = page["next_offset"]
+    assert collected == lines
+
+
+def test_one_line_bigger_than_the_result_cap(make, root):
+    fs = make(result_cap=1000)
+    (root / "one.txt").write_text("z" * 5000 + "\nnext\n")
+    outcome, page = fs.call("read_file", {"path": "one.txt"})
+    assert len(outcome.response.result.encode()) <= 1000
+    assert page["line_truncated"] is True and page["next_offset"] == 2 and page["lines"][0].startswith("zzz")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import orjson
 from entropic_mcp import ToolBase
 
 if TYPE_CHECKING:
@@ -29,3 +30,32 @@ def walk_note(limit: int, what: str) -> str:
     return (f"the walk stopped after {limit} entries (max_walk_entries) before {what} was complete; "
             "narrow the search with 'path' (a sub-directory) or a more specific pattern")
 
+
+
+def result_cap(ctx: Any) -> int:
+    """The pipeline's ``max_result_bytes`` for this call (0 when there is none).
+
+    A result over the cap would be cut mid-JSON by the pipeline, losing the truncation entry or
+    ``next_offset`` that says how to get the rest; tools fit their results under it instead.
+    """
+    try:
+        cap = ctx.manager.config.pipeline.max_result_bytes
+    except AttributeError:
+        return 0
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else 0
+
+
+def fit_list(results: list[Any], cap: int, note: str) -> list[Any]:
+    """``results`` cut (from the end) so that their JSON fits ``cap`` bytes, with a final note."""
+    if not cap or len(orjson.dumps(results)) <= cap:
+        return results
+    items = results[:-1] if results and isinstance(results[-1], dict) and results[-1].get("truncated") else results
+    marker = truncation(f"the result was cut to fit max_result_bytes ({cap} bytes); {note}")
+    low, high = 0, len(items)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(orjson.dumps([*items[:middle], marker])) <= cap:
+            low = middle
+        else:
+            high = middle - 1
+    return [*items[:low], marker]

@@ -8,7 +8,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, truncation, walk_note
+from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
 from ._fsio import Location, printable
 from ._globpat import compile_glob
 from ._walk import Walk, start
@@ -77,4 +77,4 @@ class Glob(FilesystemTool):
             results.append(truncation("the call was cancelled before the search was complete"))
         if walk.too_deep and not (results and isinstance(results[-1], dict)):
             results.append(truncation("directories nested deeper than 128 levels were not searched"))
-        return ToolResult.json(results)
+        return ToolResult.json(fit_list(results, result_cap(ctx), "narrow the pattern or pass a sub-directory as 'path'"))

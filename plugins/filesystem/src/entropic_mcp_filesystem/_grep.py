@@ -15,7 +15,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, truncation, walk_note
+from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
 from ._fsio import FILE_FLAGS, printable
 from ._globpat import compile_glob
 from ._read import SNIFF
@@ -153,7 +153,7 @@ class Grep(FilesystemTool):
         except ToolError as exc:
             if exc.code != "not_directory":
                 raise
-            return ToolResult.json(self._one_file(resolved, loc, matcher, context, want))
+            return self._fit(self._one_file(resolved, loc, matcher, context, want), ctx)
         walk = Walk(limit=settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
         cut = len(top.rel) + 1 if top.rel else 0
         try:
@@ -179,7 +179,11 @@ class Grep(FilesystemTool):
                     break
         finally:
             os.close(top.fd)
-        return ToolResult.json(self._finish(found, walk))
+        return self._fit(self._finish(found, walk), ctx)
+
+    def _fit(self, results: list[Any], ctx: CallContext) -> ToolResult:
+        note = "narrow the search with a more specific pattern, 'glob' or 'path', or less context"
+        return ToolResult.json(fit_list(results, result_cap(ctx), note))
 
     def _filter(self, args: dict[str, Any]) -> Callable[[str, str], bool] | None:
         raw = args.get("glob")

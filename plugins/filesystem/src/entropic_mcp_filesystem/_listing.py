@@ -8,7 +8,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool, truncation, walk_note
+from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
 from ._fsio import printable
 from ._walk import Walk, start
 
@@ -64,4 +64,4 @@ class ListDirectory(FilesystemTool):
             results.append(truncation(walk_note(fs.settings.max_walk_entries, "the listing")))
         elif walk.stopped:
             results.append(truncation("the call was cancelled before the listing was complete"))
-        return ToolResult.json(results)
+        return ToolResult.json(fit_list(results, result_cap(ctx), "list a sub-directory or lower max_depth"))

@@ -9,7 +9,7 @@ import attrs
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
-from ._base import FilesystemTool
+from ._base import FilesystemTool, result_cap
 from ._fsio import open_regular
 
 CHUNK = 1 << 20
@@ -100,6 +100,35 @@ def read_page(handle: BinaryIO, *, offset: int, limit: int | None, budget: int, 
                 digest=hasher.digest(), line_cut=line_cut)
 
 
+def fit_page(data: dict[str, Any], cap: int) -> dict[str, Any]:
+    """Drop lines from the end until the JSON fits ``cap`` bytes; ``next_offset`` follows them."""
+    import orjson
+
+    if not cap or len(orjson.dumps(data)) <= cap:
+        return data
+    lines, start = data["lines"], data["start"]
+
+    def page(count: int) -> dict[str, Any]:
+        return {**data, "lines": lines[:count], "truncated": True, "next_offset": start + count}
+
+    low, high = 0, len(lines)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(orjson.dumps(page(middle))) <= cap:
+            low = middle
+        else:
+            high = middle - 1
+    if low:
+        return page(low)
+    # Not even one line fits: return the start of the first line, and move past it.
+    room = max(0, cap - len(orjson.dumps(page(0))) - 64)
+    head = lines[0].encode("utf-8")[: room // 2].decode("utf-8", "ignore") if lines else ""
+    fitted = {**page(1), "lines": [head], "line_truncated": True}
+    if fitted["next_offset"] > data["total"]:
+        fitted.update(truncated=False, next_offset=None)
+    return fitted
+
+
 class ReadFile(FilesystemTool):
     definition = load_tool_definition(__package__, "read_file")
     required_access_level = AccessLevel.READ
@@ -127,7 +156,7 @@ class ReadFile(FilesystemTool):
         }
         if page.line_cut:
             data["line_truncated"] = True
-        return ToolResult.json(data)
+        return ToolResult.json(fit_page(data, result_cap(ctx)))
 
     def anchor_key(self, args: dict[str, Any]) -> str | None:
         canonical = self.fs.canonical_display(args.get("path"))
