@@ -1,0 +1,108 @@
+"""The four first-party plugins, installed from their distributions, served by `entropic-mcp serve`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import ENTROPIC_MCP, connect, group_alive, serve_env, start_http, stdio_params, stop, wait_until
+
+PLUGINS = ("filesystem", "bash", "git", "entropic")
+MISSING = [name for name in PLUGINS if importlib.util.find_spec(f"entropic_mcp_{name}") is None]
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.anyio,
+    pytest.mark.skipif(bool(MISSING), reason=f"first-party plugins not installed: {', '.join(MISSING)}"),
+]
+
+CONFIG = """\
+[entropic_mcp]
+plugins = ["filesystem", "bash", "git", "entropic"]
+[storage]
+backend = "none"
+[permissions]
+default = "allow"
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "entropic-mcp.toml").write_text(CONFIG, encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+async def _exercise(peer: object, repo: Path) -> None:
+    names = {tool.name for tool in await peer.list_all()}  # type: ignore[attr-defined]
+    assert {"filesystem.read_file", "filesystem.write_file", "bash.execute", "git.status", "entropic.todo"} <= names
+    call = peer.call  # type: ignore[attr-defined]
+    written = await call("filesystem.write_file", {"path": "a.txt", "content": "alpha\n"})
+    assert written.is_error is False and written.structured_content["created"] is True
+    read = await call("filesystem.read_file", {"path": "a.txt"})
+    assert read.structured_content["lines"] == ["alpha"]
+    status = await call("git.status", {})
+    assert "a.txt" in status.structured_content["untracked"]
+    echoed = await call("bash.execute", {"command": "echo served-by-bash"})
+    assert echoed.is_error is False and "served-by-bash" in json.loads(echoed.content[0].text)["output"]
+    outside = await call("filesystem.read_file", {"path": "/etc/hostname"})
+    assert outside.is_error is True and outside.meta.get("entropic-mcp/directives", []) == []
+    todo = await call("entropic.todo", {"action": "add", "content": "ship it"})
+    assert todo.is_error is False and "ship it" in todo.content[0].text
+    assert todo.meta["entropic-mcp/directives"], "todo pins its list with directives"
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25", "2025-06-18"])
+async def test_first_party_tools_over_stdio(repo: Path, era: str) -> None:
+    async with connect(stdio_params(repo), era) as peer:
+        await _exercise(peer, repo)
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_first_party_tools_over_http(repo: Path, era: str) -> None:
+    served = start_http(repo)
+    try:
+        async with connect(served.url, era) as peer:
+            await _exercise(peer, repo)
+    finally:
+        stop(served.process)
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_cancelled_bash_call_kills_its_process_group(repo: Path, era: str) -> None:
+    marker = repo / "bash-pid"
+    async with connect(stdio_params(repo), era) as peer:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.call, "bash.execute", {"command": f"echo $$ > {marker}; sleep 60; echo never"})
+            while not marker.exists() or not marker.read_text().strip():
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        pgid = int(marker.read_text())
+        assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
+        after = await peer.call("bash.execute", {"command": "echo after"})
+        assert "after" in json.loads(after.content[0].text)["output"]
+
+
+async def test_bash_output_arrives_as_progress(repo: Path) -> None:
+    seen: list[str | None] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with connect(stdio_params(repo), "2026-07-28") as peer:
+        await peer.call("bash.execute", {"command": "for i in 1 2 3; do echo line-$i; sleep 0.2; done"},
+                        progress=progress)
+    assert seen, "bash reported no progress"
+
+
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    done = subprocess.run([str(ENTROPIC_MCP), "demo"], cwd=tmp_path, env=serve_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all 7 steps behaved as expected" in done.stdout
