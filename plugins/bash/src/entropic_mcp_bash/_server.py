@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from entropic_mcp import MCPServerBase, PermissionPart
+from entropic_mcp import MCPServerBase, PathPolicy, PermissionPart, ToolError, confine
 
 from ._execute import ExecuteTool
 from ._settings import KEYS, KILL_GRACE, BashSettings
 
 TOOL = "bash.execute"
+_ANYWHERE = PathPolicy(allow_outside_root=True)
 
 
 class BashServer(MCPServerBase):
@@ -54,8 +55,13 @@ class BashServer(MCPServerBase):
         return self.permission_parts(tool_name, args)[0].store
 
     def _cwd_for(self, raw: object) -> Path:
-        """Where a call runs, for resolving relative redirections (never asks anything)."""
-        root = Path(os.path.realpath(self.root))
-        if not isinstance(raw, str) or not raw or "\x00" in raw:
-            return root
-        return Path(os.path.realpath(root / raw))
+        """Where a call would run, for resolving relative redirections; asks nothing, refuses nothing.
+
+        Whether the directory may be used is the tool's question, answered when it runs.
+        """
+        if raw is None:
+            return Path(os.path.realpath(self.root))
+        try:
+            return confine(raw, root=self.root, policy=_ANYWHERE, tool=TOOL, access="write").path
+        except ToolError:
+            return Path(os.path.realpath(self.root))

@@ -1,0 +1,47 @@
+"""bash.execute over MCP: `entropic-mcp serve` on stdio with the official SDK client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+CONFIG = """\
+[entropic_mcp]
+plugins = ["bash"]
+[storage]
+backend = "none"
+[permissions]
+default = "ask"
+allow = ["bash.execute:echo *", "bash.execute:printf *"]
+deny = ["bash.execute:rm *"]
+"""
+
+
+async def test_output_lines_stream_as_progress_and_rules_are_parsed(root: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    (root / "entropic-mcp.toml").write_text(CONFIG, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
+    server = StdioServerParameters(command=str(Path(sys.executable).with_name("entropic-mcp")), args=["serve"],
+                                   cwd=str(root), env=env)
+    messages: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    async with Client(server, read_timeout_seconds=30) as client:
+        result = await client.call_tool("bash.execute", {"command": "echo one; echo two; printf three"},
+                                        progress_callback=progress)
+        assert result.is_error is False
+        assert result.structured_content["exit_code"] == 0
+        assert json.loads(result.content[0].text)["output"] == "one\ntwo\nthree"
+        denied = await client.call_tool("bash.execute", {"command": "echo hi && FOO=1 /bin/rm -rf x"})
+        assert denied.is_error is True
+        assert json.loads(denied.content[0].text)["error"] == "permission_denied"
+    assert "\n".join(messages).split("\n") == ["one", "two", "three"]
