@@ -1,0 +1,90 @@
+"""The serve package's pieces in-process: name table, pages, framing, results, the HTTP guard's rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from entropic_mcp import ConfigError, ServerResponse, config_from_dict
+from entropic_mcp._pipeline import CallOutcome
+from entropic_mcp._serve._http import _origin_allowed, is_loopback, token_for
+from entropic_mcp._serve._listing import InvalidCursor, Listing
+from entropic_mcp._serve._names import ToolNames
+from entropic_mcp._serve._results import call_result
+from entropic_mcp._serve._stdio import LineFramer, Oversized, classify
+
+
+def test_underscored_names_round_trip_through_the_table() -> None:
+    names = ToolNames.build(["file_system.read_file", "git.status"], "underscored")
+    assert names.to_exposed["file_system.read_file"] == "file_system__read_file"
+    assert names.internal("file_system__read_file") == "file_system.read_file"
+    assert names.internal("file.system__read_file") is None
+
+
+def test_two_tools_sharing_an_underscored_name_are_reported_whole() -> None:
+    with pytest.raises(ConfigError) as raised:
+        ToolNames.build(["a__b.c", "a.b__c"], "underscored")
+    assert "'a__b.c'" in str(raised.value) and "'a.b__c'" in str(raised.value) and "dotted" in str(raised.value)
+
+
+def test_names_longer_than_64_characters_are_reported(caplog: pytest.LogCaptureFixture) -> None:
+    long_name = "server." + "t" * 60
+    names = ToolNames.build([long_name], "dotted")
+    names.report()
+    assert names.too_long == (long_name,)
+    assert "67 characters" in caplog.text
+
+
+def test_pages_are_sorted_and_cursors_are_checked() -> None:
+    tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("b.x", "a.y", "c.z")]
+    listing = Listing(tools, ToolNames.build([t["name"] for t in tools], "dotted"), 2)
+    first = listing.page(None)
+    assert [t["name"] for t in first["tools"]] == ["a.y", "b.x"]
+    second = listing.page(first["nextCursor"])
+    assert [t["name"] for t in second["tools"]] == ["c.z"] and "nextCursor" not in second
+    for bad in ("garbage", "ZW50cm9waWMtbWNwOjE", ""):
+        with pytest.raises(InvalidCursor):
+            listing.page(bad)
+
+
+def test_framer_splits_lines_and_bounds_them() -> None:
+    framer = LineFramer(10)
+    assert framer.feed(b'{"a":1}\n{"b"') == [b'{"a":1}']
+    assert framer.feed(b":2}\n") == [b'{"b":2}']
+    out = framer.feed(b'{"id": 7, "x": "' + b"y" * 50 + b'"}\nok\n')
+    assert isinstance(out[0], Oversized) and out[0].size == 68 and out[1] == b"ok"
+    error = classify(out[0], 10)
+    assert error.id == 7 and error.error.code == -32600  # type: ignore[union-attr]
+    assert framer.feed(b"tail") == [] and framer.finish() == [b"tail"]
+
+
+def test_results_carry_structured_content_and_meta() -> None:
+    ok = CallOutcome(name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c",
+                     response=ServerResponse(result='{"a": 1}'))
+    assert call_result(ok) == {"content": [{"type": "text", "text": '{"a": 1}'}], "isError": False,
+                               "structuredContent": {"a": 1},
+                               "_meta": {"entropic-mcp/directives": [], "entropic-mcp/kind": "ok"}}
+    listed = CallOutcome(name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c",
+                         response=ServerResponse(result="[1, 2]"))
+    assert "structuredContent" not in call_result(listed)
+
+
+def test_http_rules() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("[::1]") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
+    assert token_for("127.0.0.1", {}) is None
+    with pytest.raises(ConfigError, match="ENTROPIC_MCP_TOKEN"):
+        token_for("0.0.0.0", {})
+    with pytest.raises(ConfigError, match="too short"):
+        token_for("0.0.0.0", {"ENTROPIC_MCP_TOKEN": "short"})
+    assert token_for("0.0.0.0", {"ENTROPIC_MCP_TOKEN": "x" * 32}) == "x" * 32
+    assert _origin_allowed("http://localhost:6274", ()) and _origin_allowed("http://127.0.0.1", ())
+    assert not _origin_allowed("https://evil.example", ())
+    assert _origin_allowed("https://app.example", ("https://app.example",))
+    assert _origin_allowed("https://app.example:8443", ("https://app.example:*",))
+
+
+def test_serve_settings_come_from_the_config(tmp_path: Path) -> None:
+    config = config_from_dict({"serve": {"tool_names": "underscored", "list_page_size": 5}}, root=tmp_path)
+    assert config.serve.tool_names == "underscored" and config.serve.list_page_size == 5
