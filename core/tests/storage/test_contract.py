@@ -25,6 +25,14 @@ class TestTinyDBContractCompactingOften(StorageContract):
         return lambda: TinyDBBackend(tmp_path / "store", compact_bytes=1)
 
 
+class TestTinyDBContractMessagesInSegments(StorageContract):
+    """The same contract with every message batch kept in small, rotating segment files."""
+
+    @pytest.fixture
+    def open_backend(self, tmp_path: Path):
+        return lambda: TinyDBBackend(tmp_path / "store", inline_bytes=1, segment_bytes=300)
+
+
 class TestMemoryStorageContract(StorageContract):
     shares_store = False
 

@@ -10,7 +10,7 @@ operation before applying it; the in-memory test backend just applies it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -152,7 +152,13 @@ def _now(last: str) -> str:
 class StoreState:
     """Tables and indexes; ``prepare_*`` validate and build operations, ``apply`` performs them."""
 
-    def __init__(self, tables: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        tables: Mapping[str, Mapping[str, Any]] | None = None,
+        read_ref: Callable[[Any], list[Any]] | None = None,
+    ) -> None:
+        # ``read_ref`` loads a message batch kept outside memory (``{"ref": ...}`` documents).
+        self._read_ref = read_ref
         self.db = _Database(storage=_MemoryStorage)
         memory = self._memory = cast(_MemoryStorage, self.db.storage).memory
         for name in TABLES:
@@ -171,7 +177,8 @@ class StoreState:
         memory = self._memory
         # Indexes hold TinyDB document ids.
         self._conv: dict[str, int] = {}
-        self._msgs: dict[str, list[int]] = {}
+        self._msgs: dict[str, list[int]] = {}  # message batches, in order
+        self._msg_counts: dict[str, int] = {}
         self._snaps: dict[str, list[int]] = {}
         self._deleg: dict[str, int] = {}
         self._deleg_by_conv: dict[str, set[str]] = {}
@@ -185,10 +192,12 @@ class StoreState:
         for key, doc in memory["conversations"].items():
             self._conv[doc["conversation_id"]] = int(key)
             self._msgs[doc["conversation_id"]] = []
+            self._msg_counts[doc["conversation_id"]] = 0
             self._snaps[doc["conversation_id"]] = []
             self.last_time = max(self.last_time, doc["updated_at"])
         for key, doc in memory["messages"].items():
             self._msgs[doc["conversation_id"]].append(int(key))
+            self._msg_counts[doc["conversation_id"]] += doc["count"]
         for key, doc in memory["snapshots"].items():
             self._snaps[doc["conversation_id"]].append(int(key))
         done = []
@@ -257,7 +266,7 @@ class StoreState:
 
     def _conversation_record(self, doc: Mapping[str, Any]) -> dict[str, Any]:
         record = copy(doc)
-        record["message_count"] = len(self._msgs[doc["conversation_id"]])
+        record["message_count"] = self._msg_counts[doc["conversation_id"]]
         return record
 
     def load_conversation(self, conversation_id: str) -> dict[str, Any]:
@@ -266,7 +275,17 @@ class StoreState:
 
     def _messages_of(self, conversation_id: str) -> list[Any]:
         rows = self._memory["messages"]
-        return copy([rows[doc_id]["message"] for doc_id in self._msgs[conversation_id]])
+        messages: list[Any] = []
+        for doc_id in self._msgs[conversation_id]:
+            messages.extend(self._batch(rows[doc_id]))
+        return messages
+
+    def _batch(self, doc: Mapping[str, Any]) -> list[Any]:
+        if "messages" in doc:
+            return copy(doc["messages"])
+        if self._read_ref is None:
+            raise StorageError("this store keeps messages in segment files, which only the tinydb backend reads")
+        return self._read_ref(doc["ref"])
 
     def list_conversations(self, limit: int, offset: int) -> list[dict[str, Any]]:
         _count(limit, "limit", 1)
@@ -306,7 +325,7 @@ class StoreState:
     def stats(self) -> dict[str, int]:
         return {
             "conversations": len(self._conv),
-            "messages": sum(len(ids) for ids in self._msgs.values()),
+            "messages": sum(self._msg_counts.values()),
             "snapshots": sum(len(ids) for ids in self._snaps.values()),
             "delegations": len(self._deleg),
             "running_delegations": self._counts["running"],
@@ -425,18 +444,25 @@ class StoreState:
         )
         self._conv[conversation_id] = doc_id
         self._msgs[conversation_id] = []
+        self._msg_counts[conversation_id] = 0
         self._snaps[conversation_id] = []
 
     def _apply_create_conversation(self, op: Mapping[str, Any]) -> None:
         self._insert_conversation(op["conversation_id"], op["title"], op["metadata"], op["at"], None)
 
+    @staticmethod
+    def _body(op: Mapping[str, Any]) -> dict[str, Any]:
+        """A batch's messages, inline or as a reference to where they are kept."""
+        if "messages" in op:
+            return {"count": len(op["messages"]), "messages": op["messages"]}
+        return {"count": op["count"], "ref": op["ref"]}
+
     def _apply_save_messages(self, op: Mapping[str, Any]) -> None:
         conversation_id = op["conversation_id"]
-        ids = self.messages.insert_multiple(
-            {"conversation_id": conversation_id, "created_at": op["at"], "message": message}
-            for message in op["messages"]
-        )
-        self._msgs[conversation_id].extend(ids)
+        body = self._body(op)
+        doc_id = self.messages.insert({"conversation_id": conversation_id, "created_at": op["at"], **body})
+        self._msgs[conversation_id].append(doc_id)
+        self._msg_counts[conversation_id] += body["count"]
         self.conversations.update({"updated_at": op["at"]}, doc_ids=[self._conv[conversation_id]])
 
     def _apply_save_snapshot(self, op: Mapping[str, Any]) -> None:
@@ -444,8 +470,8 @@ class StoreState:
             {
                 "snapshot_id": op["snapshot_id"],
                 "conversation_id": op["conversation_id"],
-                "messages": op["messages"],
                 "created_at": op["at"],
+                **self._body(op),
             }
         )
         self._snaps[op["conversation_id"]].append(doc_id)
@@ -523,6 +549,7 @@ class StoreState:
         snapshot_ids: list[int] = []
         for conversation_id in conversations:
             message_ids.extend(self._msgs.pop(conversation_id))
+            del self._msg_counts[conversation_id]
             snapshot_ids.extend(self._snaps.pop(conversation_id))
         self.messages.remove(doc_ids=message_ids)
         self.snapshots.remove(doc_ids=snapshot_ids)

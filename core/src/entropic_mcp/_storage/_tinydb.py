@@ -7,6 +7,8 @@ Layout of ``[storage] path`` (a directory):
 - ``journal-<generation>.jsonl`` — every change since that snapshot, one JSON line each, fsync'd
   before the method returns. A torn last line (a crash mid-append) is ignored and cut off by the
   next append; any other unreadable line stops the store with an error naming the file.
+- ``messages-<n>.jsonl`` — message batches too big to keep in memory (see ``_segments``); the
+  journal and the tables hold only where they are.
 - ``tool_calls.jsonl`` — the audit trail, appended in batches (see ``_audit``).
 - ``.lock``, ``.audit.lock`` — the cross-process locks.
 
@@ -35,6 +37,7 @@ from .._errors import ConfigError, StorageError
 from ._audit import AuditLog
 from ._files import atomic_write, fsync_dir, write_all
 from ._lock import StoreLock
+from ._segments import Segments
 from ._state import StoreState, dumps
 
 if TYPE_CHECKING:
@@ -62,6 +65,8 @@ _OPERATIONS = frozenset(
 #: ``[storage] options`` the tinydb backend understands, with their defaults.
 OPTIONS: dict[str, tuple[type, Any, str]] = {
     "compact_bytes": (int, 8 << 20, "journal size (bytes) before compaction is considered"),
+    "inline_bytes": (int, 2048, "message batches larger than this (bytes of JSON) go to segment files"),
+    "segment_bytes": (int, 64 << 20, "size at which a new message segment file is started"),
     "audit_batch": (int, 256, "tool-call records buffered before they are written"),
     "audit_flush_seconds": (float, 1.0, "longest a buffered tool-call record waits"),
     "lock_timeout": (float, 30.0, "seconds to wait for another process's lock"),
@@ -78,6 +83,8 @@ class TinyDBBackend:
     Args:
         path: the store directory (created if missing).
         compact_bytes: journal size that triggers compaction (also when it outgrows the snapshot).
+        inline_bytes: message batches larger than this (JSON bytes) are kept in segment files.
+        segment_bytes: size at which a new message segment file is started.
         audit_batch: tool-call records buffered before a write.
         audit_flush_seconds: the longest a buffered tool-call record waits.
         lock_timeout: seconds to wait for another process holding the lock.
@@ -88,6 +95,8 @@ class TinyDBBackend:
         path: str | os.PathLike[str],
         *,
         compact_bytes: int = 8 << 20,
+        inline_bytes: int = 2048,
+        segment_bytes: int = 64 << 20,
         audit_batch: int = 256,
         audit_flush_seconds: float = 1.0,
         lock_timeout: float = 30.0,
@@ -104,8 +113,10 @@ class TinyDBBackend:
         self._snapshot_path = self.path / SNAPSHOT
         self._lock = StoreLock(self.path / LOCK, lock_timeout)
         self._compact_bytes = compact_bytes
+        self._inline_bytes = inline_bytes
+        self._segments = Segments(self.path, segment_bytes)
         self._mutex = threading.RLock()
-        self._state = StoreState()
+        self._state = StoreState(read_ref=self._segments.read)
         self._generation: int | None = None  # None: (re)load everything at the next operation
         self._snapshot_signature: tuple[int, int, int] | None = None
         self._snapshot_size = 0
@@ -211,7 +222,7 @@ class TinyDBBackend:
                     f"{self._snapshot_path}: missing, but {_journal_name(later[-1])} shows the store was compacted; "
                     "restore snapshot.json from a backup (nothing was changed)"
                 )
-            self._state = StoreState()
+            self._state = StoreState(read_ref=self._segments.read)
             self._generation = 0
             self._snapshot_signature = None
             self._snapshot_size = 0
@@ -228,7 +239,7 @@ class TinyDBBackend:
             generation = meta["generation"]
             if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
                 raise ValueError(f"bad generation {generation!r}")
-            state = StoreState(tables)
+            state = StoreState(tables, read_ref=self._segments.read)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StorageError(
                 f"{self._snapshot_path}: not a readable entropic-mcp store snapshot ({type(exc).__name__}: {exc}); "
@@ -285,6 +296,13 @@ class TinyDBBackend:
 
     def _commit(self, op: dict[str, Any]) -> None:
         """Append ``op`` durably, then apply it; on failure nothing changes and StorageError says why."""
+        messages = op.get("messages")
+        if messages:
+            body = dumps(messages, "messages")
+            if len(body) > self._inline_bytes:
+                ref = self._segments.append(body)
+                op = {key: value for key, value in op.items() if key != "messages"}
+                op.update(ref=ref, count=len(messages))
         line = dumps(op, "operation") + b"\n"
         path = self._journal_path()
         if self._write_fd is None:
@@ -450,5 +468,6 @@ class TinyDBBackend:
                 return
             self._closed = True
             self._close_fds()
+            self._segments.close()
             self._lock.close()
         self._finalizer()
