@@ -139,6 +139,15 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         process.kill()
 
 
+async def _read_stdout(process: asyncio.subprocess.Process, limit: int) -> tuple[bytes, bool]:
+    assert process.stdout is not None
+    data, over = await _read(process.stdout, limit, stop_at_limit=True)
+    if over:
+        # stop git now: its stderr (read alongside) only ends when it exits
+        _kill_group(process)
+    return data, over
+
+
 @attrs.define(kw_only=True)
 class GitRunner:
     """Spawns git for a server: one place for the program, environment, timeout and output cap."""
@@ -231,11 +240,9 @@ class GitRunner:
         try:
             async with asyncio.timeout(timeout):
                 (stdout, truncated), (stderr, _) = await asyncio.gather(
-                    _read(process.stdout, limit, stop_at_limit=True),
+                    _read_stdout(process, limit),
                     _read(process.stderr, STDERR_LIMIT, stop_at_limit=False),
                 )
-                if truncated:
-                    _kill_group(process)
                 exit_code = await process.wait()
         except TimeoutError:
             raise ToolError(

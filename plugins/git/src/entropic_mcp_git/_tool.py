@@ -57,7 +57,7 @@ class GitTool(ToolBase):
         the note saying how to narrow the output is what gets cut last, not git's text."""
         limit = self.server.runner.max_output_bytes
         manager = ctx.manager
-        cap = manager.config.max_result_bytes if manager is not None else 0
+        cap = manager.config.pipeline.max_result_bytes if manager is not None else 0
         if cap > 0:
             limit = min(limit, max(1024, cap - 256))
         return limit
