@@ -52,7 +52,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "stdbuf": Wrapper(valued=frozenset({"-i", "-o", "-e", "--input", "--output", "--error"})),
     "command": Wrapper(flags=frozenset({"-p"}), lookups=frozenset({"-v", "-V"})),
     "builtin": Wrapper(),
-    "exec": Wrapper(flags=frozenset({"-c", "-l", "-cl", "-lc"}), valued=frozenset({"-a"})),
+    "exec": Wrapper(flags=frozenset({"-c", "-l"}), valued=frozenset({"-a"})),
     "env": Wrapper(flags=frozenset({"-i", "--ignore-environment", "-0", "--null", "-", "-v", "--debug"}),
                    valued=frozenset({"-u", "--unset", "-C", "--chdir"}), assignments=True),
     "xargs": Wrapper(),
