@@ -167,6 +167,6 @@ def test_import_is_light():
     import sys
 
     code = ("import sys, entropic_mcp_filesystem; "
-            "print(','.join(m for m in ('pathspec', 'difflib', 'mcp') if m in sys.modules))")
+            "print(','.join(m for m in ('pathspec', 'difflib', 'mcp', 'hashlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
@@ -55,6 +54,8 @@ def insert(body: str, new: str, after: int) -> str:
 
 
 def unified(before: str, after: str, display: str) -> str:
+    import difflib  # only edits pay for it, not start-up
+
     lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{display}", f"b/{display}",
                                       n=2, lineterm=""))
     if len(lines) > MAX_DIFF_LINES:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -245,7 +244,7 @@ def _existing(parent: int, loc: Location) -> Existing | None:
 
 
 def _replace(parent: int, loc: Location, data: bytes, existing: Existing | None) -> Written:
-    temp = f".{loc.name[:40]}.{secrets.token_hex(6)}.entropic-tmp"
+    temp = f".{loc.name[:40]}.{os.urandom(6).hex()}.entropic-tmp"
     try:
         fd = os.open(temp, TEMP_FLAGS, 0o666, dir_fd=parent)
     except OSError as exc:

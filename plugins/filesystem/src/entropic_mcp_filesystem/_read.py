@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, BinaryIO
 
 import attrs
@@ -33,6 +32,8 @@ def binary_refusal(display: str) -> ToolError:
 
 def read_page(handle: BinaryIO, *, offset: int, limit: int | None, budget: int, display: str) -> Page:
     """Stream the file once: hash all of it, count its lines, keep lines ``offset``.. that fit."""
+    import hashlib
+
     hasher = hashlib.blake2b(digest_size=16)
     lines: list[str] = []
     used = 0

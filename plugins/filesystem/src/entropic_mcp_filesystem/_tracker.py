@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 
@@ -14,6 +13,8 @@ MAX_FILES_PER_CONVERSATION = 4096
 
 
 def digest(data: bytes) -> bytes:
+    import hashlib  # imported on first use: listing tools must stay cheap
+
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
