@@ -166,7 +166,7 @@ def test_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, entropic_mcp_filesystem; "
-            "print(','.join(m for m in ('pathspec', 'difflib', 'mcp', 'hashlib') if m in sys.modules))")
+    code = ("import sys, pathlib, entropic_mcp_filesystem as fs; fs.FilesystemServer(root=pathlib.Path('.')).list_tools(); "
+            "print(','.join(m for m in ('pathspec', 'difflib', 'mcp', 'secrets') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
