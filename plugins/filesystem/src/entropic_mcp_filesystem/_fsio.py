@@ -107,25 +107,31 @@ def open_dir(base: Path, parts: tuple[str, ...] | list[str], *, create: bool = F
     try:
         for part in parts:
             try:
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
+                child = _open_child(fd, part)
             except FileNotFoundError:
                 if not create:
                     raise
                 try:
                     os.mkdir(part, 0o777, dir_fd=fd)
                 except FileExistsError:
-                    pass
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ENOTDIR, errno.ELOOP) and _is_symlink_at(fd, part):
-                    raise OSError(errno.ELOOP, "symbolic link in path", part) from None
-                raise
+                    pass  # made meanwhile (or swapped in): the open below checks what it is
+                child = _open_child(fd, part)
             os.close(fd)
             fd = child
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_child(fd: int, part: str) -> int:
+    try:
+        return os.open(part, DIR_FLAGS, dir_fd=fd)
+    except OSError as exc:
+        # Linux reports a symlink opened with O_DIRECTORY | O_NOFOLLOW as ENOTDIR: tell them apart.
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP) and _is_symlink_at(fd, part):
+            raise OSError(errno.ELOOP, "symbolic link in path", part) from None
+        raise
 
 
 def open_directory(loc: Location) -> int:
