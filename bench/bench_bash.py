@@ -1,6 +1,6 @@
 """The bash server against its floor (performance.md P11).
 
-Run: ``python bench/bench_bash.py [--runs N]`` (default 300). Prints, in one run:
+Run: ``python bench/bench_bash.py [--runs N]`` (default 400). Prints, in one run:
 
 - ``bash.execute {"command": "true"}`` through the whole in-process pipeline
   (``ServerManager.call``: schema, permission parts from the shell parser, duplicate check,
@@ -30,7 +30,7 @@ from entropic_mcp_bash import BashServer
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=400)
     runs = parser.parse_args().runs
 
     with tempfile.TemporaryDirectory(prefix="bench-bash-") as scratch:
@@ -40,34 +40,23 @@ def main() -> None:
         config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"}}, root=root)
         manager = ServerManager(config, servers=[server])
 
-        async def ours_batch(n: int, start: int) -> list[float]:
-            samples = []
-            for i in range(n):
-                # A new conversation per call: the duplicate guard would refuse a repeated "true".
-                ctx = CallContext(conversation_id=f"c{start + i}")
-                t = time.perf_counter()
-                outcome = await manager.call("bash.execute", {"command": "true"}, ctx)
-                samples.append(time.perf_counter() - t)
-                assert outcome.kind == "ok", outcome.response.result
-            return samples
-
-        def floor_batch(n: int) -> list[float]:
-            samples = []
-            for _ in range(n):
-                t = time.perf_counter()
-                subprocess.run(["bash", "-c", "true"], check=True)
-                samples.append(time.perf_counter() - t)
-            return samples
-
         async def measure() -> tuple[list[float], list[float]]:
+            # One of each, alternately: a burst of load on the shared machine hits both alike.
             ours: list[float] = []
             floor: list[float] = []
-            await ours_batch(20, -100)  # warm-up: tree-sitter load, first fork
-            floor_batch(20)
-            step = 25
-            for start in range(0, runs, step):
-                ours += await ours_batch(step, start)
-                floor += floor_batch(step)
+            for i in range(-20, runs):  # the first 20 warm up (tree-sitter load, first fork)
+                # A new conversation per call: the duplicate guard would refuse a repeated "true".
+                ctx = CallContext(conversation_id=f"c{i}")
+                t = time.perf_counter()
+                outcome = await manager.call("bash.execute", {"command": "true"}, ctx)
+                mine = time.perf_counter() - t
+                assert outcome.kind == "ok", outcome.response.result
+                t = time.perf_counter()
+                subprocess.run(["bash", "-c", "true"], check=True)
+                theirs = time.perf_counter() - t
+                if i >= 0:
+                    ours.append(mine)
+                    floor.append(theirs)
             return ours, floor
 
         ours, floor = asyncio.run(measure())

@@ -167,6 +167,17 @@ class ShellProcess:
         self._exited = True
         self._notify()
 
+    def _check_exited(self) -> None:
+        """At end of output the shell has usually exited too: see it now, not one wake-up later."""
+        if self._exited or self._proc is None:
+            return
+        try:
+            state = os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except (ChildProcessError, AttributeError):
+            return
+        if state is not None:
+            self._on_exit()
+
     def _on_output(self) -> None:
         for _ in range(READS_PER_WAKE):
             try:
@@ -179,6 +190,7 @@ class ShellProcess:
                 self._eof = True
                 if self._loop is not None:
                     self._loop.remove_reader(self._read_fd)
+                self._check_exited()
                 self._notify()
                 return
             self.buffer.feed(data)

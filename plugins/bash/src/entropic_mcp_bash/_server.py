@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,7 +48,7 @@ class BashServer(MCPServerBase):
             return [PermissionPart(names=(full,), store=full)]
         from ._patterns import permission_parts  # tree-sitter loads on the first check only
 
-        return permission_parts(command, cwd=self._cwd_for(args.get("working_dir")), root=Path(os.path.realpath(self.root)))
+        return permission_parts(command, cwd=self._cwd_for(args.get("working_dir")), root=self.root)
 
     def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
         return self.permission_parts(tool_name, args)[0].store
@@ -60,8 +59,8 @@ class BashServer(MCPServerBase):
         Whether the directory may be used is the tool's question, answered when it runs.
         """
         if raw is None:
-            return Path(os.path.realpath(self.root))
+            return self.root  # resolved by the base class (and by set_working_dir)
         try:
             return confine(raw, root=self.root, policy=_ANYWHERE, tool=TOOL, access="write").path
         except ToolError:
-            return Path(os.path.realpath(self.root))
+            return self.root
