@@ -305,3 +305,14 @@ def test_an_operation_that_fails_to_apply_is_reloaded_from_the_journal(
     # The next operation reloads everything from the files, including the durable operation.
     assert backend.load_conversation(root)["messages"] == [{"role": "user", "content": "durable"}]
     backend.close()
+
+
+def test_a_journal_removed_under_an_open_store_stops_it_instead_of_writing_into_the_void(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    root = backend.create_conversation("root")
+    backend.load_conversation(root)
+    (store / "journal-00000000.jsonl").unlink()
+    with pytest.raises(StorageError, match="removed or replaced"):
+        backend.save_messages(root, [{"role": "user", "content": "would be lost"}])
+    backend.close()

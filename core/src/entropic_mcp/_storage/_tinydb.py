@@ -263,7 +263,15 @@ class TinyDBBackend:
                 return
             except OSError as exc:
                 raise StorageError(f"{path}: cannot read ({exc.strerror})") from None
-        size = os.fstat(self._read_fd).st_size
+        st = os.fstat(self._read_fd)
+        try:
+            replaced = os.stat(path).st_ino != st.st_ino
+        except FileNotFoundError:
+            replaced = True
+        if replaced:
+            # Writing on would go to a file nobody will read again.
+            raise StorageError(f"{path}: was removed or replaced by another program while the store was open")
+        size = st.st_size
         if size < self._offset:
             raise StorageError(f"{path}: shrank from {self._offset} to {size} bytes; another program changed it")
         if size == self._offset:
