@@ -7,8 +7,11 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import attrs
 from entropic_mcp import ToolError
@@ -111,41 +114,115 @@ def git_failed(subcommand: str, out: GitOutput, hint: str) -> ToolError:
     )
 
 
-async def _read(stream: asyncio.StreamReader, limit: int, stop_at_limit: bool) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    over = False
-    while True:
-        chunk = await stream.read(_CHUNK)
-        if not chunk:
-            return b"".join(chunks), over
-        if size < limit:
-            chunks.append(chunk[: limit - size])
-        size += len(chunk)
-        if size > limit:
-            over = True
-            if stop_at_limit:
-                return b"".join(chunks), True
+class _Pipe:
+    """One of git's output pipes, read on the event loop (no thread) into memory up to ``limit``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, file: IO[bytes], limit: int, stop_at_limit: bool) -> None:
+        self.loop, self.file, self.limit, self.stop_at_limit = loop, file, limit, stop_at_limit
+        self.fd = file.fileno()
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.over = False
+        self.done: asyncio.Future[None] = loop.create_future()
+        os.set_blocking(self.fd, False)
+        loop.add_reader(self.fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.finish()
+            return
+        if self.size < self.limit:
+            self.chunks.append(data[: self.limit - self.size])
+        self.size += len(data)
+        if self.size > self.limit:
+            self.over = True
+            if self.stop_at_limit:
+                self.finish()
+
+    def finish(self) -> None:
+        if not self.done.done():
+            self.loop.remove_reader(self.fd)
+            self.done.set_result(None)
+
+    def close(self) -> None:
+        self.finish()
+        self.file.close()
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is not None:
-        return
-    # git runs in its own session; its group includes anything it started (hooks are off,
-    # but credential helpers, filters and gpg are not)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
+class _Process:
+    """A git process watched from the event loop: its pipes and its exit (a pidfd, where the
+    kernel has them), so a call costs no thread hop and no child-watcher round trip."""
 
+    def __init__(self, loop: asyncio.AbstractEventLoop, argv: list[str], cwd: Path, env: dict[str, str],
+                 limit: int) -> None:
+        self.popen = subprocess.Popen(
+            argv, cwd=cwd, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert self.popen.stdout is not None and self.popen.stderr is not None
+        self.stdout = _Pipe(loop, self.popen.stdout, limit, stop_at_limit=True)
+        self.stderr = _Pipe(loop, self.popen.stderr, STDERR_LIMIT, stop_at_limit=False)
+        self.loop = loop
+        self.pidfd: int | None = None
+        try:
+            self.pidfd = os.pidfd_open(self.popen.pid)
+        except (AttributeError, OSError):
+            self.exited: asyncio.Future[int] = loop.run_in_executor(None, self.popen.wait)
+        else:
+            self.exited = loop.create_future()
+            loop.add_reader(self.pidfd, self._exit)
 
-async def _read_stdout(process: asyncio.subprocess.Process, limit: int) -> tuple[bytes, bool]:
-    assert process.stdout is not None
-    data, over = await _read(process.stdout, limit, stop_at_limit=True)
-    if over:
-        # stop git now: its stderr (read alongside) only ends when it exits
-        _kill_group(process)
-    return data, over
+    def _exit(self) -> None:
+        self._close_pidfd()
+        if not self.exited.done():
+            self.exited.set_result(self.popen.wait())
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd is not None:
+            self.loop.remove_reader(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    async def communicate(self) -> tuple[bytes, bytes, bool, int]:
+        await self.stdout.done
+        if self.stdout.over:
+            # stop git now: the output is cut anyway, and its stderr only ends when it exits
+            self.kill()
+        await self.stderr.done
+        exit_code = await self.exited
+        return self.stdout.data, self.stderr.data, self.stdout.over, exit_code
+
+    def kill(self) -> None:
+        if self.popen.returncode is not None:
+            return
+        # git runs in its own session; its group includes anything it started (hooks are off,
+        # but credential helpers, filters and gpg are not)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()
+
+    def close(self) -> None:
+        """Kill git if it still runs, release the pipes and the pidfd, and reap it (no zombie)."""
+        self.kill()
+        self.stdout.close()
+        self.stderr.close()
+        self._close_pidfd()
+        try:
+            self.popen.wait(timeout=2)
+        except subprocess.TimeoutExpired:  # stuck in the kernel: reap it off the loop
+            threading.Thread(target=self.popen.wait, daemon=True).start()
 
 
 @attrs.define(kw_only=True)
@@ -216,16 +293,10 @@ class GitRunner:
         """
         limit = self.max_output_bytes if limit is None else limit
         timeout = self.timeout if timeout is None else timeout
+        argv = [self.executable(), *GLOBAL_OPTIONS, *args]
         try:
-            process = await asyncio.create_subprocess_exec(
-                self.executable(), *GLOBAL_OPTIONS, *args,
-                cwd=cwd, env=self.env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-        except FileNotFoundError as exc:
+            process = _Process(asyncio.get_running_loop(), argv, cwd, self.env, limit)
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
             self._executable = None
             if not cwd.is_dir():
                 raise ToolError(
@@ -236,14 +307,9 @@ class GitRunner:
                 "git_not_found",
                 f"could not start git ({exc}); install git or set [servers.git] git in entropic-mcp.toml",
             ) from None
-        assert process.stdout is not None and process.stderr is not None
         try:
             async with asyncio.timeout(timeout):
-                (stdout, truncated), (stderr, _) = await asyncio.gather(
-                    _read_stdout(process, limit),
-                    _read(process.stderr, STDERR_LIMIT, stop_at_limit=False),
-                )
-                exit_code = await process.wait()
+                stdout, stderr, truncated, exit_code = await process.communicate()
         except TimeoutError:
             raise ToolError(
                 "timeout",
@@ -251,11 +317,8 @@ class GitRunner:
                 "request (paths, max_count) or raise [servers.git] timeout_seconds",
             ) from None
         finally:
-            if process.returncode is None:
-                _kill_group(process)
-                # reap it so no zombie outlives the call, even when the call was cancelled
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(process.wait())
+            # also on cancellation: the group is killed and reaped before the call ends
+            process.close()
         return GitOutput(
             exit_code=exit_code,
             stdout=stdout,

@@ -1,0 +1,181 @@
+"""The git server against the git CLI and mcp-server-git (performance.md P8).
+
+Run: ``python bench/bench_git.py [--runs N]`` (default 200). Builds a 500-file, 200-commit
+repository (with 20 modified and 5 untracked files), then prints, in one run:
+
+- ``git.status``, ``git.log`` (max_count 50) and ``git.diff`` called in-process through the whole
+  pipeline (``ServerManager.call``: schema, duplicate check, permissions, dispatch, envelope,
+  porcelain parsing) against ``subprocess.run`` of the git command giving the same data (the
+  floor); target ≤ 1.3×. Rounds alternate between the two so machine noise hits both alike;
+  medians are compared.
+- for reference, mcp-server-git's tool functions (``git_status``, ``git_log``,
+  ``git_diff_unstaged`` — called directly, without its MCP layer, which favours it) on the same
+  repository, from a separate venv; skipped with a note when it cannot be installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import peer_python, report
+from entropic_mcp import CallContext, ServerManager, config_from_dict
+from entropic_mcp_git import GitServer
+
+FILES, COMMITS, MODIFIED, UNTRACKED = 500, 200, 20, 5
+ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+def build_repo(path: Path) -> None:
+    """500 files in 25 directories; commit 1 adds them, commits 2-200 change 5 files each."""
+    def run(*args: str, **kw: object) -> None:
+        subprocess.run(["git", *args], cwd=path, env=ENV, check=True, capture_output=True, **kw)
+
+    run("init", "-q", "-b", "main")
+    stream: list[bytes] = []
+    names = [f"pkg{i % 25:02d}/module_{i:03d}.py" for i in range(FILES)]
+
+    def blob(text: str) -> bytes:
+        data = text.encode()
+        return b"data %d\n%s\n" % (len(data), data)
+
+    def body(name: str, version: int) -> str:
+        return "".join(f"# {name} line {n} version {version}\n" for n in range(40))
+
+    for number in range(1, COMMITS + 1):
+        stamp = 1_700_000_000 + number * 3600
+        message = f"commit {number}: update modules"
+        stream.append(b"commit refs/heads/main\n")
+        stream.append(b"committer Bench <bench@example.com> %d +0000\n" % stamp)
+        stream.append(blob(message))
+        touched = names if number == 1 else [names[(number * 7 + k * 101) % FILES] for k in range(5)]
+        for name in touched:
+            stream.append(b"M 100644 inline " + name.encode() + b"\n" + blob(body(name, number)))
+    run("fast-import", "--quiet", input=b"".join(stream))
+    run("checkout", "-q", "-f", "main")
+    run("config", "user.name", "Bench")
+    run("config", "user.email", "bench@example.com")
+    for i in range(MODIFIED):
+        target = path / names[i * 13]
+        target.write_text(target.read_text().replace("line 20 ", "line 20 changed "))
+    for i in range(UNTRACKED):
+        (path / f"untracked_{i}.txt").write_text("new\n")
+
+
+CASES = {
+    "status": ({}, ["status", "--porcelain=v2", "--branch", "-z"]),
+    "log 50": ({"max_count": 50}, ["log", "-z", "--max-count=50", "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%s"]),
+    "diff": ({}, ["diff"]),
+}
+TOOLS = {"status": "git.status", "log 50": "git.log", "diff": "git.diff"}
+
+PEER_SCRIPT = r"""
+import json, statistics, sys, time
+import git
+from mcp_server_git.server import git_diff_unstaged, git_log, git_status
+repo = git.Repo(sys.argv[1])
+runs = int(sys.argv[2])
+cases = {"status": lambda: git_status(repo), "log 50": lambda: git_log(repo, max_count=50),
+         "diff": lambda: git_diff_unstaged(repo)}
+out = {}
+for name, fn in cases.items():
+    fn()
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter(); fn(); samples.append(time.perf_counter() - t)
+    out[name] = statistics.median(samples)
+print(json.dumps(out))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    runs = parser.parse_args().runs
+    git = shutil.which("git") or "git"
+
+    with tempfile.TemporaryDirectory(prefix="bench-git-") as scratch:
+        root = Path(scratch).resolve() / "repo"
+        root.mkdir()
+        started = time.perf_counter()
+        build_repo(root)
+        print(f"built a {FILES}-file, {COMMITS}-commit repository in {time.perf_counter() - started:.1f} s")
+
+        server = GitServer(root=root)
+        config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"}}, root=root)
+        manager = ServerManager(config, servers=[server])
+        server.configure({})
+        server.runner.env.update(ENV)
+        counter = iter(range(10**9))
+
+        async def ours_batch(case: str, n: int) -> list[float]:
+            args, _ = CASES[case]
+            samples = []
+            for _ in range(n):
+                # a new conversation per call: the duplicate guard would answer a repeat itself
+                ctx = CallContext(conversation_id=f"c{next(counter)}")
+                t = time.perf_counter()
+                outcome = await manager.call(TOOLS[case], args, ctx)
+                samples.append(time.perf_counter() - t)
+                assert outcome.kind == "ok", outcome.response.result[:300]
+            return samples
+
+        def floor_batch(case: str, n: int) -> list[float]:
+            _, command = CASES[case]
+            samples = []
+            for _ in range(n):
+                t = time.perf_counter()
+                subprocess.run([git, *command], cwd=root, env=ENV, check=True, capture_output=True)
+                samples.append(time.perf_counter() - t)
+            return samples
+
+        async def measure() -> dict[str, tuple[float, float]]:
+            medians = {}
+            for case in CASES:
+                await ours_batch(case, 10)  # warm-up: work-tree discovery, page cache
+                floor_batch(case, 10)
+                ours: list[float] = []
+                floor: list[float] = []
+                step = 20
+                for _ in range(0, runs, step):
+                    ours += await ours_batch(case, step)
+                    floor += floor_batch(case, step)
+                medians[case] = (statistics.median(ours), statistics.median(floor))
+            return medians
+
+        medians = asyncio.run(measure())
+        rows = []
+        for case, (ours, floor) in medians.items():
+            rows.append((f"P8 {case}: tool call vs git CLI", f"{ours * 1e3:.2f} ms", f"{floor * 1e3:.2f} ms",
+                         f"{ours / floor:.2f}x", "<= 1.3x"))
+
+        peer = peer_python("mcp-server-git", "mcp-server-git")
+        if peer is None:
+            print("note: mcp-server-git could not be installed into a separate venv; its rows are skipped")
+        else:
+            done = subprocess.run([peer, "-c", PEER_SCRIPT, str(root), str(runs)], capture_output=True, text=True,
+                                  env={**ENV, "HOME": scratch})
+            if done.returncode != 0:
+                print(f"note: mcp-server-git run failed, its rows are skipped: {done.stderr.strip()[-300:]}")
+            else:
+                for case, seconds in json.loads(done.stdout).items():
+                    ours = medians[case][0]
+                    rows.append((f"P8 {case}: vs mcp-server-git (reference)", f"{ours * 1e3:.2f} ms",
+                                 f"{seconds * 1e3:.2f} ms", f"{ours / seconds:.2f}x", "-"))
+                    rows.append((f"     mcp-server-git {case} vs git CLI", f"{seconds * 1e3:.2f} ms",
+                                 f"{medians[case][1] * 1e3:.2f} ms", f"{seconds / medians[case][1]:.2f}x", "-"))
+        report("P8-git", rows)
+
+
+if __name__ == "__main__":
+    main()
