@@ -175,3 +175,20 @@ async def test_underscored_names_map_back_through_the_table(tmp_path: Path) -> N
         assert names == ["probe__echo", "probe__fail", "probe__info", "probe__note", "probe__sleep"]
         echoed = await peer.call("probe__echo", {"text": "u"})
         assert text_of(echoed) == "u"
+
+
+async def test_always_allow_is_stored_and_not_asked_again(project: Path) -> None:
+    from mcp_types import ElicitResult
+
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"decision": "always_allow"})
+
+    async with connect(stdio_params(project), "2026-07-28", elicitation=elicit) as peer:
+        first = await peer.call("probe.note", {"text": "same"})
+        second = await peer.call("probe.note", {"text": "same"}, meta={"entropic-mcp/conversation": "other"})
+    assert first.is_error is False and second.is_error is False
+    assert len(asked) == 1
+    assert "probe.note(same)" in (project / "entropic-mcp.local.toml").read_text()

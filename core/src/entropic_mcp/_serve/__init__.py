@@ -11,10 +11,14 @@ import sys
 from typing import Any
 
 from .._manager import ServerManager
-from ._app import ServeApp, cancel_suspended
-from ._approval import ServeApprover
-from ._names import ToolNames, exposed_name
-from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
+from ._sdk import load_serving_sdk
+
+load_serving_sdk()
+
+from ._app import ServeApp, cancel_suspended  # noqa: E402  (after the SDK is loaded lean)
+from ._approval import ServeApprover  # noqa: E402
+from ._names import ToolNames, exposed_name  # noqa: E402
+from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result  # noqa: E402
 
 __all__ = [
     "CONVERSATION_KEY",

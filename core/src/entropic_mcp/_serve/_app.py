@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, SERVER_INFO_META_KEY, CallToolRequestParams, PaginatedRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS

@@ -137,7 +137,6 @@ async def serve_http(serve_app: Any, *, host: str, port: int) -> None:
     shown = f"[{host}]" if ":" in host else host
     print(f"entropic-mcp: serving {len(serve_app.listing.tools)} tools on http://{shown}:{actual}{PATH}"
           + (" (bearer token required)" if token else ""), file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
-                            h11_max_incomplete_event_size=serve_app.settings.max_message_bytes)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     await server.serve(sockets=[sock])
