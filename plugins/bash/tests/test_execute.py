@@ -278,6 +278,18 @@ def test_pipeline_timeout_never_preempts_the_tool(root: Path) -> None:
     assert server.default_timeout_seconds > 100
 
 
+def test_works_without_pidfd(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable(pid: int) -> int:
+        raise OSError("pidfd_open is not available")
+
+    monkeypatch.setattr(os, "pidfd_open", unavailable)
+    assert run(root, "echo ok; exit 4")[1]["exit_code"] == 4
+    kind, data = run(root, "sleep 1000 & echo $!; sleep 1000", timeout_seconds=0.3)
+    assert kind == "timeout" and gone(int(data["output"]))
+    kind, data = run(root, "sleep 1000 & echo $!")
+    assert kind == "ok" and gone(int(data["output"]))
+
+
 def test_vanished_root_is_reported_as_a_directory_problem(tmp_path: Path) -> None:
     root = tmp_path / "gone"
     root.mkdir()

@@ -68,7 +68,8 @@ class ShellProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._read_fd = -1
         self._exit_fd = -1
-        self._exit_thread = False
+        self._reading = False
+        self._watching_exit = False
         self._exited = False
         self._eof = False
         self._returncode: int | None = None
@@ -133,14 +134,15 @@ class ShellProcess:
         self._read_fd = read_fd
         os.set_blocking(read_fd, False)
         loop.add_reader(read_fd, self._on_output)
+        self._reading = True
         try:
             self._exit_fd = os.pidfd_open(self._proc.pid)
         except (AttributeError, OSError):
             # No pidfd (old kernel, not Linux): a thread waits without reaping.
-            self._exit_thread = True
             threading.Thread(target=self._wait_exit_thread, args=(self._proc.pid,), daemon=True).start()
         else:
             loop.add_reader(self._exit_fd, self._on_exit)
+            self._watching_exit = True
 
     def _wait_exit_thread(self, pid: int) -> None:
         try:
@@ -162,8 +164,9 @@ class ShellProcess:
             wake.set_result(None)
 
     def _on_exit(self) -> None:
-        if self._exit_fd >= 0 and self._loop is not None:
+        if self._watching_exit and self._loop is not None:
             self._loop.remove_reader(self._exit_fd)
+            self._watching_exit = False
         self._exited = True
         self._notify()
 
@@ -188,8 +191,9 @@ class ShellProcess:
                 data = b""
             if not data:
                 self._eof = True
-                if self._loop is not None:
+                if self._reading and self._loop is not None:
                     self._loop.remove_reader(self._read_fd)
+                    self._reading = False
                 self._check_exited()
                 self._notify()
                 return
@@ -280,9 +284,13 @@ class ShellProcess:
             self._progress_timer = None
         if self.progress is not None:
             self.progress.flush(final=True)
+        if self._reading:
+            loop.remove_reader(self._read_fd)
+        if self._watching_exit:
+            loop.remove_reader(self._exit_fd)
+        self._reading = self._watching_exit = False
         for fd in (self._read_fd, self._exit_fd):
             if fd >= 0:
-                loop.remove_reader(fd)
                 os.close(fd)
         self._read_fd = self._exit_fd = -1
         self._wake = None
