@@ -38,6 +38,7 @@ ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/u
 
 def build_repo(path: Path) -> None:
     """500 files in 25 directories; commit 1 adds them, commits 2-200 change 5 files each."""
+
     def run(*args: str, **kw: object) -> None:
         subprocess.run(["git", *args], cwd=path, env=ENV, check=True, capture_output=True, **kw)
 
@@ -156,24 +157,49 @@ def main() -> None:
         medians = asyncio.run(measure())
         rows = []
         for case, (ours, floor) in medians.items():
-            rows.append((f"P8 {case}: tool call vs git CLI", f"{ours * 1e3:.2f} ms", f"{floor * 1e3:.2f} ms",
-                         f"{ours / floor:.2f}x", "<= 1.3x"))
+            rows.append(
+                (
+                    f"P8 {case}: tool call vs git CLI",
+                    f"{ours * 1e3:.2f} ms",
+                    f"{floor * 1e3:.2f} ms",
+                    f"{ours / floor:.2f}x",
+                    "<= 1.3x",
+                )
+            )
 
         peer = peer_python("mcp-server-git", "mcp-server-git")
         if peer is None:
             print("note: mcp-server-git could not be installed into a separate venv; its rows are skipped")
         else:
-            done = subprocess.run([peer, "-c", PEER_SCRIPT, str(root), str(runs)], capture_output=True, text=True,
-                                  env={**ENV, "HOME": scratch})
+            done = subprocess.run(
+                [peer, "-c", PEER_SCRIPT, str(root), str(runs)],
+                capture_output=True,
+                text=True,
+                env={**ENV, "HOME": scratch},
+            )
             if done.returncode != 0:
                 print(f"note: mcp-server-git run failed, its rows are skipped: {done.stderr.strip()[-300:]}")
             else:
                 for case, seconds in json.loads(done.stdout).items():
                     ours = medians[case][0]
-                    rows.append((f"P8 {case}: vs mcp-server-git (reference)", f"{ours * 1e3:.2f} ms",
-                                 f"{seconds * 1e3:.2f} ms", f"{ours / seconds:.2f}x", "-"))
-                    rows.append((f"     mcp-server-git {case} vs git CLI", f"{seconds * 1e3:.2f} ms",
-                                 f"{medians[case][1] * 1e3:.2f} ms", f"{seconds / medians[case][1]:.2f}x", "-"))
+                    rows.append(
+                        (
+                            f"P8 {case}: vs mcp-server-git (reference)",
+                            f"{ours * 1e3:.2f} ms",
+                            f"{seconds * 1e3:.2f} ms",
+                            f"{ours / seconds:.2f}x",
+                            "-",
+                        )
+                    )
+                    rows.append(
+                        (
+                            f"     mcp-server-git {case} vs git CLI",
+                            f"{seconds * 1e3:.2f} ms",
+                            f"{medians[case][1] * 1e3:.2f} ms",
+                            f"{seconds / medians[case][1]:.2f}x",
+                            "-",
+                        )
+                    )
         report("P8-git", rows)
 
 

@@ -12,8 +12,14 @@ from git_testkit import ISOLATED_ENV, Repo, init_repo, make_server, ok, refused
 
 def test_status_of_a_clean_repository(server, repo):
     assert ok(server, "status") == {
-        "branch": "main", "upstream": None, "ahead": 0, "behind": 0,
-        "staged": [], "unstaged": [], "untracked": [], "conflicted": [],
+        "branch": "main",
+        "upstream": None,
+        "ahead": 0,
+        "behind": 0,
+        "staged": [],
+        "unstaged": [],
+        "untracked": [],
+        "conflicted": [],
     }
 
 
@@ -28,7 +34,10 @@ def test_status_lists_staged_unstaged_and_untracked_paths(server, repo):
     repo.write("notes/todo.txt")
     status = ok(server, "status")
     assert status["staged"] == [{"path": "new.txt", "status": "added"}, {"path": "src/app.py", "status": "modified"}]
-    assert status["unstaged"] == [{"path": "README.md", "status": "modified"}, {"path": "src/app.py", "status": "modified"}]
+    assert status["unstaged"] == [
+        {"path": "README.md", "status": "modified"},
+        {"path": "src/app.py", "status": "modified"},
+    ]
     assert status["untracked"] == ["gone.txt", "notes/"]
     assert status["conflicted"] == []
 
@@ -152,7 +161,11 @@ def test_log_max_count_revision_and_paths(server, repo):
 def test_log_since_and_until(tmp_path):
     repo = init_repo(tmp_path / "dated")
     for day, subject in (("2023-01-10", "old"), ("2023-06-10", "middle"), ("2024-01-10", "new")):
-        env = {**ISOLATED_ENV, "GIT_AUTHOR_DATE": f"{day}T12:00:00+00:00", "GIT_COMMITTER_DATE": f"{day}T12:00:00+00:00"}
+        env = {
+            **ISOLATED_ENV,
+            "GIT_AUTHOR_DATE": f"{day}T12:00:00+00:00",
+            "GIT_COMMITTER_DATE": f"{day}T12:00:00+00:00",
+        }
         subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", subject], cwd=repo.path, env=env, check=True)
     server = make_server(repo.path)
     assert [c["subject"] for c in ok(server, "log", {"since": "2023-03-01"})] == ["new", "middle"]

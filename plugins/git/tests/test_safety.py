@@ -23,8 +23,20 @@ REVISION_ARGUMENTS = [
     ("checkout", "target", {}),
 ]
 
-INJECTIONS = ["--output={out}", "--help", "-p", "--orphan=x", "-f", "--format=x", "--track=x", "--exec=x",
-              " --output={out}", "-", "--", "--end-of-options"]
+INJECTIONS = [
+    "--output={out}",
+    "--help",
+    "-p",
+    "--orphan=x",
+    "-f",
+    "--format=x",
+    "--track=x",
+    "--exec=x",
+    " --output={out}",
+    "-",
+    "--",
+    "--end-of-options",
+]
 
 
 def _snapshot(repo) -> tuple[str, str, list[str]]:
@@ -64,7 +76,11 @@ def test_refs_with_hostile_names_on_disk_are_still_refused(tmp_path, server, rep
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tail=st.text(min_size=0, max_size=40), which=st.sampled_from(REVISION_ARGUMENTS), pad=st.sampled_from(["", " ", "\t"]))
+@given(
+    tail=st.text(min_size=0, max_size=40),
+    which=st.sampled_from(REVISION_ARGUMENTS),
+    pad=st.sampled_from(["", " ", "\t"]),
+)
 def test_any_revision_like_argument_starting_with_a_dash_is_refused(server, tail, which, pad):
     tool, argument, extra = which
     response = execute(server, tool, {**extra, argument: f"{pad}-{tail}"})
@@ -130,7 +146,13 @@ def test_paths_with_awkward_names_are_literal(server, repo):
     assert repo.staged() == ["*.md", "-f", ":(top)README.md"]
     ok(server, "add", {"paths": ["sp ace.txt", "ünï.txt", "--output=x"]})
     assert set(ok(server, "status")["staged"][i]["path"] for i in range(6)) == {
-        "-f", "*.md", ":(top)README.md", "sp ace.txt", "ünï.txt", "--output=x"}
+        "-f",
+        "*.md",
+        ":(top)README.md",
+        "sp ace.txt",
+        "ünï.txt",
+        "--output=x",
+    }
 
 
 def test_a_commit_message_of_shell_metacharacters_is_committed_verbatim(tmp_path, server, repo):

@@ -21,9 +21,16 @@ from git_testkit import execute, init_repo, make_server, ok, refused
 READ_TOOLS = ["status", "diff", "log", "show", "branch"]
 WRITE_TOOLS = ["add", "commit", "create_branch", "checkout", "reset"]
 VALID_ARGS = {
-    "status": {}, "diff": {}, "log": {}, "show": {}, "branch": {},
-    "add": {"paths": ["."]}, "commit": {"message": "m"}, "create_branch": {"name": "b"},
-    "checkout": {"target": "main"}, "reset": {},
+    "status": {},
+    "diff": {},
+    "log": {},
+    "show": {},
+    "branch": {},
+    "add": {"paths": ["."]},
+    "commit": {"message": "m"},
+    "create_branch": {"name": "b"},
+    "checkout": {"target": "main"},
+    "reset": {},
 }
 
 
@@ -67,13 +74,25 @@ def test_permission_pattern_is_the_tool_name(server):
 
 
 def test_permission_rules_read_naturally_through_the_pipeline(repo):
-    manager = make_manager(repo.path, servers=[make_server(repo.path)],
-                           config={"permissions": {"default": "deny", "allow": ["git.status", "git.diff", "git.log"]}})
+    manager = make_manager(
+        repo.path,
+        servers=[make_server(repo.path)],
+        config={"permissions": {"default": "deny", "allow": ["git.status", "git.diff", "git.log"]}},
+    )
     assert call(manager, "git.status").kind == "ok"
     assert call(manager, "git.diff").kind == "ok_empty"
     denied = call(manager, "git.commit", {"message": "x"})
     assert denied.kind == "rejected_permission"
     assert orjson.loads(denied.response.result)["error"] == "permission_denied"
+
+
+def test_identical_calls_see_the_repository_as_it_is_now(repo):
+    manager = make_manager(repo.path, servers=[make_server(repo.path)], config={"permissions": {"default": "allow"}})
+    assert orjson.loads(call(manager, "git.status", conversation="c").response.result)["untracked"] == []
+    repo.write("new.txt")
+    outcome = call(manager, "git.status", conversation="c")
+    assert outcome.kind == "ok"
+    assert orjson.loads(outcome.response.result)["untracked"] == ["new.txt"]
 
 
 def test_schema_stage_catches_bad_arguments_before_git_runs(repo):
@@ -191,7 +210,9 @@ def test_a_missing_git_program_is_reported_not_raised(repo):
 
 
 def test_git_failures_carry_exit_code_and_stderr(tmp_path, repo):
-    fake = _fake_git(tmp_path, 'case "$*" in *rev-parse*) exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n')
+    fake = _fake_git(
+        tmp_path, 'case "$*" in *rev-parse*) exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n'
+    )
     server = make_server(repo.path, git=str(fake))
     error = refused(server, "status")
     assert error == {
@@ -212,7 +233,9 @@ def _pid_gone(pid: int) -> bool:
 
 
 def _hanging_git(tmp_path: Path) -> Path:
-    return _fake_git(tmp_path, f'case "$*" in *rev-parse*) exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n')
+    return _fake_git(
+        tmp_path, f'case "$*" in *rev-parse*) exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n'
+    )
 
 
 def test_a_hanging_git_is_killed_at_the_timeout(tmp_path, repo):
@@ -224,8 +247,11 @@ def test_a_hanging_git_is_killed_at_the_timeout(tmp_path, repo):
 
 def test_a_hanging_git_times_out_through_the_pipeline(tmp_path, repo):
     table = {"git": str(_hanging_git(tmp_path)), "timeout_seconds": 0.5}
-    manager = make_manager(repo.path, servers=[make_server(repo.path)],
-                           config={"permissions": {"default": "allow"}, "servers": {"git": table}})
+    manager = make_manager(
+        repo.path,
+        servers=[make_server(repo.path)],
+        config={"permissions": {"default": "allow"}, "servers": {"git": table}},
+    )
     assert call(manager, "git.log").kind == "timeout"
     assert _pid_gone(int((tmp_path / "pid").read_text()))
 
@@ -233,7 +259,9 @@ def test_a_hanging_git_times_out_through_the_pipeline(tmp_path, repo):
 def test_a_cancelled_call_kills_git(tmp_path, repo):
     pipe = tmp_path / "started"
     os.mkfifo(pipe)
-    fake = _fake_git(tmp_path, f'case "$*" in *rev-parse*) exec REAL_GIT "$@";; esac\necho $$ > {pipe}\nexec sleep 30\n')
+    fake = _fake_git(
+        tmp_path, f'case "$*" in *rev-parse*) exec REAL_GIT "$@";; esac\necho $$ > {pipe}\nexec sleep 30\n'
+    )
     server = make_server(repo.path, git=str(fake))
 
     async def scenario() -> int:

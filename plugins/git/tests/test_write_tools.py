@@ -90,7 +90,10 @@ def test_create_branch_switches_to_it_by_default(server, repo):
 def test_create_branch_from_a_base_without_checkout(server, repo):
     first = repo.git("rev-parse", "HEAD").strip()
     repo.commit("second", **{"a.txt": "a\n"})
-    assert ok(server, "create_branch", {"name": "old", "base": first, "checkout": False}) == {"branch": "old", "base": first}
+    assert ok(server, "create_branch", {"name": "old", "base": first, "checkout": False}) == {
+        "branch": "old",
+        "base": first,
+    }
     assert repo.git("rev-parse", "old").strip() == first
     assert repo.git("branch", "--show-current").strip() == "main"
 

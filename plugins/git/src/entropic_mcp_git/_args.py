@@ -68,7 +68,7 @@ def revision(args: Mapping[str, Any], name: str, *, required: bool = False) -> s
         raise ToolError(
             "invalid_argument",
             f"'{name}' {value!r} starts with '-', which git would read as an option; pass a branch, tag, "
-            "commit or date (e.g. \"main\", \"HEAD~1\", \"2 weeks ago\")",
+            'commit or date (e.g. "main", "HEAD~1", "2 weeks ago")',
         )
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise ToolError("invalid_argument", f"'{name}' {value!r} contains control characters; pass a plain revision")
@@ -79,10 +79,12 @@ def raw_paths(args: Mapping[str, Any], name: str, *, required: bool = False) -> 
     value = args.get(name)
     if value is None:
         if required:
-            raise ToolError("invalid_args", f"Missing required argument: {name} (a list of paths, e.g. [\".\"])")
+            raise ToolError("invalid_args", f'Missing required argument: {name} (a list of paths, e.g. ["."])')
         return None
     if not isinstance(value, list) or not value:
-        raise ToolError("invalid_args", f"'{name}' must be a non-empty list of paths, e.g. [\"src/app.py\"]; got {value!r}")
+        raise ToolError(
+            "invalid_args", f"'{name}' must be a non-empty list of paths, e.g. [\"src/app.py\"]; got {value!r}"
+        )
     return value
 
 

@@ -41,8 +41,14 @@ def _entry(path: str, code: str, origin: str | None = None) -> dict[str, Any]:
 def parse_status(data: bytes, *, truncated: bool = False) -> dict[str, Any]:
     """``git status --porcelain=v2 --branch -z`` output as the status tool's result."""
     result: dict[str, Any] = {
-        "branch": None, "upstream": None, "ahead": 0, "behind": 0,
-        "staged": [], "unstaged": [], "untracked": [], "conflicted": [],
+        "branch": None,
+        "upstream": None,
+        "ahead": 0,
+        "behind": 0,
+        "staged": [],
+        "unstaged": [],
+        "untracked": [],
+        "conflicted": [],
     }
     records = data.split(b"\x00")
     if truncated:
@@ -75,18 +81,16 @@ def parse_status(data: bytes, *, truncated: bool = False) -> dict[str, Any]:
         elif kind == "u":
             fields = record.split(" ", 10)
             if len(fields) == 11:
-                result["conflicted"].append(
-                    {"path": fields[10], "status": _CONFLICT.get(fields[1], fields[1])}
-                )
+                result["conflicted"].append({"path": fields[10], "status": _CONFLICT.get(fields[1], fields[1])})
         elif kind == "?":
             result["untracked"].append(record[2:])
         elif record.startswith("# branch.head "):
-            head = record[len("# branch.head "):]
+            head = record[len("# branch.head ") :]
             result["branch"] = None if head == "(detached)" else head
         elif record.startswith("# branch.upstream "):
-            result["upstream"] = record[len("# branch.upstream "):]
+            result["upstream"] = record[len("# branch.upstream ") :]
         elif record.startswith("# branch.ab "):
-            ahead, _, behind = record[len("# branch.ab "):].partition(" ")
+            ahead, _, behind = record[len("# branch.ab ") :].partition(" ")
             result["ahead"], result["behind"] = abs(int(ahead)), abs(int(behind))
     return result
 
@@ -113,7 +117,7 @@ def parse_branches(data: bytes) -> list[str]:
         if symref:  # origin/HEAD -> origin/main is an alias, not a branch
             continue
         if refname.startswith("refs/heads/"):
-            names.append(refname[len("refs/heads/"):])
+            names.append(refname[len("refs/heads/") :])
         elif refname.startswith("refs/remotes/"):
-            names.append(refname[len("refs/remotes/"):])
+            names.append(refname[len("refs/remotes/") :])
     return names

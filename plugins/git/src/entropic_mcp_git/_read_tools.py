@@ -59,8 +59,7 @@ class Diff(GitTool):
         limit = self.text_limit(ctx)
         out = await self.git(ctx, tree, command, limit=limit)
         check(out, "diff", "Check the arguments and try again.", [("target", target)])
-        return capped_text(out, limit,
-                           "narrow the diff with 'paths' or 'context_lines': 0")
+        return capped_text(out, limit, "narrow the diff with 'paths' or 'context_lines': 0")
 
 
 class Log(GitTool):
@@ -100,9 +99,12 @@ class Show(GitTool):
         limit = self.text_limit(ctx)
         out = await self.git(ctx, tree, command, limit=limit)
         check(out, "show", "Check the revision and try again.", [("revision", rev)])
-        return capped_text(out, limit,
-                           "the patch is longer than the output cap: raise "
-                           "[servers.git] max_output_bytes and [pipeline] max_result_bytes to see more")
+        return capped_text(
+            out,
+            limit,
+            "the patch is longer than the output cap: raise "
+            "[servers.git] max_output_bytes and [pipeline] max_result_bytes to see more",
+        )
 
 
 class Branch(GitTool):

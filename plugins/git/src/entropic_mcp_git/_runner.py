@@ -21,23 +21,45 @@ from entropic_mcp import ToolError
 #: or asking an fsmonitor daemon; ``log.showRoot`` makes ``show``/``log -p`` include the root patch.
 GLOBAL_OPTIONS: tuple[str, ...] = (
     "--no-pager",
-    "-c", "core.pager=cat",
-    "-c", "color.ui=false",
-    "-c", "core.quotepath=false",
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "diff.external=",
-    "-c", "log.showSignature=false",
-    "-c", "log.showRoot=true",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "color.ui=false",
+    "-c",
+    "core.quotepath=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "diff.external=",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "log.showRoot=true",
 )
 
 #: Variables that would point git at another repository, index or diff program than the work
 #: tree's own; the host's environment must not redirect the server.
-_DROPPED_ENV = frozenset({
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_EXTERNAL_DIFF", "GIT_DIFF_OPTS",
-    "GIT_PAGER", "PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND", "GIT_ASKPASS",
-})
+_DROPPED_ENV = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_COMMON_DIR",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_DIFF_OPTS",
+        "GIT_PAGER",
+        "PAGER",
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_SSH_COMMAND",
+        "GIT_ASKPASS",
+    }
+)
 
 _FORCED_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
@@ -100,12 +122,15 @@ class WorkTree:
         except OSError:
             return None
         prefix = "ref: refs/heads/"
-        return text[len(prefix):] if text.startswith(prefix) else None
+        return text[len(prefix) :] if text.startswith(prefix) else None
 
 
 def git_failed(subcommand: str, out: GitOutput, hint: str) -> ToolError:
     """The ``git_failed`` refusal: exit code, git's stderr, and what to do next."""
-    first = out.stderr.strip().splitlines()[0] if out.stderr.strip() else f"exit code {out.exit_code}"
+    lines = [line.strip() for line in out.stderr.strip().splitlines() if line.strip()] or [f"exit code {out.exit_code}"]
+    # "The following paths are ignored ...:" says nothing without the line that follows
+    first = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    first = first.rstrip(".")
     return ToolError(
         "git_failed",
         f"git {subcommand} failed: {first}. {hint}",
@@ -163,11 +188,16 @@ class _Process:
     """A git process watched from the event loop: its pipes and its exit (a pidfd, where the
     kernel has them), so a call costs no thread hop and no child-watcher round trip."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, argv: list[str], cwd: Path, env: dict[str, str],
-                 limit: int) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, argv: list[str], cwd: Path, env: dict[str, str], limit: int
+    ) -> None:
         self.popen = subprocess.Popen(
-            argv, cwd=cwd, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         assert self.popen.stdout is not None and self.popen.stderr is not None
@@ -248,7 +278,7 @@ class GitRunner:
                 raise ToolError(
                     "git_not_found",
                     f"the git program {self.program!r} was not found; install git or set "
-                    "[servers.git] git = \"/path/to/git\" in entropic-mcp.toml",
+                    '[servers.git] git = "/path/to/git" in entropic-mcp.toml',
                 )
             self._executable = found
         return self._executable

@@ -45,3 +45,9 @@ class GitServer(MCPServerBase):
         self.runner.max_output_bytes = max_output
         self.runner.set_program(os.path.expanduser(program))
         self.runner.timeout = self.default_timeout_seconds or 30.0
+
+    def skip_duplicate_check(self, tool_name: str) -> bool:
+        """Every git tool runs every time: its answer depends on the repository, which changes
+        between two identical calls (git.status after git.add, after a file edit, ...), so a
+        cached previous result would be stale, not a duplicate."""
+        return tool_name in self.tools

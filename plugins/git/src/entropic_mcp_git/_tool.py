@@ -38,7 +38,9 @@ class GitTool(ToolBase):
     async def worktree(self) -> WorkTree:
         return await self.server.runner.worktree(self.server.root)
 
-    async def git(self, ctx: CallContext, tree: WorkTree, args: Sequence[str], *, limit: int | None = None) -> GitOutput:
+    async def git(
+        self, ctx: CallContext, tree: WorkTree, args: Sequence[str], *, limit: int | None = None
+    ) -> GitOutput:
         # inside the pipeline its deadline governs (per-tool timeouts may exceed the server's)
         remaining = ctx.remaining()
         out = await self.server.runner.run(tree.top, args, limit=limit, timeout=remaining)

@@ -17,8 +17,9 @@ _NOTHING_TO_COMMIT = ("nothing to commit", "nothing added to commit", "no change
 
 async def staged_paths(tool: GitTool, ctx: CallContext, tree: WorkTree, paths: list[str]) -> list[str]:
     """The paths whose index entry differs from HEAD (all of them on an unborn branch)."""
-    out = await tool.git(ctx, tree, ("diff", "--cached", "--no-renames", "--name-only", "-z", "--", *paths),
-                         limit=JSON_READ_LIMIT)
+    out = await tool.git(
+        ctx, tree, ("diff", "--cached", "--no-renames", "--name-only", "-z", "--", *paths), limit=JSON_READ_LIMIT
+    )
     check(out, "diff --cached", "Check the repository state with git.status.")
     return [p.decode("utf-8", errors="replace") for p in out.stdout.split(b"\x00") if p]
 
@@ -83,10 +84,17 @@ class CreateBranch(GitTool):
         current = tree.head()
         out = await self.git(ctx, tree, command)
         if not out.ok and "not a valid branch name" in out.stderr:
-            raise ToolError("invalid_argument", f"'name' {name!r} is not a valid branch name; use letters, digits, "
-                            "'-', '_', '/' and '.', e.g. \"feature/login\"", stderr=out.stderr.strip())
-        check(out, "switch -c" if switch else "branch",
-              "Pick another name (git.branch lists the existing ones) or commit local changes first.")
+            raise ToolError(
+                "invalid_argument",
+                f"'name' {name!r} is not a valid branch name; use letters, digits, "
+                "'-', '_', '/' and '.', e.g. \"feature/login\"",
+                stderr=out.stderr.strip(),
+            )
+        check(
+            out,
+            "switch -c" if switch else "branch",
+            "Pick another name (git.branch lists the existing ones) or commit local changes first.",
+        )
         return ToolResult.json({"branch": name, "base": base if base is not None else (current or "HEAD")})
 
 
@@ -99,11 +107,12 @@ class Checkout(GitTool):
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         target = revision(args, "target", required=True)
         tree = await self.worktree()
-        ref = await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", "--symbolic-full-name",
-                                    "--end-of-options", target))
+        ref = await self.git(
+            ctx, tree, ("rev-parse", "--verify", "--quiet", "--symbolic-full-name", "--end-of-options", target)
+        )
         full = ref.text.strip()
         if ref.exit_code == 0 and full.startswith("refs/heads/"):
-            branch = full[len("refs/heads/"):]
+            branch = full[len("refs/heads/") :]
             out = await self.git(ctx, tree, ("switch", "--no-guess", "--end-of-options", branch))
             check(out, "switch", "Commit or stage your local changes (git.status shows them), then switch again.")
             return ToolResult.json({"branch": branch})
