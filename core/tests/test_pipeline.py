@@ -248,6 +248,19 @@ def test_no_approver_denies_and_names_the_rule_to_add(tmp_path):
     assert server.runs == []
 
 
+def test_a_part_that_was_not_understood_is_never_allowed_and_no_rule_is_suggested(tmp_path):
+    from entropic_mcp import PermissionPart
+
+    server = DemoServer(root=tmp_path)
+    server.permission_parts = lambda tool, args: [
+        PermissionPart(names=("demo.write", "demo.write:x"), store="demo.write:x", understood=False)]
+    manager = make_manager(tmp_path, config={"permissions": {"allow": ["demo.*"]}}, servers=[server])
+    outcome = call(manager, "demo.write", {"path": "x"})
+    assert outcome.kind == "rejected_permission"
+    assert "no rule can allow it" in error_of(outcome)["message"]
+    assert "allow = [" not in error_of(outcome)["message"]
+
+
 def test_ask_rule_asks_even_when_an_allow_rule_matches(tmp_path):
     approver = Approver("deny_once")
     manager, server = manager_for(tmp_path, config={"permissions": {"allow": ["demo.*"], "ask": ["demo.write"]}},

@@ -340,7 +340,14 @@ class Pipeline:
             )
             answer = await manager.approve_tool_call(request)
             if answer is None:
-                rules = ", ".join(f'"{p.store}"' for p in asking)
+                rules = ", ".join(f'"{p.store}"' for p in asking if p.understood)
+                if all(p.understood for p in asking):
+                    remedy = (f"To allow it, add allow = [{rules}] under [permissions] in entropic-mcp.toml "
+                              "(or answer 'always allow' when asked).")
+                else:
+                    remedy = ("Part of it could not be fully analysed, so no rule can allow it: simplify the "
+                              "call (e.g. plain commands instead of computed ones) or run it where a person can "
+                              "approve it.")
                 return self._finish(
                     name,
                     args,
@@ -348,10 +355,7 @@ class Pipeline:
                     started,
                     "rejected_permission",
                     ServerResponse.refusal(
-                        "permission_denied",
-                        f"'{name}' needs approval and no approver is available. To allow it, add "
-                        f"allow = [{rules}] under [permissions] in entropic-mcp.toml (or answer 'always allow' "
-                        "when asked).",
+                        "permission_denied", f"'{name}' needs approval and no approver is available. {remedy}"
                     ),
                     same_tool=same,
                     permission="ask->deny",
