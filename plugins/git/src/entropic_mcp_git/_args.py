@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from entropic_mcp import PathPolicy, ToolError, confine, is_within
 
@@ -40,6 +40,10 @@ def choice(args: Mapping[str, Any], name: str, default: str, options: tuple[str,
     return value
 
 
+@overload
+def text(args: Mapping[str, Any], name: str, *, required: Literal[True]) -> str: ...
+@overload
+def text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None: ...
 def text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
     """A non-blank string without NUL bytes (which no argument list can carry)."""
     value = args.get(name)
@@ -54,6 +58,10 @@ def text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str |
     return value
 
 
+@overload
+def revision(args: Mapping[str, Any], name: str, *, required: Literal[True]) -> str: ...
+@overload
+def revision(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None: ...
 def revision(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
     """A revision-like value (revision, target, base, branch name, date) that git must not read as an option.
 
