@@ -55,7 +55,8 @@ PEER = textwrap.dedent("""\
 def project_dir() -> Path:
     root = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     plugins = ", ".join(f'"{n}"' for n in [*FIRST_PARTY, "probe"])
-    (root / "entropic-mcp.toml").write_text(textwrap.dedent(f"""\
+    (root / "entropic-mcp.toml").write_text(
+        textwrap.dedent(f"""\
         [entropic_mcp]
         plugins = [{plugins}]
         [storage]
@@ -64,7 +65,8 @@ def project_dir() -> Path:
         default = "allow"
         [pipeline]
         same_tool_limit = 100000000
-        """))
+        """)
+    )
     (root / "peer.py").write_text(PEER)
     return root
 
@@ -134,8 +136,7 @@ async def p2(project: Path) -> None:
 
 
 def _thousand_tools_manager(root: Path, page_size: int) -> Any:
-    from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolDefinition, config_from_dict
-    from entropic_mcp import ServerManager
+    from entropic_mcp import AccessLevel, MCPServerBase, ServerManager, ToolBase, ToolDefinition, config_from_dict
 
     class Tool(ToolBase):
         required_access_level = AccessLevel.READ
@@ -148,10 +149,19 @@ def _thousand_tools_manager(root: Path, page_size: int) -> Any:
 
     server = Many(root=root)
     for i in range(1000):
-        server.register_tool(Tool(ToolDefinition(
-            name=f"tool_{i:04d}", description=f"Tool number {i}: does a thing with its argument.",
-            input_schema={"type": "object", "properties": {"text": {"type": "string", "description": "the text"}},
-                          "required": ["text"]})))
+        server.register_tool(
+            Tool(
+                ToolDefinition(
+                    name=f"tool_{i:04d}",
+                    description=f"Tool number {i}: does a thing with its argument.",
+                    input_schema={
+                        "type": "object",
+                        "properties": {"text": {"type": "string", "description": "the text"}},
+                        "required": ["text"],
+                    },
+                )
+            )
+        )
     config = config_from_dict({"storage": {"backend": "none"}, "serve": {"list_page_size": page_size}}, root=root)
     return ServerManager(config, servers=[server])
 
@@ -161,6 +171,7 @@ def _thousand_tools_peer() -> Any:
 
     peer = MCPServer("peer")
     for i in range(1000):
+
         async def tool(text: str) -> str:
             """Does a thing with its argument."""
             return text
@@ -225,8 +236,10 @@ async def _first_list(params: Any) -> float:
 
 
 async def p5(project: Path) -> None:
-    print(f"P5  process start -> first tools/list answered (ours with {len(FIRST_PARTY)} first-party plugins "
-          f"[{', '.join(FIRST_PARTY) or 'none installed'}] + probe)")
+    print(
+        f"P5  process start -> first tools/list answered (ours with {len(FIRST_PARTY)} first-party plugins "
+        f"[{', '.join(FIRST_PARTY) or 'none installed'}] + probe)"
+    )
     peer, ours = [], []
     for _ in range(5):
         peer.append(await _first_list(peer_stdio(project)))
@@ -244,8 +257,9 @@ def _start_http(command: list[str], project: Path, *, ours: bool) -> tuple[subpr
     log = project / f"http-{time.monotonic_ns()}.log"
     if ours:
         sink = log.open("wb")
-        process = subprocess.Popen(command, cwd=project, env=env(), stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=sink)
+        process = subprocess.Popen(
+            command, cwd=project, env=env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink
+        )
         sink.close()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -257,8 +271,14 @@ def _start_http(command: list[str], project: Path, *, ours: bool) -> tuple[subpr
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    process = subprocess.Popen([*command, str(port)], cwd=project, env=env(), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [*command, str(port)],
+        cwd=project,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -301,8 +321,10 @@ async def _http_load(url: str, tool: str, conversations: int, calls: int) -> tup
 
 async def p12(project: Path) -> None:
     calls = int(os.environ.get("BENCH_P12_CALLS", "2000"))
-    print(f"P12 Streamable HTTP, 50 concurrent conversations, {calls} calls (scaled down from 10,000; "
-          "set BENCH_P12_CALLS=10000 for the full load)")
+    print(
+        f"P12 Streamable HTTP, 50 concurrent conversations, {calls} calls (scaled down from 10,000; "
+        "set BENCH_P12_CALLS=10000 for the full load)"
+    )
     # Interleaved, twice each, best run kept: the machines are shared and noisy.
     runs: dict[str, list[tuple[float, float, int]]] = {"peer": [], "ours": []}
     for name, command, tool, ours in 2 * (
@@ -358,8 +380,10 @@ async def p13(project: Path) -> None:
     ours = await _rss_after(ours_stdio(project), "probe.echo", (1000, 10000))
     row("RSS after 1,000 calls", peer[0], ours[0], "MiB", "-")
     row("RSS after 10,000 calls", peer[1], ours[1], "MiB", "<= 1.2")
-    print(f"  growth 1,000 -> 10,000 calls: peer {peer[1] - peer[0]:+.1f} MiB, ours {ours[1] - ours[0]:+.1f} MiB "
-          "(target: flat)")
+    print(
+        f"  growth 1,000 -> 10,000 calls: peer {peer[1] - peer[0]:+.1f} MiB, ours {ours[1] - ours[0]:+.1f} MiB "
+        "(target: flat)"
+    )
 
 
 BENCHES = {"p2": p2, "p3": p3, "p5": p5, "p12": p12, "p13": p13}
@@ -367,8 +391,10 @@ BENCHES = {"p2": p2, "p3": p3, "p5": p5, "p12": p12, "p13": p13}
 
 async def main(selected: list[str]) -> None:
     project = project_dir()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; first-party plugins loaded: "
-          f"{', '.join(FIRST_PARTY) or 'none installed'}\n")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; first-party plugins loaded: "
+        f"{', '.join(FIRST_PARTY) or 'none installed'}\n"
+    )
     for name in selected or list(BENCHES):
         await BENCHES[name](project)
         print()

@@ -88,8 +88,14 @@ class Peer:
             if cursor is None:
                 return tools
 
-    async def call(self, name: str, arguments: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None,
-                   progress: Any = None) -> Any:
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        meta: dict[str, Any] | None = None,
+        progress: Any = None,
+    ) -> Any:
         return await self.target.call_tool(name, arguments or {}, progress_callback=progress, meta=meta)
 
 
@@ -99,8 +105,15 @@ async def connect(server: Any, era: str, *, elicitation: Any = None) -> AsyncIte
     from mcp import Client, ClientSession, StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-    from mcp_types import ClientCapabilities, ElicitationCapability, Implementation, InitializedNotification
-    from mcp_types import InitializeRequest, InitializeRequestParams, InitializeResult
+    from mcp_types import (
+        ClientCapabilities,
+        ElicitationCapability,
+        Implementation,
+        InitializedNotification,
+        InitializeRequest,
+        InitializeRequestParams,
+        InitializeResult,
+    )
 
     if era != "2025-06-18":
         mode = "legacy" if era == "2025-11-25" else "auto"
@@ -111,13 +124,21 @@ async def connect(server: Any, era: str, *, elicitation: Any = None) -> AsyncIte
     # The SDK client offers its newest handshake version; a 2025-06-18 host is imitated by hand.
     transport = stdio_client(server) if isinstance(server, StdioServerParameters) else streamable_http_client(server)
     async with transport as (read, write):
-        session = ClientSession(dispatcher=JSONRPCDispatcher(read, write), elicitation_callback=elicitation,
-                                read_timeout_seconds=30)
+        session = ClientSession(
+            dispatcher=JSONRPCDispatcher(read, write), elicitation_callback=elicitation, read_timeout_seconds=30
+        )
         async with session:
             capabilities = ClientCapabilities(elicitation=ElicitationCapability() if elicitation else None)
-            result = await session.send_request(InitializeRequest(params=InitializeRequestParams(
-                protocol_version="2025-06-18", capabilities=capabilities,
-                client_info=Implementation(name="host-2025-06-18", version="1"))), InitializeResult)
+            result = await session.send_request(
+                InitializeRequest(
+                    params=InitializeRequestParams(
+                        protocol_version="2025-06-18",
+                        capabilities=capabilities,
+                        client_info=Implementation(name="host-2025-06-18", version="1"),
+                    )
+                ),
+                InitializeResult,
+            )
             assert result.protocol_version == "2025-06-18"
             session.adopt(result)
             await session.send_notification(InitializedNotification())
@@ -138,8 +159,13 @@ def start_http(project: Path, *args: str, env: Mapping[str, str] | None = None, 
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0", *args],
-            cwd=project, env=serve_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink,
-            start_new_session=True)
+            cwd=project,
+            env=serve_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
         match = re.search(r"on (http://\S+/mcp)", log.read_text(errors="replace"))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+
 from conftest import ENTROPIC_MCP, connect, group_alive, serve_env, start_http, stdio_params, stop, wait_until
 
 PLUGINS = ("filesystem", "bash", "git", "entropic")
@@ -96,13 +97,15 @@ async def test_bash_output_arrives_as_progress(repo: Path) -> None:
         seen.append(message)
 
     async with connect(stdio_params(repo), "2026-07-28") as peer:
-        await peer.call("bash.execute", {"command": "for i in 1 2 3; do echo line-$i; sleep 0.2; done"},
-                        progress=progress)
+        await peer.call(
+            "bash.execute", {"command": "for i in 1 2 3; do echo line-$i; sleep 0.2; done"}, progress=progress
+        )
     assert seen, "bash reported no progress"
 
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
-    done = subprocess.run([str(ENTROPIC_MCP), "demo"], cwd=tmp_path, env=serve_env(), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [str(ENTROPIC_MCP), "demo"], cwd=tmp_path, env=serve_env(), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all 7 steps behaved as expected" in done.stdout

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from conftest import ENTROPIC_MCP, npx, serve_env
 
 pytestmark = pytest.mark.integration
@@ -19,8 +20,14 @@ def inspector(project: Path, *args: str) -> dict:
     if command is None:
         pytest.skip("npx is not installed (Node.js is needed for the MCP Inspector)")
     try:
-        done = subprocess.run([command, "-y", INSPECTOR, "--cli", str(ENTROPIC_MCP), "serve", *args], cwd=project,
-                              env=serve_env(), capture_output=True, text=True, timeout=240)
+        done = subprocess.run(
+            [command, "-y", INSPECTOR, "--cli", str(ENTROPIC_MCP), "serve", *args],
+            cwd=project,
+            env=serve_env(),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
     except subprocess.TimeoutExpired:
         pytest.skip("the MCP Inspector did not finish in time (npm registry unreachable?)")
     if done.returncode != 0 and ("ENOTFOUND" in done.stderr or "E404" in done.stderr or "ETIMEDOUT" in done.stderr):

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from conftest import (
     BASE_CONFIG,
     ENTROPIC_MCP,
@@ -50,7 +51,9 @@ async def test_list_and_call_over_http(http_serve: HTTPServe, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", HTTP_ERAS)
-async def test_ask_over_http_through_the_input_request_mechanism(http_serve: HTTPServe, project: Path, era: str) -> None:
+async def test_ask_over_http_through_the_input_request_mechanism(
+    http_serve: HTTPServe, project: Path, era: str
+) -> None:
     from mcp_types import ElicitResult
 
     async def elicit(context: Any, params: Any) -> ElicitResult:
@@ -98,8 +101,12 @@ async def _vanish(http_serve: HTTPServe, marker: Path, era: str) -> None:
 def _post(url: str, headers: dict[str, str]) -> Any:
     import httpx2
 
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
     return httpx2.post(url, json=body, headers={"accept": "application/json, text/event-stream", **headers}, timeout=10)
 
 
@@ -114,8 +121,14 @@ def test_foreign_host_header_is_rejected_on_loopback(http_serve: HTTPServe) -> N
 
 
 def test_non_loopback_without_token_refuses_to_start(project: Path) -> None:
-    result = subprocess.run([str(ENTROPIC_MCP), "serve", "--transport", "http", "--host", "0.0.0.0", "--port", "0"],
-                            cwd=project, env=serve_env(), capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [str(ENTROPIC_MCP), "serve", "--transport", "http", "--host", "0.0.0.0", "--port", "0"],
+        cwd=project,
+        env=serve_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode != 0
     assert "ENTROPIC_MCP_TOKEN" in result.stderr
 

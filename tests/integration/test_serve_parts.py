@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from entropic_mcp import ConfigError, ServerResponse, config_from_dict
 from entropic_mcp._pipeline import CallOutcome
 from entropic_mcp._serve._http import _origin_allowed, is_loopback, token_for
@@ -60,13 +59,18 @@ def test_framer_splits_lines_and_bounds_them() -> None:
 
 
 def test_results_carry_structured_content_and_meta() -> None:
-    ok = CallOutcome(name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c",
-                     response=ServerResponse(result='{"a": 1}'))
-    assert call_result(ok) == {"content": [{"type": "text", "text": '{"a": 1}'}], "isError": False,
-                               "structuredContent": {"a": 1},
-                               "_meta": {"entropic-mcp/directives": [], "entropic-mcp/kind": "ok"}}
-    listed = CallOutcome(name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c",
-                         response=ServerResponse(result="[1, 2]"))
+    ok = CallOutcome(
+        name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c", response=ServerResponse(result='{"a": 1}')
+    )
+    assert call_result(ok) == {
+        "content": [{"type": "text", "text": '{"a": 1}'}],
+        "isError": False,
+        "structuredContent": {"a": 1},
+        "_meta": {"entropic-mcp/directives": [], "entropic-mcp/kind": "ok"},
+    }
+    listed = CallOutcome(
+        name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c", response=ServerResponse(result="[1, 2]")
+    )
     assert "structuredContent" not in call_result(listed)
 
 

@@ -8,20 +8,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import BASE_CONFIG, ENTROPIC_MCP, serve_env, write_project
 
 pytestmark = pytest.mark.integration
 
-INIT = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
 
 
 class RawClient:
     """Lines in, lines out, against a real `entropic-mcp serve` subprocess."""
 
     def __init__(self, project: Path) -> None:
-        self.process = subprocess.Popen([str(ENTROPIC_MCP), "serve"], cwd=project, env=serve_env(),
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [str(ENTROPIC_MCP), "serve"],
+            cwd=project,
+            env=serve_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def send(self, line: bytes | str | dict[str, Any]) -> None:
         data = json.dumps(line).encode() if isinstance(line, dict) else line.encode() if isinstance(line, str) else line
@@ -60,7 +71,11 @@ def raw(tmp_path: Path) -> Any:
 
 def test_malformed_lines_are_answered_and_the_next_request_is_served(raw: RawClient) -> None:
     raw.send("this is not json")
-    assert raw.receive() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}
+    assert raw.receive() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error: not JSON"},
+    }
     raw.send('{"jsonrpc": "2.0", "id": 7, "method": 12}')
     assert raw.receive()["error"]["code"] == -32600 and True
     raw.send("[1, 2, 3]")
@@ -68,11 +83,21 @@ def test_malformed_lines_are_answered_and_the_next_request_is_served(raw: RawCli
     raw.send(b"\xff\xfe garbage \x00")
     assert raw.receive()["error"]["code"] in (-32700, -32600)
     raw.send({"jsonrpc": "2.0", "id": 8, "method": "no/such/method"})
-    assert raw.receive() == {"jsonrpc": "2.0", "id": 8, "error": {"code": -32601, "message": "Method not found",
-                                                                  "data": "no/such/method"}}
+    assert raw.receive() == {
+        "jsonrpc": "2.0",
+        "id": 8,
+        "error": {"code": -32601, "message": "Method not found", "data": "no/such/method"},
+    }
     raw.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": 5, "arguments": "text"}})
     assert raw.receive()["error"]["code"] == -32602
-    raw.send({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "probe.echo", "arguments": {"text": "ok"}}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 10,
+            "method": "tools/call",
+            "params": {"name": "probe.echo", "arguments": {"text": "ok"}},
+        }
+    )
     answer = raw.receive()
     assert answer["id"] == 10 and answer["result"]["content"][0]["text"] == "ok"
     code, stderr = raw.close()
@@ -80,8 +105,14 @@ def test_malformed_lines_are_answered_and_the_next_request_is_served(raw: RawCli
 
 
 def test_oversized_message_is_refused_with_its_id_and_serve_stays_up(raw: RawClient) -> None:
-    raw.send({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
-              "params": {"name": "probe.echo", "arguments": {"text": "x" * 10_000}}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 11,
+            "method": "tools/call",
+            "params": {"name": "probe.echo", "arguments": {"text": "x" * 10_000}},
+        }
+    )
     refused = raw.receive()
     assert refused["id"] == 11 and refused["error"]["code"] == -32600
     assert "max_message_bytes (4096)" in refused["error"]["message"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from conftest import BASE_CONFIG, ERAS, connect, group_alive, stdio_params, wait_until, write_project
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -156,6 +157,7 @@ async def test_cancelled_call_kills_its_process_group(project: Path, era: str) -
 async def test_client_that_disconnects_mid_call_leaves_no_process(project: Path) -> None:
     marker = project / "pgid"
     async with anyio.create_task_group() as tg:
+
         async def call_then_vanish() -> None:
             async with connect(stdio_params(project), "2025-11-25") as peer:
                 await peer.call("probe.sleep", {"seconds": 60, "pgid_file": str(marker)})

@@ -59,7 +59,9 @@ async def serve_async(manager: ServerManager, *, transport: str, host: str, port
         await cancel_suspended(app)
 
 
-def serve(manager: ServerManager, *, transport: str | None = None, host: str | None = None, port: int | None = None) -> Any:
+def serve(
+    manager: ServerManager, *, transport: str | None = None, host: str | None = None, port: int | None = None
+) -> Any:
     """Serve ``manager`` until the client goes away (stdio) or the process is stopped (HTTP)."""
     import anyio
 
@@ -70,7 +72,10 @@ def serve(manager: ServerManager, *, transport: str | None = None, host: str | N
 
         raise ConfigError(f"unknown transport {chosen!r}; expected 'stdio' or 'http'")
     try:
-        anyio.run(lambda: serve_async(manager, transport=chosen, host=host or settings.host,
-                                      port=settings.port if port is None else port))
+        anyio.run(
+            lambda: serve_async(
+                manager, transport=chosen, host=host or settings.host, port=settings.port if port is None else port
+            )
+        )
     except KeyboardInterrupt:
         pass

@@ -61,10 +61,11 @@ class ServeApp:
             version=__version__,
             title="entropic-mcp",
             instructions=INSTRUCTIONS,
-            on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
             get_tool_input_schema=self.listing.input_schema,
         )
+        # Registered as wire-dict handlers: results are built as the wire form directly.
+        self.server.add_request_handler("tools/list", PaginatedRequestParams, self.list_tools)
+        self.server.add_request_handler("tools/call", CallToolRequestParams, self.call_tool)
         # After the OpenTelemetry middleware, so listing spans are still recorded.
         self.server.middleware.append(self._modern_listing)
         self._server_stamp = self.server.server_info_stamp
@@ -98,8 +99,13 @@ class ServeApp:
             page = self.listing.page(cursor)
         except InvalidCursor as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
-        return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete",
-                "_meta": {SERVER_INFO_META_KEY: dict(self._server_stamp)}}
+        return {
+            **page,
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "public",
+            "resultType": "complete",
+            "_meta": {SERVER_INFO_META_KEY: dict(self._server_stamp)},
+        }
 
     def check_listing(self) -> None:
         """Validate every cached page against the 2026-07-28 ``ListToolsResult`` (once, at start-up)."""
@@ -131,7 +137,9 @@ class ServeApp:
         relay = ProgressRelay(session) if progress_token(ctx.params) is not None else None
         token = CURRENT.set(channel)
         try:
-            outcome = await self.manager.call(internal, arguments, CallContext(conversation_id=conversation, progress=relay))
+            outcome = await self.manager.call(
+                internal, arguments, CallContext(conversation_id=conversation, progress=relay)
+            )
         except BaseException:
             if relay is not None:
                 relay.abort()
@@ -149,9 +157,17 @@ class ServeApp:
         state = params.request_state
         if state is not None:
             call = self.suspended.pop(state, None)
-            if call is None or call.name != internal or call.arguments != arguments or call.conversation != conversation:
-                raise MCPError(code=INVALID_PARAMS, message="Invalid or expired requestState: call the tool again",
-                               data={"reason": "invalid_request_state"})
+            if (
+                call is None
+                or call.name != internal
+                or call.arguments != arguments
+                or call.conversation != conversation
+            ):
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message="Invalid or expired requestState: call the tool again",
+                    data={"reason": "invalid_request_state"},
+                )
             if call.relay is not None:
                 call.relay.target = ctx.session
             waiting = call.next_round()
@@ -163,8 +179,11 @@ class ServeApp:
                 call.relay = ProgressRelay(ctx.session)
             token = CURRENT.set(call if asks else None)
             try:
-                call.start(self.manager.call(internal, arguments,
-                                             CallContext(conversation_id=conversation, progress=call.relay)))
+                call.start(
+                    self.manager.call(
+                        internal, arguments, CallContext(conversation_id=conversation, progress=call.relay)
+                    )
+                )
             finally:
                 CURRENT.reset(token)
             waiting = call.round
@@ -179,13 +198,19 @@ class ServeApp:
             state = secrets.token_urlsafe(24)
             self.suspended[state] = call
             assert call.task is not None
-            call.task.add_done_callback(lambda _task, state=state: self.suspended.pop(state, None))
+            call.task.add_done_callback(self._forget(state))
             return input_required(asked, state)
         assert call.task is not None
         outcome = call.task.result()
         if call.relay is not None:
             await call.relay.close()
         return {**call_result(outcome), "resultType": "complete"}
+
+    def _forget(self, state: str) -> Any:
+        def forget(_task: object) -> None:
+            self.suspended.pop(state, None)
+
+        return forget
 
     # -- conversations -------------------------------------------------------------------------------
 
@@ -198,8 +223,12 @@ class ServeApp:
             if isinstance(key, str) and 0 < len(key) <= MAX_CONVERSATION_KEY:
                 return key
             if key is not None:
-                raise MCPError(code=INVALID_PARAMS, message=(
-                    f"_meta['{CONVERSATION_KEY}'] must be a non-empty string of at most {MAX_CONVERSATION_KEY} characters"))
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=(
+                        f"_meta['{CONVERSATION_KEY}'] must be a non-empty string of at most {MAX_CONVERSATION_KEY} characters"
+                    ),
+                )
         if self.transport == "stdio":
             return self.process_conversation
         request = ctx.request

@@ -1,4 +1,4 @@
-""""ask" decisions answered by the client's user through the protocol's input-request mechanism.
+""" "ask" decisions answered by the client's user through the protocol's input-request mechanism.
 
 Handshake era (2025-06-18, 2025-11-25): an ``elicitation/create`` request to the client in the
 middle of the call. 2026-07-28: servers may not send requests, so the call is suspended and the

@@ -73,29 +73,53 @@ async def _drive(project: Path, narrator: Narrator) -> None:
                 break
         names = [tool.name for tool in tools]
         servers = sorted({name.partition(".")[0] for name in names})
-        narrator.show("tools/list", f"{len(names)} tools from {', '.join(servers)}: {', '.join(names[:8])}, …",
-                      all(any(n.startswith(p + ".") for n in names) for p in PLUGINS))
+        narrator.show(
+            "tools/list",
+            f"{len(names)} tools from {', '.join(servers)}: {', '.join(names[:8])}, …",
+            all(any(n.startswith(p + ".") for n in names) for p in PLUGINS),
+        )
 
         async def call(title: str, name: str, args: dict[str, Any], expect: Callable[[Any, str], bool]) -> Any:
             result = await client.call_tool(name, args)
-            text = result.content[0].text if result.content else ""
+            text = getattr(result.content[0], "text", "") if result.content else ""
             kind = (result.meta or {}).get("entropic-mcp/kind")
             ok = expect(result, text)
-            narrator.show(f"{title}: {name} {json.dumps(args)}",
-                          f"isError={result.is_error} kind={kind} → {_short(text)}", ok)
+            narrator.show(
+                f"{title}: {name} {json.dumps(args)}", f"isError={result.is_error} kind={kind} → {_short(text)}", ok
+            )
             return result
 
-        await call("write a file", "filesystem.write_file", {"path": "hello.txt", "content": "Hello from entropic-mcp!\n"},
-                   lambda r, t: not r.is_error)
-        await call("read it back", "filesystem.read_file", {"path": "hello.txt"},
-                   lambda r, t: not r.is_error and "Hello from entropic-mcp!" in t)
+        await call(
+            "write a file",
+            "filesystem.write_file",
+            {"path": "hello.txt", "content": "Hello from entropic-mcp!\n"},
+            lambda r, t: not r.is_error,
+        )
+        await call(
+            "read it back",
+            "filesystem.read_file",
+            {"path": "hello.txt"},
+            lambda r, t: not r.is_error and "Hello from entropic-mcp!" in t,
+        )
         await call("git status", "git.status", {}, lambda r, t: not r.is_error and "hello.txt" in t)
-        await call("run a shell command", "bash.execute", {"command": "echo demo-says-hi"},
-                   lambda r, t: not r.is_error and "demo-says-hi" in t)
-        await call("a path outside the project is refused", "filesystem.read_file", {"path": "/etc/passwd"},
-                   lambda r, t: r.is_error and not (r.meta or {}).get("entropic-mcp/directives"))
-        todo = await call("keep a todo list", "entropic.todo", {"action": "add", "content": "try entropic-mcp in my editor"},
-                          lambda r, t: not r.is_error and "try entropic-mcp" in t)
+        await call(
+            "run a shell command",
+            "bash.execute",
+            {"command": "echo demo-says-hi"},
+            lambda r, t: not r.is_error and "demo-says-hi" in t,
+        )
+        await call(
+            "a path outside the project is refused",
+            "filesystem.read_file",
+            {"path": "/etc/passwd"},
+            lambda r, t: r.is_error and not (r.meta or {}).get("entropic-mcp/directives"),
+        )
+        todo = await call(
+            "keep a todo list",
+            "entropic.todo",
+            {"action": "add", "content": "try entropic-mcp in my editor"},
+            lambda r, t: not r.is_error and "try entropic-mcp" in t,
+        )
         directives = (todo.meta or {}).get("entropic-mcp/directives") or []
         click.echo(f"        directives for the host in _meta: {[d.get('type') for d in directives]}")
 
@@ -106,9 +130,12 @@ def run_demo(*, keep: bool = False) -> int:
 
     missing = [name for name in PLUGINS if importlib.util.find_spec(f"entropic_mcp_{name}") is None]
     if missing:
-        click.echo("the demo needs every first-party plugin; missing: "
-                   + ", ".join(f"entropic-mcp-{name}" for name in missing)
-                   + f"\ninstall with: pip install {' '.join(f'entropic-mcp-{n}' for n in missing)}", err=True)
+        click.echo(
+            "the demo needs every first-party plugin; missing: "
+            + ", ".join(f"entropic-mcp-{name}" for name in missing)
+            + f"\ninstall with: pip install {' '.join(f'entropic-mcp-{n}' for n in missing)}",
+            err=True,
+        )
         return 1
     project = Path(tempfile.mkdtemp(prefix="entropic-mcp-demo-")).resolve()
     narrator = Narrator()
@@ -130,6 +157,8 @@ def run_demo(*, keep: bool = False) -> int:
     if narrator.failures:
         click.echo(f"\n{len(narrator.failures)} step(s) did not do what they should: {'; '.join(narrator.failures)}")
         return 1
-    click.echo(f"\nall {narrator.step} steps behaved as expected. Point your MCP client at `entropic-mcp serve` next "
-               "(see docs/serving.md).")
+    click.echo(
+        f"\nall {narrator.step} steps behaved as expected. Point your MCP client at `entropic-mcp serve` next "
+        "(see docs/serving.md)."
+    )
     return 0

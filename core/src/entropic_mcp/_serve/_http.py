@@ -83,17 +83,29 @@ class Guard:
             given = headers.get("authorization", "")
             scheme, _, credential = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
-                await _respond(send, 401, "Unauthorized: send Authorization: Bearer <ENTROPIC_MCP_TOKEN>",
-                               [(b"www-authenticate", b'Bearer realm="entropic-mcp"')])
+                await _respond(
+                    send,
+                    401,
+                    "Unauthorized: send Authorization: Bearer <ENTROPIC_MCP_TOKEN>",
+                    [(b"www-authenticate", b'Bearer realm="entropic-mcp"')],
+                )
                 return
         await self.app(scope, receive, send)
 
 
 async def _respond(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     body = text.encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
-                            *(extra or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -135,8 +147,12 @@ async def serve_http(serve_app: Any, *, host: str, port: int) -> None:
     sock = bind(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    print(f"entropic-mcp: serving {len(serve_app.listing.tools)} tools on http://{shown}:{actual}{PATH}"
-          + (" (bearer token required)" if token else ""), file=sys.stderr, flush=True)
+    print(
+        f"entropic-mcp: serving {len(serve_app.listing.tools)} tools on http://{shown}:{actual}{PATH}"
+        + (" (bearer token required)" if token else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     await server.serve(sockets=[sock])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._names import ToolNames
@@ -34,7 +34,7 @@ def _offset(cursor: str) -> int:
 class Listing:
     """Deterministic pages of MCP tool objects with wire names."""
 
-    def __init__(self, tools: list[Mapping[str, Any]], names: ToolNames, page_size: int) -> None:
+    def __init__(self, tools: Sequence[Mapping[str, Any]], names: ToolNames, page_size: int) -> None:
         self.names = names
         self.page_size = max(1, page_size)
         ordered = sorted(tools, key=lambda tool: tool["name"])
@@ -42,7 +42,7 @@ class Listing:
         self.schemas = {tool["name"]: tool.get("inputSchema") for tool in self.tools}
         self._pages: dict[int, dict[str, Any]] = {}
         for offset in range(0, max(len(self.tools), 1), self.page_size):
-            page: dict[str, Any] = {"tools": self.tools[offset:offset + self.page_size]}
+            page: dict[str, Any] = {"tools": self.tools[offset : offset + self.page_size]}
             if offset + self.page_size < len(self.tools):
                 page["nextCursor"] = _cursor(offset + self.page_size)
             self._pages[offset] = page

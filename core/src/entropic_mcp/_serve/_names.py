@@ -52,7 +52,9 @@ class ToolNames:
             to_internal[name] = internal
             to_exposed[internal] = name
         if clashes:
-            detail = "; ".join(f"{name!r} would name {', '.join(map(repr, owners))}" for name, owners in clashes.items())
+            detail = "; ".join(
+                f"{name!r} would name {', '.join(map(repr, owners))}" for name, owners in clashes.items()
+            )
             raise ConfigError(
                 f"[serve] tool_names = {style!r} gives two tools the same wire name: {detail}. "
                 'Use tool_names = "dotted", or rename one of the servers.'
@@ -65,7 +67,11 @@ class ToolNames:
         for name in self.too_long:
             log.warning(
                 "tool name %r is %d characters; hosts that forward names to model APIs accept at most %d — "
-                "shorten the server or tool name", name, len(name), MODEL_NAME_LIMIT)
+                "shorten the server or tool name",
+                name,
+                len(name),
+                MODEL_NAME_LIMIT,
+            )
 
     def internal(self, name: str) -> str | None:
         return self.to_internal.get(name)

@@ -38,7 +38,7 @@ def defer_package_init(name: str) -> None:
         except KeyError:
             raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
 
-    module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    module.__dict__["__getattr__"] = __getattr__
     sys.modules[name] = module
     parent, _, child = name.rpartition(".")
     if parent and parent in sys.modules:

@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 import orjson
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
 from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
 
 log = logging.getLogger("entropic_mcp.serve")
 
@@ -96,9 +96,14 @@ def _request_id(data: bytes) -> str | int | None:
 def classify(line: bytes | Oversized, limit: int) -> SessionMessage | JSONRPCError | None:
     """A line as a message for the SDK, the error to answer it with, or None (blank)."""
     if isinstance(line, Oversized):
-        return JSONRPCError(jsonrpc="2.0", id=_request_id(line.head), error=ErrorData(
-            code=INVALID_REQUEST,
-            message=f"message of {line.size} bytes exceeds max_message_bytes ({limit}); send less per request"))
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=_request_id(line.head),
+            error=ErrorData(
+                code=INVALID_REQUEST,
+                message=f"message of {line.size} bytes exceeds max_message_bytes ({limit}); send less per request",
+            ),
+        )
     if not line.strip():
         return None
     try:
@@ -110,14 +115,22 @@ def classify(line: bytes | Oversized, limit: int) -> SessionMessage | JSONRPCErr
     except orjson.JSONDecodeError:
         return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="Parse error: not JSON"))
     if isinstance(decoded, list):
-        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
-            code=INVALID_REQUEST, message="Invalid Request: batches are not supported; send one message per line"))
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=ErrorData(
+                code=INVALID_REQUEST, message="Invalid Request: batches are not supported; send one message per line"
+            ),
+        )
     rid = decoded.get("id") if isinstance(decoded, dict) else None
     if isinstance(decoded, dict) and "id" not in decoded:
         log.warning("dropped a malformed notification: %.200s", line)
         return None
-    return JSONRPCError(jsonrpc="2.0", id=rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None,
-                        error=ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message"))
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None,
+        error=ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message"),
+    )
 
 
 def _pollable(fd: int) -> bool:
@@ -158,8 +171,9 @@ class _Wire:
     async def _open_reader(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             reader = asyncio.StreamReader(limit=CHUNK * 4)
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                         os.fdopen(self.read_fd, "rb", buffering=0, closefd=False))
+            await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self.read_fd, "rb", buffering=0, closefd=False)
+            )
             self.reader = reader
         except (ValueError, OSError):
             self.reader = None
@@ -167,7 +181,8 @@ class _Wire:
     async def _open_writer(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             transport, protocol = await loop.connect_write_pipe(
-                asyncio.streams.FlowControlMixin, os.fdopen(self.write_fd, "wb", buffering=0, closefd=False))
+                asyncio.streams.FlowControlMixin, os.fdopen(self.write_fd, "wb", buffering=0, closefd=False)
+            )
             self.writer = asyncio.StreamWriter(transport, protocol, None, loop)  # type: ignore[arg-type]
         except (ValueError, OSError):
             self.writer = None

@@ -8,14 +8,21 @@ from ._common import build_manager
 
 
 @click.command()
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default=None,
-              help="stdio (default; for hosts that start the server) or Streamable HTTP.")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default=None,
+    help="stdio (default; for hosts that start the server) or Streamable HTTP.",
+)
 @click.option("--host", default=None, help="HTTP address (default 127.0.0.1; others need ENTROPIC_MCP_TOKEN).")
-@click.option("--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (default 8765; 0 = any free port).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (default 8765; 0 = any free port)."
+)
 @click.pass_context
 def serve(ctx: click.Context, transport: str | None, host: str | None, port: int | None) -> None:
     """Serve every tool over MCP. Logs go to stderr; on stdio, stdout carries only MCP."""
-    from .._serve import ServeApprover, configure_logging, serve as run
+    from .._serve import ServeApprover, configure_logging
+    from .._serve import serve as run
 
     configure_logging(debug=bool((ctx.find_root().obj or {}).get("debug")))
     approver = ServeApprover()

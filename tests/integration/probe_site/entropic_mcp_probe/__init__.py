@@ -69,8 +69,12 @@ class Sleep(ToolBase):
     async def execute(self, args: dict[str, Any], ctx: Any) -> str:
         seconds = float(args["seconds"])
         process = await asyncio.create_subprocess_exec(
-            "sleep", str(seconds), start_new_session=True,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+            "sleep",
+            str(seconds),
+            start_new_session=True,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         marker = args.get("pgid_file")
         if marker:
             Path(marker).write_text(str(process.pid))
