@@ -25,7 +25,7 @@ from conftest import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-HTTP_ERAS = ("2026-07-28", "2025-11-25")
+HTTP_ERAS = ("2026-07-28", "2025-11-25", "2025-06-18")
 KIND = "entropic-mcp/kind"
 TOKEN = "t0k3n-for-the-integration-tests"
 
@@ -44,7 +44,7 @@ async def test_list_and_call_over_http(http_serve: HTTPServe, era: str) -> None:
         assert first == second
         tagged = await peer.call("probe.info", meta={"entropic-mcp/conversation": "mine"})
         assert tagged.structured_content["conversation"] == "mine"
-    if era == "2025-11-25":
+    if era != "2026-07-28":
         assert first.startswith("http-session-")
         async with connect(http_serve.url, era) as other:
             assert (await other.call("probe.info")).structured_content["conversation"] != first
@@ -147,5 +147,35 @@ async def test_token_is_required_when_set(project: Path) -> None:
             async with Client(streamable_http_client(url, http_client=http)) as client:
                 echoed = await client.call_tool("probe.echo", {"text": "authorised"})
         assert echoed.content[0].text == "authorised"
+    finally:
+        stop(served.process)
+
+
+@pytest.mark.parametrize("era", HTTP_ERAS)
+async def test_cancelled_call_over_http_kills_its_process_group(http_serve: HTTPServe, project: Path, era: str) -> None:
+    marker = project / f"pgid-cancel-{era}"
+    async with connect(http_serve.url, era) as peer:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.call, "probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
+            while not marker.exists():
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        pgid = int(marker.read_text())
+        assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
+        assert (await peer.call("probe.echo", {"text": "after cancel"})).content[0].text == "after cancel"
+
+
+def test_oversized_body_is_refused(tmp_path: Path) -> None:
+    import httpx2
+
+    project = write_project(tmp_path / "small", BASE_CONFIG + "[serve]\nmax_message_bytes = 2048\n")
+    served = start_http(project)
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"padding": "x" * 5000}}
+        answer = httpx2.post(
+            served.url, json=body, timeout=10, headers={"accept": "application/json, text/event-stream"}
+        )
+        assert answer.status_code == 413
+        assert _post(served.url, {}).status_code == 200
     finally:
         stop(served.process)
