@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -19,13 +20,20 @@ _CHUNK = 1 << 16
 class Pipe:
     """One of git's output pipes, read on the event loop (no thread) into memory up to ``limit``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, file: IO[bytes], limit: int, stop_at_limit: bool) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        file: IO[bytes],
+        limit: int,
+        on_done: Callable[[Pipe], None],
+        stop_at_limit: bool,
+    ) -> None:
         self.loop, self.file, self.limit, self.stop_at_limit = loop, file, limit, stop_at_limit
+        self.on_done: Callable[[Pipe], None] | None = on_done
         self.fd = file.fileno()
         self.chunks: list[bytes] = []
         self.size = 0
         self.over = False
-        self.done: asyncio.Future[None] = loop.create_future()
         os.set_blocking(self.fd, False)
         loop.add_reader(self.fd, self._readable)
 
@@ -48,12 +56,15 @@ class Pipe:
                 self.finish()
 
     def finish(self) -> None:
-        if not self.done.done():
+        if self.on_done is not None:
             self.loop.remove_reader(self.fd)
-            self.done.set_result(None)
+            on_done, self.on_done = self.on_done, None
+            on_done(self)
 
     def close(self) -> None:
-        self.finish()
+        if self.on_done is not None:
+            self.loop.remove_reader(self.fd)
+            self.on_done = None
         self.file.close()
 
     @property
@@ -63,7 +74,8 @@ class Pipe:
 
 class Process:
     """A git process watched from the event loop: its pipes and its exit (a pidfd, where the
-    kernel has them), so a call costs no thread hop and no child-watcher round trip."""
+    kernel has them), so a call costs no thread hop and no child-watcher round trip. The three
+    events resolve one future, so the waiting call wakes once."""
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, argv: list[str], cwd: Path, env: dict[str, str], limit: int
@@ -78,22 +90,35 @@ class Process:
             start_new_session=True,
         )
         assert self.popen.stdout is not None and self.popen.stderr is not None
-        self.stdout = Pipe(loop, self.popen.stdout, limit, stop_at_limit=True)
-        self.stderr = Pipe(loop, self.popen.stderr, STDERR_LIMIT, stop_at_limit=False)
         self.loop = loop
+        self.finished: asyncio.Future[None] = loop.create_future()
+        self.pending = 3  # stdout, stderr, exit
+        self.stdout = Pipe(loop, self.popen.stdout, limit, self._pipe_done, stop_at_limit=True)
+        self.stderr = Pipe(loop, self.popen.stderr, STDERR_LIMIT, self._pipe_done, stop_at_limit=False)
         self.pidfd: int | None = None
         try:
             self.pidfd = os.pidfd_open(self.popen.pid)
         except (AttributeError, OSError):
-            self.exited: asyncio.Future[int] = loop.run_in_executor(None, self.popen.wait)
+            waiter = loop.run_in_executor(None, self.popen.wait)
+            waiter.add_done_callback(lambda _: self._one_done())
         else:
-            self.exited = loop.create_future()
             loop.add_reader(self.pidfd, self._exit)
+
+    def _pipe_done(self, pipe: Pipe) -> None:
+        if pipe.over:
+            # stop git now: the output is cut anyway, and its stderr only ends when it exits
+            self.kill()
+        self._one_done()
 
     def _exit(self) -> None:
         self._close_pidfd()
-        if not self.exited.done():
-            self.exited.set_result(self.popen.wait())
+        self.popen.wait()
+        self._one_done()
+
+    def _one_done(self) -> None:
+        self.pending -= 1
+        if self.pending == 0 and not self.finished.done():
+            self.finished.set_result(None)
 
     def _close_pidfd(self) -> None:
         if self.pidfd is not None:
@@ -102,12 +127,10 @@ class Process:
             self.pidfd = None
 
     async def communicate(self) -> tuple[bytes, bytes, bool, int]:
-        await self.stdout.done
-        if self.stdout.over:
-            # stop git now: the output is cut anyway, and its stderr only ends when it exits
-            self.kill()
-        await self.stderr.done
-        exit_code = await self.exited
+        """Wait for both pipes to end and git to exit: (stdout, stderr, stdout cut, exit code)."""
+        await self.finished
+        exit_code = self.popen.returncode
+        assert exit_code is not None
         return self.stdout.data, self.stderr.data, self.stdout.over, exit_code
 
     def kill(self) -> None:
