@@ -29,7 +29,7 @@ plugins = ["probe"]
 backend = "none"
 [permissions]
 default = "ask"
-allow = ["probe.echo", "probe.info", "probe.fail", "probe.sleep"]
+allow = ["probe.echo", "probe.info", "probe.fail", "probe.sleep", "probe.ended"]
 deny = ["probe.note(secret*)"]
 """
 

@@ -34,7 +34,7 @@ TOKEN = "t0k3n-for-the-integration-tests"
 async def test_list_and_call_over_http(http_serve: HTTPServe, era: str) -> None:
     async with connect(http_serve.url, era) as peer:
         names = [tool.name for tool in await peer.list_all()]
-        assert names == ["probe.echo", "probe.fail", "probe.info", "probe.note", "probe.sleep"]
+        assert names == ["probe.echo", "probe.ended", "probe.fail", "probe.info", "probe.note", "probe.sleep"]
         echoed = await peer.call("probe.echo", {"text": "over http"})
         assert echoed.content[0].text == "over http" and echoed.meta[KIND] == "ok"
         failed = await peer.call("probe.fail")
@@ -48,6 +48,9 @@ async def test_list_and_call_over_http(http_serve: HTTPServe, era: str) -> None:
         assert first.startswith("http-session-")
         async with connect(http_serve.url, era) as other:
             assert (await other.call("probe.info")).structured_content["conversation"] != first
+            # The first client's session ended when it disconnected: its state was released.
+            ended = (await other.call("probe.ended")).structured_content["ended"]
+            assert first in ended
 
 
 @pytest.mark.parametrize("era", HTTP_ERAS)

@@ -30,7 +30,7 @@ async def test_listing_is_paginated_sorted_and_annotated(tmp_path: Path, era: st
         assert len(first.tools) == 2 and first.next_cursor
         tools = await peer.list_all()
     names = [tool.name for tool in tools]
-    assert names == ["probe.echo", "probe.fail", "probe.info", "probe.note", "probe.sleep"]
+    assert names == ["probe.echo", "probe.ended", "probe.fail", "probe.info", "probe.note", "probe.sleep"]
     by_name = {tool.name: tool for tool in tools}
     assert by_name["probe.echo"].annotations.read_only_hint is True
     assert by_name["probe.echo"].annotations.open_world_hint is False
@@ -174,7 +174,7 @@ async def test_underscored_names_map_back_through_the_table(tmp_path: Path) -> N
     project = write_project(tmp_path, BASE_CONFIG + '[serve]\ntool_names = "underscored"\n')
     async with connect(stdio_params(project), "2026-07-28") as peer:
         names = [tool.name for tool in await peer.list_all()]
-        assert names == ["probe__echo", "probe__fail", "probe__info", "probe__note", "probe__sleep"]
+        assert names == ["probe__echo", "probe__ended", "probe__fail", "probe__info", "probe__note", "probe__sleep"]
         echoed = await peer.call("probe__echo", {"text": "u"})
         assert text_of(echoed) == "u"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import build_manager
+from ._common import build_manager, load
 
 
 @click.command()
@@ -25,13 +25,14 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     from .._serve import serve as run
 
     configure_logging(debug=bool((ctx.find_root().obj or {}).get("debug")))
-    approver = ServeApprover()
-    manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
-    chosen = transport or manager.config.serve.transport
+    settings = load(ctx).serve
+    chosen = transport or settings.transport
     if chosen == "http":
         from .._serve._http import token_for
 
-        token_for(host or manager.config.serve.host)  # refuse before loading anything else
+        token_for(host or settings.host)  # refuse an unprotected address before loading any plugin
+    approver = ServeApprover()
+    manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
     run(manager, transport=chosen, host=host, port=port)
 
 

@@ -97,14 +97,32 @@ class Sleep(ToolBase):
         return f"slept {seconds:g} s"
 
 
+class Ended(ToolBase):
+    """The conversations this server was told to release, as JSON."""
+
+    definition = load_tool_definition(__package__, "ended")
+    required_access_level = AccessLevel.READ
+
+    def __init__(self, server: ProbeServer) -> None:
+        super().__init__()
+        self.server = server
+
+    def execute(self, args: dict[str, Any], ctx: Any) -> ToolResult:
+        return ToolResult.json({"ended": list(self.server.ended)})
+
+
 class ProbeServer(MCPServerBase):
     name = "probe"
     default_timeout_seconds = 30.0
 
     def __init__(self, root: Any = None) -> None:
         super().__init__(root=root)
-        for tool in (Echo(), Info(), Note(), Fail(), Sleep()):
+        self.ended: list[str] = []
+        for tool in (Echo(), Info(), Note(), Fail(), Sleep(), Ended(self)):
             self.register_tool(tool)
+
+    def end_conversation(self, conversation_id: str) -> None:
+        self.ended.append(conversation_id)
 
     def permission_pattern(self, tool_name: str, args: Any) -> str:
         if tool_name == "note":
@@ -112,7 +130,7 @@ class ProbeServer(MCPServerBase):
         return super().permission_pattern(tool_name, args)
 
     def skip_duplicate_check(self, tool_name: str) -> bool:
-        return tool_name in ("info", "sleep")
+        return tool_name in ("info", "sleep", "ended")
 
 
 @hookimpl
