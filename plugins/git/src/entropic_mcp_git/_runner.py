@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -71,6 +72,7 @@ _FORCED_ENV = {
 }
 
 DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
+MINIMUM_GIT = (2, 24)
 
 
 def git_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -140,12 +142,14 @@ class GitRunner:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     env: dict[str, str] = attrs.field(factory=git_environment)
     _executable: str | None = attrs.field(default=None, init=False)
+    _version_checked: bool = attrs.field(default=False, init=False)
     # positive answers only: a root that becomes a repository later (git init) is noticed
     _worktrees: dict[Path, WorkTree] = attrs.field(factory=dict, init=False)
 
     def set_program(self, program: str) -> None:
         self.program = program
         self._executable = None
+        self._version_checked = False
 
     def executable(self) -> str:
         if self._executable is None:
@@ -171,6 +175,8 @@ class GitRunner:
         found = self._worktrees.get(root)
         if found is not None:
             return found
+        if not self._version_checked:
+            await self._check_version(root)
         out = await self.run(root, ("rev-parse", "--show-toplevel", "--absolute-git-dir"))
         lines = out.text.splitlines()
         if out.exit_code != 0 or len(lines) != 2:
@@ -182,6 +188,26 @@ class GitRunner:
         found = WorkTree(top=Path(os.path.realpath(lines[0])), git_dir=Path(lines[1]))
         self._worktrees[root] = found
         return found
+
+    async def _check_version(self, cwd: Path) -> None:
+        # once per program: every revision is passed after --end-of-options (git 2.24) and
+        # checkout uses git switch (2.23); an older git would misread them, so refuse it
+        out = await self.run(cwd if cwd.is_dir() else Path("/"), ("version",))
+        match = re.match(r"git version (\d+)\.(\d+)", out.text)
+        if out.exit_code != 0 or match is None:
+            raise ToolError(
+                "git_not_found",
+                f"{self.program!r} did not answer `git version` like git; set [servers.git] git to the path of git",
+            )
+        found = (int(match[1]), int(match[2]))
+        if found < MINIMUM_GIT:
+            raise ToolError(
+                "git_too_old",
+                f"git {found[0]}.{found[1]} is too old: the git server needs git "
+                f"{MINIMUM_GIT[0]}.{MINIMUM_GIT[1]} or newer (for --end-of-options); upgrade git or set "
+                "[servers.git] git to a newer one",
+            )
+        self._version_checked = True
 
     async def run(
         self,
