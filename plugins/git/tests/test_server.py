@@ -219,7 +219,8 @@ def test_a_missing_git_program_is_reported_not_raised(repo):
 
 def test_git_failures_carry_exit_code_and_stderr(tmp_path, repo):
     fake = _fake_git(
-        tmp_path, 'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n'
+        tmp_path,
+        'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n',
     )
     server = make_server(repo.path, git=str(fake))
     error = refused(server, "status")
@@ -242,7 +243,8 @@ def _pid_gone(pid: int) -> bool:
 
 def _hanging_git(tmp_path: Path) -> Path:
     return _fake_git(
-        tmp_path, f'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n'
+        tmp_path,
+        f'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n',
     )
 
 
@@ -284,7 +286,9 @@ def test_a_cancelled_call_kills_git(tmp_path, repo):
 
 
 def test_huge_output_is_cut_and_git_stopped(tmp_path, repo):
-    fake = _fake_git(tmp_path, 'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\nexec yes "+ a line of diff"\n')
+    fake = _fake_git(
+        tmp_path, 'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\nexec yes "+ a line of diff"\n'
+    )
     server = make_server(repo.path, git=str(fake), max_output_bytes=8192)
     text = execute(server, "diff").result
     assert len(text.encode()) < 8192 + 300

@@ -22,7 +22,7 @@ def capped_text(out: GitOutput, limit: int, narrow: str) -> str:
     text = out.text
     if not out.truncated:
         return text
-    cut = text.rfind("\n", 0, len(text))
+    cut = text.rfind("\n")
     if cut > 0:
         text = text[: cut + 1]
     return f"{text}[... output cut at {limit} bytes; {narrow}]\n"

@@ -11,28 +11,20 @@ from pathlib import Path
 import attrs
 from entropic_mcp import ToolError
 
-#: Options given to every git invocation, before the subcommand. They keep git from starting a
-#: pager, colouring output, quoting non-ASCII paths, running hooks the work tree could plant,
-#: or asking an fsmonitor daemon; ``log.showRoot`` makes ``show``/``log -p`` include the root patch.
-GLOBAL_OPTIONS: tuple[str, ...] = (
-    "--no-pager",
-    "-c",
+#: Config given to every git invocation (``-c``). It keeps git from starting a pager, colouring
+#: output, quoting non-ASCII paths, running hooks the work tree could plant, asking an fsmonitor
+#: daemon or an external diff; ``log.showRoot`` makes ``show`` include the root commit's patch.
+SAFE_CONFIG: tuple[str, ...] = (
     "core.pager=cat",
-    "-c",
     "color.ui=false",
-    "-c",
     "core.quotepath=false",
-    "-c",
     "core.hooksPath=/dev/null",
-    "-c",
     "core.fsmonitor=false",
-    "-c",
     "diff.external=",
-    "-c",
     "log.showSignature=false",
-    "-c",
     "log.showRoot=true",
 )
+GLOBAL_OPTIONS: tuple[str, ...] = ("--no-pager", *(arg for item in SAFE_CONFIG for arg in ("-c", item)))
 
 #: Variables that would point git at another repository, index or diff program than the work
 #: tree's own; the host's environment must not redirect the server.
