@@ -7,7 +7,6 @@ Installed as a pytest plugin, so ``entropic_plugins``, ``entropic_manager_factor
 from ._checks import JUNK, ConformanceError, check_plugin, check_server
 from ._fixtures import call, fresh_plugins, make_manager
 from ._memory_storage import MemoryStorage
-from ._storage_contract import StorageContract
 
 __all__ = [
     "JUNK",
@@ -20,3 +19,12 @@ __all__ = [
     "fresh_plugins",
     "make_manager",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The contract suite is pytest test classes; importing it needs pytest, the rest of the kit not.
+    if name == "StorageContract":
+        from ._storage_contract import StorageContract
+
+        return StorageContract
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
