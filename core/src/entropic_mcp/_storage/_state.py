@@ -156,6 +156,7 @@ class StoreState:
         self,
         tables: Mapping[str, Mapping[str, Any]] | None = None,
         read_ref: Callable[[Any], list[Any]] | None = None,
+        next_ids: Mapping[str, int] | None = None,
     ) -> None:
         # ``read_ref`` loads a message batch kept outside memory (``{"ref": ...}`` documents).
         self._read_ref = read_ref
@@ -168,6 +169,10 @@ class StoreState:
         self.messages = self.db.table("messages")
         self.snapshots = self.db.table("snapshots")
         self.delegations = self.db.table("delegations")
+        # TinyDB numbers documents from the largest id present; after deletes that would reuse ids
+        # the writer already used, so the next ids travel with the snapshot.
+        for name, next_id in (next_ids or {}).items():
+            self.db.table(name)._next_id = next_id
         self.last_time = ""
         self._reindex()
 
@@ -238,6 +243,13 @@ class StoreState:
                 index.add(delegation_id, doc["task"], doc["summary"], recency)
             self._search_index = index
         return self._search_index
+
+    def next_ids(self) -> dict[str, int]:
+        out = {}
+        for name in TABLES:
+            next_id = self.db.table(name)._next_id
+            out[name] = next_id if next_id is not None else max(map(int, self._memory[name]), default=0) + 1
+        return out
 
     def dump(self) -> dict[str, dict[str, Any]]:
         """Every table as TinyDB's JSON layout: ``{table: {"<doc id>": document}}``."""

@@ -38,7 +38,7 @@ from ._audit import AuditLog
 from ._files import atomic_write, fsync_dir, write_all
 from ._lock import StoreLock
 from ._segments import Segments
-from ._state import StoreState, dumps
+from ._state import TABLES, StoreState, dumps
 
 if TYPE_CHECKING:
     from .._config import Config
@@ -239,7 +239,10 @@ class TinyDBBackend:
             generation = meta["generation"]
             if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
                 raise ValueError(f"bad generation {generation!r}")
-            state = StoreState(tables, read_ref=self._segments.read)
+            next_ids = meta.get("next_ids") or {}
+            if not set(next_ids) <= set(TABLES) or not all(isinstance(v, int) and v >= 1 for v in next_ids.values()):
+                raise ValueError(f"bad next_ids {next_ids!r}")
+            state = StoreState(tables, read_ref=self._segments.read, next_ids=next_ids)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StorageError(
                 f"{self._snapshot_path}: not a readable entropic-mcp store snapshot ({type(exc).__name__}: {exc}); "
@@ -352,7 +355,12 @@ class TinyDBBackend:
             with contextlib.suppress(OSError):
                 stale.unlink()
         generation = (self._generation or 0) + 1
-        meta = {"format": FORMAT, "generation": generation, "written_at": datetime.now(UTC).isoformat()}
+        meta = {
+            "format": FORMAT,
+            "generation": generation,
+            "written_at": datetime.now(UTC).isoformat(),
+            "next_ids": self._state.next_ids(),
+        }
         try:
             data = orjson.dumps({"_meta": {"1": meta}, **self._state.dump()})
             journal = self.path / _journal_name(generation)
