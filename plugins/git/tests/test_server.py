@@ -293,3 +293,19 @@ def test_huge_output_is_cut_and_git_stopped(tmp_path, repo):
     text = execute(server, "diff").result
     assert len(text.encode()) < 8192 + 300
     assert "[... output cut at 8192 bytes;" in text
+
+
+def test_concurrent_calls_leak_no_descriptor_and_no_process(tmp_path, repo):
+    server = make_server(repo.path)
+    repo.write("README.md", "# changed\n")
+    ok(server, "status")  # discovery done before counting
+    fds = len(os.listdir("/proc/self/fd"))
+
+    async def burst() -> list[bool]:
+        calls = [server.execute(tool, {}, CallContext()) for tool in ("status", "log", "diff", "branch", "show") * 8]
+        return [response.is_error for response in await asyncio.gather(*calls)]
+
+    assert asyncio.run(burst()) == [False] * 40
+    assert len(os.listdir("/proc/self/fd")) == fds
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+    assert children == []

@@ -74,6 +74,14 @@ def test_first_commit_on_an_unborn_branch(empty_repo):
     assert result["sha"] == empty_repo.git("rev-parse", "HEAD").strip()
 
 
+def test_a_message_too_long_for_an_argument_list_is_refused_cleanly(server, repo):
+    repo.write("a.txt")
+    repo.git("add", "a.txt")
+    error = refused(server, "commit", {"message": "x" * 300_000})
+    assert error["error"] == "invalid_args" and "too long" in error["message"]
+    assert ok(server, "commit", {"message": "y" * 100_000})["sha"]
+
+
 def test_commit_needs_a_message(server):
     for args in ({}, {"message": ""}, {"message": "   "}, {"message": 5}):
         assert refused(server, "commit", args)["error"] == "invalid_args"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -236,6 +237,13 @@ class GitRunner:
                 "git_not_found",
                 f"could not start git ({exc}); install git or set [servers.git] git in entropic-mcp.toml",
             ) from None
+        except OSError as exc:
+            if exc.errno == errno.E2BIG:
+                raise ToolError(
+                    "invalid_args",
+                    "the arguments are too long for one git command; pass fewer paths or a shorter message",
+                ) from None
+            raise
         try:
             async with asyncio.timeout(timeout):
                 stdout, stderr, truncated, exit_code = await process.communicate()
