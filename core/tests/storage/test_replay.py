@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from entropic_mcp._storage._tinydb import TinyDBBackend
 
 WORDS = ["parser", "cache", "login", "retry", "index", "schema", "deploy", "token"]

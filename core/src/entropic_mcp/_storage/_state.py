@@ -172,7 +172,7 @@ class StoreState:
         # TinyDB numbers documents from the largest id present; after deletes that would reuse ids
         # the writer already used, so the next ids travel with the snapshot.
         for name, next_id in (next_ids or {}).items():
-            self.db.table(name)._next_id = next_id
+            self.db.table(name)._next_id = next_id  # type: ignore[assignment]
         self.last_time = ""
         self._reindex()
 
