@@ -130,11 +130,16 @@ class ServeApp:
         arguments = params.arguments if params.arguments is not None else {}
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._call_modern(ctx, params, internal, arguments, conversation)
-        channel = None
         session = ctx.session
+        channel = None
         if session.can_send_request and supports_elicitation(session.client_capabilities):
             channel = ElicitingChannel(session, ctx.request_id)
-        relay = ProgressRelay(session) if progress_token(ctx.params) is not None else None
+        return await self._call_inline(ctx, internal, arguments, conversation, channel)
+
+    async def _call_inline(
+        self, ctx: Any, internal: str, arguments: dict[str, Any], conversation: str, channel: Any
+    ) -> dict[str, Any]:
+        relay = ProgressRelay(ctx.session) if progress_token(ctx.params) is not None else None
         token = CURRENT.set(channel)
         try:
             outcome = await self.manager.call(
@@ -172,12 +177,14 @@ class ServeApp:
                 call.relay.target = ctx.session
             waiting = call.next_round()
             call.answer(answer_from(params.input_responses))
+        elif not supports_elicitation(ctx.session.client_capabilities):
+            # Nobody to ask: the call cannot pause, so it runs inline like a handshake-era one.
+            return {**await self._call_inline(ctx, internal, arguments, conversation, None), "resultType": "complete"}
         else:
             call = SuspendedCall(name=internal, arguments=arguments, conversation=conversation)
-            asks = supports_elicitation(ctx.session.client_capabilities)
             if progress_token(ctx.params) is not None:
                 call.relay = ProgressRelay(ctx.session)
-            token = CURRENT.set(call if asks else None)
+            token = CURRENT.set(call)
             try:
                 call.start(
                     self.manager.call(

@@ -19,6 +19,7 @@ log = logging.getLogger("entropic_mcp.serve")
 TOKEN_ENV = "ENTROPIC_MCP_TOKEN"
 PATH = "/mcp"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_CHECKED = frozenset({b"origin", b"host", b"authorization"})
 
 
 def is_loopback(host: str) -> bool:
@@ -67,7 +68,10 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        headers: dict[str, str] = {}
+        for key, value in scope["headers"]:
+            if key in _CHECKED:
+                headers[key.decode("latin-1")] = value.decode("latin-1")
         origin = headers.get("origin")
         if origin and not _origin_allowed(origin, self.allowed_origins):
             log.warning("refused a request from Origin %r", origin[:200])
