@@ -101,3 +101,27 @@ def test_values_json_cannot_hold_are_recorded_as_text(tmp_path: Path) -> None:
     backend.close()
     record = orjson.loads(_lines(tmp_path / "s")[0])
     assert record["args"]["blob"] == repr(b"\x00\x01")
+
+
+def test_records_that_cannot_be_written_are_kept_for_the_next_try(tmp_path: Path, monkeypatch) -> None:
+    from entropic_mcp import StorageError
+    from entropic_mcp._storage import _audit
+
+    backend = TinyDBBackend(tmp_path / "s", audit_batch=2, audit_flush_seconds=3600)
+    real_open = _audit.os.open
+
+    def full_disk(*args: object, **kwargs: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_audit.os, "open", full_disk)
+    backend.record_tool_call(_outcome(1))
+    try:
+        backend.record_tool_call(_outcome(2))
+    except StorageError as exc:
+        assert "No space left on device" in str(exc)
+    else:
+        raise AssertionError("a failed audit write must raise")
+    monkeypatch.setattr(_audit.os, "open", real_open)
+    assert backend.stats()["tool_calls"] == 2
+    backend.close()
+    assert [orjson.loads(line)["args"]["text"] for line in _lines(tmp_path / "s")] == ["t1", "t2"]

@@ -117,3 +117,15 @@ def test_disabled_storage_says_how_to_enable_it(tmp_path: Path, monkeypatch: pyt
 def test_stats_counts(filled: dict[str, str]) -> None:
     counts = json.loads(invoke("storage", "stats", "--json").stdout)
     assert counts["delegations"] == 2 and counts["completed_delegations"] == 1 and counts["messages"] == 2
+
+
+def test_config_given_with_the_global_option(filled: dict[str, str], project: Path, tmp_path_factory) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "entropic-mcp.toml").write_text(
+        f'[entropic_mcp]\nroot = "{project}"\nplugins = []\n[storage]\npath = "store"\n'
+    )
+    result = CliRunner().invoke(
+        cli, ["--config", str(elsewhere / "entropic-mcp.toml"), "storage", "stats", "--json"], obj={}
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["delegations"] == 2

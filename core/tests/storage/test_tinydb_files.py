@@ -316,3 +316,28 @@ def test_a_journal_removed_under_an_open_store_stops_it_instead_of_writing_into_
     with pytest.raises(StorageError, match="removed or replaced"):
         backend.save_messages(root, [{"role": "user", "content": "would be lost"}])
     backend.close()
+
+
+def test_a_journal_that_cannot_be_opened_for_writing_raises_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store"
+    first = TinyDBBackend(store)
+    root = first.create_conversation("root")
+    first.close()
+    backend = TinyDBBackend(store)
+    real_open = _tinydb.os.open
+
+    def refusing_open(path: object, flags: int, *args: object) -> int:
+        if flags & os.O_WRONLY:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(_tinydb.os, "open", refusing_open)
+    with pytest.raises(StorageError, match=r"cannot open for writing \(Permission denied\); nothing was changed"):
+        backend.save_messages(root, [{"role": "user", "content": "refused"}])
+    monkeypatch.undo()
+    assert backend.load_conversation(root)["messages"] == []
+    backend.save_messages(root, [{"role": "user", "content": "accepted"}])
+    backend.close()
+    assert TinyDBBackend(store).load_conversation(root)["messages"] == [{"role": "user", "content": "accepted"}]
