@@ -7,7 +7,9 @@
 #
 # Runs in the current directory (its entropic-mcp.toml applies). Pin the Inspector version with
 # INSPECTOR=@modelcontextprotocol/inspector@<version>. Recorded result (2026-11-30, Inspector 0.15.0,
-# node 20): tools/list and tools/call both worked over stdio against `entropic-mcp serve`.
+# node 20): tools/list and tools/call both worked over stdio against `entropic-mcp serve`, and over
+# Streamable HTTP (`npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8765/mcp --transport http
+# --method tools/call --tool-name git.status` against `entropic-mcp serve --transport http`).
 set -euo pipefail
 
 INSPECTOR="${INSPECTOR:-@modelcontextprotocol/inspector}"
