@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ._manager import ServerManager
 
 DEFAULT_CONVERSATION = "default"
+_CREATE_LOCK = threading.Lock()
 
 ProgressReporter = Callable[[float, "float | None", "str | None"], None]
 
@@ -32,9 +33,20 @@ class CallContext:
     deadline: float | None = None
     progress: ProgressReporter | None = None
     manager: ServerManager | None = attrs.field(default=None, repr=False)
-    cancelled: threading.Event = attrs.field(factory=threading.Event, repr=False)
+    _cancelled: threading.Event | None = attrs.field(default=None, repr=False, alias="cancelled")
     partial: str | None = attrs.field(default=None, repr=False)
     meta: dict[str, Any] = attrs.field(factory=dict, repr=False)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the call is cancelled or times out (created on first use: most calls never ask)."""
+        event = self._cancelled
+        if event is None:
+            with _CREATE_LOCK:
+                event = self._cancelled
+                if event is None:
+                    event = self._cancelled = threading.Event()
+        return event
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None when there is none)."""

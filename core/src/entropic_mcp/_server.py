@@ -20,6 +20,24 @@ from ._tools import TOOL_NAME, ToolBase
 log = logging.getLogger("entropic_mcp")
 
 
+_EXECUTOR: Any = None
+
+
+async def _in_worker_thread(function: Any, *args: Any) -> Any:
+    """Run a synchronous tool in the shared worker pool; a cancelled caller stops waiting.
+
+    The thread itself runs on (Python cannot stop it); the tool sees ``ctx.cancelled``.
+    """
+    import asyncio
+
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _EXECUTOR = ThreadPoolExecutor(max_workers=32, thread_name_prefix="entropic-mcp-tool")
+    return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, function, *args)
+
+
 def normalize_args(raw: object) -> dict[str, Any]:
     """``None``, blank text, ``null``, non-object JSON and unparseable text become ``{}``."""
     if isinstance(raw, dict):
@@ -116,9 +134,7 @@ class MCPServerBase:
         if is_async:
             value = await run(args, ctx)
         else:
-            import anyio.to_thread
-
-            value = await anyio.to_thread.run_sync(run, args, ctx, abandon_on_cancel=True)
+            value = await _in_worker_thread(run, args, ctx)
         response = self._to_response(tool, value)
         if response.is_error:
             return response
