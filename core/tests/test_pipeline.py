@@ -516,3 +516,28 @@ def test_other_server_and_listing_order(tmp_path):
     names = [t["name"] for t in manager.list_tools()]
     assert names[:2] == ["demo.echo", "demo.write"] and names[-1] == "other.echo"
     assert manager.list_tools() is manager.list_tools()  # cached
+
+
+def test_a_nested_call_keeps_the_outer_calls_deadline(tmp_path):
+    from entropic_mcp import MCPServerBase, ToolBase
+    from entropic_mcp import ToolDefinition as TD
+
+    class Outer(ToolBase):
+        definition = TD(name="outer", description="", input_schema={"type": "object"})
+
+        async def execute(self, args, ctx):
+            inner = await ctx.manager.call("demo.echo", {"text": "inner"}, CallContext(conversation_id="inner"))
+            assert inner.kind == "ok"
+            await anyio.sleep(10)
+            return "never"
+
+    class Nest(MCPServerBase):
+        name = "nest"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Outer())
+
+    manager = make_manager(tmp_path, config={**ALLOW, "pipeline": {"tool_timeouts": {"nest.outer": 0.1}}},
+                           servers=[DemoServer(root=tmp_path), Nest(root=tmp_path)])
+    assert call(manager, "nest.outer", {}).kind == "timeout"
