@@ -54,7 +54,10 @@ class IgnoreFile:
                 names.append((rest.replace("(?P<ps_d>/)", "/"), bool(pattern.include)))
         self.name_patterns = names
         for index, pattern in enumerate(reversed(active)):
-            source = pattern.regex.pattern.replace("(?P<ps_d>/)", "/")  # type: ignore[union-attr]
+            # Each alternative keeps its own "matched as the contents of a directory" group: git
+            # ranks a line that names the path itself above one that names a parent directory
+            # (``!keep.log`` does not re-include ``keep.log/x1`` that ``x?`` ignores).
+            source = pattern.regex.pattern.replace("(?P<ps_d>/)", f"(?P<d{index}>/)")  # type: ignore[union-attr]
             name = f"p{index}"
             self._includes[name] = bool(pattern.include)
             alternatives.append(f"(?P<{name}>{source})")
@@ -77,7 +80,12 @@ class IgnoreFile:
             return None
         if isinstance(found, _SpecMatch):
             return found.include
-        return self._includes[found.lastgroup or ""]
+        name = found.lastgroup or ""
+        if found.group("d" + name[1:]) is not None:
+            # matched through a parent directory: a later line may name the path itself
+            exact = self._spec_match(path)
+            return None if exact is None else exact.include
+        return self._includes[name]
 
 
 class _SpecMatch:
