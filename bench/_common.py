@@ -31,7 +31,9 @@ def peer_python(name: str, requirement: str) -> str | None:
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        result = subprocess.run([str(python), "-m", "pip", "install", "-q", requirement], capture_output=True, text=True)
+        result = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", requirement], capture_output=True, text=True
+        )
         if result.returncode != 0:
             print(f"  (could not install {requirement} for the peer: {result.stderr.strip()[-200:]})")
             return None

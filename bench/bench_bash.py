@@ -71,11 +71,19 @@ def main() -> None:
 
     ours_ms = statistics.median(ours) * 1000
     floor_ms = statistics.median(floor) * 1000
-    report("bench_bash", [
-        ("P11 bash.execute \"true\" (pipeline, median)", f"{ours_ms:.2f} ms",
-         f"{floor_ms:.2f} ms subprocess.run(bash -c true)", f"{ours_ms / floor_ms:.2f}x", "<= 1.5x"),
-        ("permission parts of a 5-command line", f"{statistics.median(parse_samples) * 1e6:.0f} us", "-", "-", "-"),
-    ])
+    report(
+        "bench_bash",
+        [
+            (
+                'P11 bash.execute "true" (pipeline, median)',
+                f"{ours_ms:.2f} ms",
+                f"{floor_ms:.2f} ms subprocess.run(bash -c true)",
+                f"{ours_ms / floor_ms:.2f}x",
+                "<= 1.5x",
+            ),
+            ("permission parts of a 5-command line", f"{statistics.median(parse_samples) * 1e6:.0f} us", "-", "-", "-"),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -31,17 +31,40 @@ from entropic_mcp import CallContext, ServerManager, config_from_dict
 from entropic_mcp.testing import fresh_plugins
 
 STORE_ROOT = Path("/tmp/entropic-bench-entropic")
-WORDS = ("cache", "retry", "backoff", "parser", "index", "token", "config", "schema", "socket", "buffer",
-         "thread", "queue", "lock", "journal", "snapshot", "search", "render", "budget", "stream", "shard")
+WORDS = (
+    "cache",
+    "retry",
+    "backoff",
+    "parser",
+    "index",
+    "token",
+    "config",
+    "schema",
+    "socket",
+    "buffer",
+    "thread",
+    "queue",
+    "lock",
+    "journal",
+    "snapshot",
+    "search",
+    "render",
+    "budget",
+    "stream",
+    "shard",
+)
 QUERIES = ("retry backoff", "SCHEMA parser", "journal snapshot lock", "socket", "budget stream render")
 
 
 def manager_for(root: Path) -> ServerManager:
-    config = config_from_dict({
-        "storage": {"backend": "tinydb", "path": str(root / "store")},
-        "permissions": {"default": "allow"},
-        "servers": {"entropic": {"tiers": ["lead", "researcher"]}},
-    }, root=root)
+    config = config_from_dict(
+        {
+            "storage": {"backend": "tinydb", "path": str(root / "store")},
+            "permissions": {"default": "allow"},
+            "servers": {"entropic": {"tiers": ["lead", "researcher"]}},
+        },
+        root=root,
+    )
     manager = ServerManager(config, plugins=fresh_plugins(entropic_mcp_entropic))
     manager.build_servers()
     return manager
@@ -83,8 +106,12 @@ def naive_tinydb_peer(root: Path, count: int):
 
     def search(query: str, limit: int = 3) -> list[dict]:
         words = query.lower().split()
-        hits = table.search(lambda doc: doc["status"] == "completed" and all(
-            w in (doc["summary"] or "").lower() or w in doc["task"].lower() for w in words))
+        hits = table.search(
+            lambda doc: (
+                doc["status"] == "completed"
+                and all(w in (doc["summary"] or "").lower() or w in doc["task"].lower() for w in words)
+            )
+        )
         hits.sort(key=lambda d: (-sum((d["summary"] or "").lower().count(w) for w in words), d["completed_at"]))
         return hits[:limit]
 
@@ -137,10 +164,24 @@ def main() -> None:
     ours = anyio.run(lambda: amedian_us(followup))
     floor = median_us(lambda: storage.search_delegations(next(queries), 3), repeat=5, number=200)
     naive = median_us(lambda: peer(next(queries)), repeat=3, number=5)
-    rows.append((f"followup, {args.delegations} delegations (vs naive TinyDB scan)", f"{ours / 1000:.3f} ms",
-                 f"{naive / 1000:.3f} ms", f"{ours / naive:.3f}x", "<= 5 ms"))
-    rows.append(("followup vs the backend's own search (floor)", f"{ours / 1000:.3f} ms", f"{floor / 1000:.3f} ms",
-                 f"{ours / floor:.2f}x", "-"))
+    rows.append(
+        (
+            f"followup, {args.delegations} delegations (vs naive TinyDB scan)",
+            f"{ours / 1000:.3f} ms",
+            f"{naive / 1000:.3f} ms",
+            f"{ours / naive:.3f}x",
+            "<= 5 ms",
+        )
+    )
+    rows.append(
+        (
+            "followup vs the backend's own search (floor)",
+            f"{ours / 1000:.3f} ms",
+            f"{floor / 1000:.3f} ms",
+            f"{ours / floor:.2f}x",
+            "-",
+        )
+    )
 
     server = manager.servers["entropic"]
     todo = server.tools["todo"]
@@ -157,18 +198,41 @@ def main() -> None:
 
     t_direct = median_us(todo_direct, repeat=5, number=500) / 2
     t_pipe = anyio.run(lambda: amedian_us(todo_pipeline)) / 2
-    rows.append(("todo call through the pipeline (incl. worker thread) vs the bare tool", f"{t_pipe:.1f} us", f"{t_direct:.1f} us",
-                 f"{t_pipe / t_direct:.1f}x", "-"))
+    rows.append(
+        (
+            "todo call through the pipeline (incl. worker thread) vs the bare tool",
+            f"{t_pipe:.1f} us",
+            f"{t_direct:.1f} us",
+            f"{t_pipe / t_direct:.1f}x",
+            "-",
+        )
+    )
     manager.close()
 
-    core = cold_import_ms("import entropic_mcp.hookspecs; from entropic_mcp import MCPServerBase, ToolBase, ToolResult, "
-                          "ToolError, PluginConfig, CallContext, Delegate, hookimpl, load_tool_definition")
+    core = cold_import_ms(
+        "import entropic_mcp.hookspecs; from entropic_mcp import MCPServerBase, ToolBase, ToolResult, "
+        "ToolError, PluginConfig, CallContext, Delegate, hookimpl, load_tool_definition"
+    )
     plugin = cold_import_ms("import entropic_mcp_entropic")
     floor_ms = cold_import_ms("pass")
-    rows.append(("cold import of the plugin vs the core it needs", f"{plugin:.1f} ms", f"{core:.1f} ms",
-                 f"+{plugin - core:.1f} ms", "share of <= 150 ms"))
-    rows.append(("cold import of the plugin vs python -c pass", f"{plugin:.1f} ms", f"{floor_ms:.1f} ms",
-                 f"{plugin / floor_ms:.1f}x", "-"))
+    rows.append(
+        (
+            "cold import of the plugin vs the core it needs",
+            f"{plugin:.1f} ms",
+            f"{core:.1f} ms",
+            f"+{plugin - core:.1f} ms",
+            "share of <= 150 ms",
+        )
+    )
+    rows.append(
+        (
+            "cold import of the plugin vs python -c pass",
+            f"{plugin:.1f} ms",
+            f"{floor_ms:.1f} ms",
+            f"{plugin / floor_ms:.1f}x",
+            "-",
+        )
+    )
     report("entropic", rows)
 
 

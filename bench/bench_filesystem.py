@@ -25,8 +25,28 @@ from entropic_mcp_filesystem import FilesystemServer
 GREP_TREE = Path("/tmp/entropic-bench-fs-grep")
 GLOB_TREE = Path("/tmp/entropic-bench-fs-glob")
 GREP_PATTERN = r"def handle_request_\d+"
-WORDS = ("alpha", "beta", "gamma", "delta", "value", "result", "config", "item", "index", "buffer",
-         "count", "token", "parser", "node", "state", "cache", "error", "write", "read", "path")
+WORDS = (
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "value",
+    "result",
+    "config",
+    "item",
+    "index",
+    "buffer",
+    "count",
+    "token",
+    "parser",
+    "node",
+    "state",
+    "cache",
+    "error",
+    "write",
+    "read",
+    "path",
+)
 
 
 def _body(rng: random.Random, lines: int) -> str:
@@ -94,8 +114,9 @@ def make_glob_tree(root: Path, files: int = 100_000) -> None:
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
     subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=env)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=env)
-    subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "tree"], cwd=root,
-                   check=True, env=env)
+    subprocess.run(
+        ["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "tree"], cwd=root, check=True, env=env
+    )
     marker.write_text("")
     subprocess.run(["git", "update-index", "--refresh", "-q"], cwd=root, env=env, check=False)
 
@@ -111,9 +132,15 @@ def median_time(fn, repeat: int) -> tuple[float, object]:
 
 
 def manager_for(root: Path, table: dict) -> ServerManager:
-    config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"},
-                               "pipeline": {"max_result_bytes": 0},
-                               "servers": {"filesystem": table}}, root=root)
+    config = config_from_dict(
+        {
+            "storage": {"backend": "none"},
+            "permissions": {"default": "allow"},
+            "pipeline": {"max_result_bytes": 0},
+            "servers": {"filesystem": table},
+        },
+        root=root,
+    )
     server = FilesystemServer(root=root)
     server.configure(config.server_table("filesystem"))
     return ServerManager(config, servers=[server])
@@ -133,8 +160,9 @@ def bench_grep(repeat: int) -> tuple[float, float, int, int]:
     manager = manager_for(GREP_TREE, {"max_grep_matches": 1000})
 
     def peer() -> int:
-        done = subprocess.run(["grep", "-rnE", GREP_PATTERN.replace(r"\d", "[0-9]"), str(GREP_TREE)],
-                              capture_output=True, check=False)
+        done = subprocess.run(
+            ["grep", "-rnE", GREP_PATTERN.replace(r"\d", "[0-9]"), str(GREP_TREE)], capture_output=True, check=False
+        )
         return done.stdout.count(b"\n")
 
     def ours() -> int:
@@ -156,8 +184,12 @@ def bench_glob(repeat: int) -> tuple[float, float, int, int]:
 
     def same_job() -> int:
         # What the tool actually does: every file on disk that .gitignore does not exclude.
-        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             cwd=GLOB_TREE, capture_output=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=GLOB_TREE,
+            capture_output=True,
+            check=True,
+        ).stdout
         return sum(1 for path in out.decode().split("\0") if path and python_file.match(path))
 
     def floor() -> int:
@@ -192,20 +224,26 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("P9", "grep, 10,000 files", "GNU grep -rn", peer, ours, peer_n, our_n))
     peer, ours, peer_n, our_n = bench_glob(args.repeat)
     rows.append(("P10", 'glob "**/*.py", 100,000 files', "git ls-files + filter", peer, ours, peer_n, our_n))
-    print(f"{'#':4} {'what':32} {'peer':24} {'peer ms':>9} {'ours ms':>9} {'ratio':>7} {'target':>7}  results (peer/ours)")
+    print(
+        f"{'#':4} {'what':32} {'peer':24} {'peer ms':>9} {'ours ms':>9} {'ratio':>7} {'target':>7}  results (peer/ours)"
+    )
     failed = False
     for key, what, name, peer_t, our_t, peer_n, our_n in rows:
         ratio = our_t / peer_t
         failed |= ratio > 2.0
-        print(f"{key:4} {what:32} {name:24} {peer_t * 1e3:9.1f} {our_t * 1e3:9.1f} {ratio:6.2f}x {'<=2.0x':>7}"
-              f"  {peer_n}/{our_n}")
+        print(
+            f"{key:4} {what:32} {name:24} {peer_t * 1e3:9.1f} {our_t * 1e3:9.1f} {ratio:6.2f}x {'<=2.0x':>7}"
+            f"  {peer_n}/{our_n}"
+        )
     extra = bench_glob.extra  # type: ignore[attr-defined]
     same_t, same_n = extra["same_job"]
     floor_t, _ = extra["floor"]
     p10_ours = rows[1][4]
-    print(f"     P10 context: git ls-files --cached --others --exclude-standard (the same job: reads the disk) "
-          f"{same_t * 1e3:.1f} ms ({same_n} results) -> ours {p10_ours / same_t:.2f}x; bare Python os.scandir "
-          f"walk (floor for any Python walk) {floor_t * 1e3:.1f} ms -> ours {p10_ours / floor_t:.2f}x")
+    print(
+        f"     P10 context: git ls-files --cached --others --exclude-standard (the same job: reads the disk) "
+        f"{same_t * 1e3:.1f} ms ({same_n} results) -> ours {p10_ours / same_t:.2f}x; bare Python os.scandir "
+        f"walk (floor for any Python walk) {floor_t * 1e3:.1f} ms -> ours {p10_ours / floor_t:.2f}x"
+    )
     return 1 if failed else 0
 
 

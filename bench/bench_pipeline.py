@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import peer_python, report  # noqa: E402
+from _common import peer_python, report
 
 N = 20000
 ROUNDS = 7
@@ -57,8 +57,11 @@ def ours() -> dict[str, float]:
     from entropic_mcp import AccessLevel, CallContext, MCPServerBase, ToolBase, ToolDefinition
     from entropic_mcp.testing import make_manager
 
-    definition = ToolDefinition(name="echo", description="echo", input_schema={
-        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    definition = ToolDefinition(
+        name="echo",
+        description="echo",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    )
 
     class Echo(ToolBase):
         required_access_level = AccessLevel.READ
@@ -78,16 +81,22 @@ def ours() -> dict[str, float]:
         def __init__(self, **kw):
             super().__init__(**kw)
             self.register_tool(Echo(definition))
-            self.register_tool(EchoSync(ToolDefinition(name="echo_sync", description="", input_schema=definition.input_schema)))
+            self.register_tool(
+                EchoSync(ToolDefinition(name="echo_sync", description="", input_schema=definition.input_schema))
+            )
 
     root = tempfile.mkdtemp()
     # Every stage runs: schema, access keys (the identity has a key set), duplicate detection,
     # loop guards, permission rules (an allow and a deny list), timeout, dispatch, envelope.
-    manager = make_manager(root, servers=[Bench(root=root)], config={
-        "permissions": {"default": "ask", "allow": ["bench.*"], "deny": ["bench.echo:never"]},
-        "identities": {"agent": {"keys": {"bench.*": "READ"}}},
-        "pipeline": {"same_tool_limit": 10**9},
-    })
+    manager = make_manager(
+        root,
+        servers=[Bench(root=root)],
+        config={
+            "permissions": {"default": "ask", "allow": ["bench.*"], "deny": ["bench.echo:never"]},
+            "identities": {"agent": {"keys": {"bench.*": "READ"}}},
+            "pipeline": {"same_tool_limit": 10**9},
+        },
+    )
 
     async def measure(name: str, n: int) -> float:
         import statistics
@@ -122,16 +131,35 @@ def main() -> None:
     v1_python = peer_python("mcp1", "mcp>=1.9,<2")
     v1 = peer(v1_python) if v1_python else None
     rows = [
-        ("P1 async tool vs mcp 2.x MCPServer.call_tool (async)", f"{ours_us['async']:.1f} µs", f"{v2['async']:.1f} µs",
-         f"{ours_us['async'] / v2['async']:.2f}×", "≤ 0.5×"),
-        ("P1 sync tool vs mcp 2.x MCPServer.call_tool (sync)", f"{ours_us['sync']:.1f} µs", f"{v2['sync']:.1f} µs",
-         f"{ours_us['sync'] / v2['sync']:.2f}×", "—"),
+        (
+            "P1 async tool vs mcp 2.x MCPServer.call_tool (async)",
+            f"{ours_us['async']:.1f} µs",
+            f"{v2['async']:.1f} µs",
+            f"{ours_us['async'] / v2['async']:.2f}×",
+            "≤ 0.5×",
+        ),
+        (
+            "P1 sync tool vs mcp 2.x MCPServer.call_tool (sync)",
+            f"{ours_us['sync']:.1f} µs",
+            f"{v2['sync']:.1f} µs",
+            f"{ours_us['sync'] / v2['sync']:.2f}×",
+            "—",
+        ),
     ]
     if v1:
-        rows.append(("P1 async tool vs mcp 1.x FastMCP.call_tool", f"{ours_us['async']:.1f} µs", f"{v1['async']:.1f} µs",
-                     f"{ours_us['async'] / v1['async']:.2f}×", "≤ 1.0×"))
+        rows.append(
+            (
+                "P1 async tool vs mcp 1.x FastMCP.call_tool",
+                f"{ours_us['async']:.1f} µs",
+                f"{v1['async']:.1f} µs",
+                f"{ours_us['async'] / v1['async']:.2f}×",
+                "≤ 1.0×",
+            )
+        )
     else:
-        rows.append(("P1 vs mcp 1.x FastMCP.call_tool", f"{ours_us['async']:.1f} µs", "not installable here", "—", "≤ 1.0×"))
+        rows.append(
+            ("P1 vs mcp 1.x FastMCP.call_tool", f"{ours_us['async']:.1f} µs", "not installable here", "—", "≤ 1.0×")
+        )
     report("P1-pipeline", rows)
 
 

@@ -41,18 +41,27 @@ def main() -> None:
     project = tempfile.mkdtemp(prefix="entropic-mcp-bench-")
     Path(project, "entropic-mcp.toml").write_text(
         '[entropic_mcp]\nplugins = ["filesystem", "bash", "git", "entropic"]\n'
-        '[servers.entropic]\ntiers = ["lead", "researcher", "coder"]\n')
+        '[servers.entropic]\ntiers = ["lead", "researcher", "coder"]\n'
+    )
     cli = shutil.which("entropic-mcp") or str(Path(sys.executable).parent / "entropic-mcp")
     listing = json.loads(subprocess.run([cli, "tools", "--json"], cwd=project, capture_output=True, check=True).stdout)
     servers = sorted({tool["server"] for tool in listing})
     ours = cold([cli, "tools", "--json"], project)
     bare = cold([sys.executable, "-c", "pass"], project)
     sdk = cold([sys.executable, "-c", "import mcp.server.mcpserver"], project)
-    report("P4-startup", [
-        (f"P4 tools --json, cold ({len(listing)} tools of {', '.join(servers)})", f"{ours:.0f} ms",
-         f"python -c pass {bare:.0f} ms", f"{ours / bare:.1f}×", "≤ 150 ms"),
-        ("    for scale: importing the MCP SDK server alone", "—", f"{sdk:.0f} ms", f"{ours / sdk:.2f}×", "—"),
-    ])
+    report(
+        "P4-startup",
+        [
+            (
+                f"P4 tools --json, cold ({len(listing)} tools of {', '.join(servers)})",
+                f"{ours:.0f} ms",
+                f"python -c pass {bare:.0f} ms",
+                f"{ours / bare:.1f}×",
+                "≤ 150 ms",
+            ),
+            ("    for scale: importing the MCP SDK server alone", "—", f"{sdk:.0f} ms", f"{ours / sdk:.2f}×", "—"),
+        ],
+    )
     shutil.rmtree(project, ignore_errors=True)
 
 

@@ -9,9 +9,15 @@ from pathlib import Path
 from entropic_mcp import hookspecs
 
 ORDER = [
-    "entropic_mcp_add_hookspecs", "entropic_mcp_servers", "entropic_mcp_storage_backends",
-    "entropic_mcp_permission_pattern", "entropic_mcp_skip_duplicate_check", "entropic_mcp_approve_tool_call",
-    "entropic_mcp_approve_outside_root", "entropic_mcp_before_tool_call", "entropic_mcp_after_tool_call",
+    "entropic_mcp_add_hookspecs",
+    "entropic_mcp_servers",
+    "entropic_mcp_storage_backends",
+    "entropic_mcp_permission_pattern",
+    "entropic_mcp_skip_duplicate_check",
+    "entropic_mcp_approve_tool_call",
+    "entropic_mcp_approve_outside_root",
+    "entropic_mcp_before_tool_call",
+    "entropic_mcp_after_tool_call",
     "entropic_mcp_directive_handlers",
 ]
 INTRO = """# Hook reference

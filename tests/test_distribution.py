@@ -6,19 +6,29 @@ import sys
 
 import pytest
 
-FIRST_PARTY = {"filesystem": "entropic-mcp-filesystem", "bash": "entropic-mcp-bash", "git": "entropic-mcp-git",
-               "entropic": "entropic-mcp-entropic"}
+FIRST_PARTY = {
+    "filesystem": "entropic-mcp-filesystem",
+    "bash": "entropic-mcp-bash",
+    "git": "entropic-mcp-git",
+    "entropic": "entropic-mcp-entropic",
+}
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-c", "from entropic_mcp.cli import main; main()", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "from entropic_mcp.cli import main; main()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
 def project(tmp_path):
     (tmp_path / "entropic-mcp.toml").write_text(
-        '[servers.entropic]\ntiers = ["lead", "researcher"]\n[permissions]\nallow_read = true\n')
+        '[servers.entropic]\ntiers = ["lead", "researcher"]\n[permissions]\nallow_read = true\n'
+    )
     return tmp_path
 
 

@@ -12,8 +12,12 @@ def definition(name, properties=None, required=()):
     return ToolDefinition(
         name=name,
         description=f"the {name} tool",
-        input_schema={"type": "object", "properties": properties or {}, "required": list(required),
-                      "additionalProperties": False},
+        input_schema={
+            "type": "object",
+            "properties": properties or {},
+            "required": list(required),
+            "additionalProperties": False,
+        },
     )
 
 
@@ -30,7 +34,9 @@ class Echo(ToolBase):
 
 
 class Write(ToolBase):
-    definition = definition("write", {"path": {"type": "string"}, "status": {"enum": ["pending", "in_progress", "completed"]}}, ["path"])
+    definition = definition(
+        "write", {"path": {"type": "string"}, "status": {"enum": ["pending", "in_progress", "completed"]}}, ["path"]
+    )
 
     def execute(self, args, ctx):
         self.server.runs.append(("write", dict(args), ctx.conversation_id))

@@ -10,7 +10,8 @@ from entropic_mcp.cli import _hoist_config, cli
 @pytest.fixture
 def project(tmp_path, monkeypatch, fake_site):
     (tmp_path / "entropic-mcp.toml").write_text(
-        '[entropic_mcp]\nplugins = ["fakegood"]\n[storage]\nbackend = "none"\n[permissions]\ndefault = "ask"\n')
+        '[entropic_mcp]\nplugins = ["fakegood"]\n[storage]\nbackend = "none"\n[permissions]\ndefault = "ask"\n'
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -22,11 +23,16 @@ def invoke(*args):
 def test_tools_json_lists_mcp_objects_with_access_and_server(project):
     result = invoke("tools", "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == [{
-        "name": "good.ping", "description": "Answer pong.",
-        "inputSchema": {"type": "object", "additionalProperties": False},
-        "annotations": {"readOnlyHint": True}, "server": "good", "access": "READ",
-    }]
+    assert json.loads(result.stdout) == [
+        {
+            "name": "good.ping",
+            "description": "Answer pong.",
+            "inputSchema": {"type": "object", "additionalProperties": False},
+            "annotations": {"readOnlyHint": True},
+            "server": "good",
+            "access": "READ",
+        }
+    ]
 
 
 def test_tools_for_an_unknown_server_is_a_usage_error(project):
@@ -77,8 +83,12 @@ def test_config_option_before_or_after_the_command():
 def test_config_error_is_one_line_with_exit_status_2(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[permissions]\ndefault = 'sometimes'\n")
-    result = subprocess.run([sys.executable, "-c", "from entropic_mcp.cli import main; main()", "tools", "--config", str(bad)],
-                            capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", "from entropic_mcp.cli import main; main()", "tools", "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr

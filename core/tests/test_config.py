@@ -25,7 +25,7 @@ def test_found_in_the_working_directory_and_root_is_relative_to_the_file(tmp_pat
 
 
 def test_explicit_path_and_environment_variable(tmp_path, monkeypatch):
-    other = write(tmp_path / "other.toml", '[pipeline]\nmax_result_bytes = 10\n')
+    other = write(tmp_path / "other.toml", "[pipeline]\nmax_result_bytes = 10\n")
     assert load_config(other, cwd=tmp_path).pipeline.max_result_bytes == 10
     monkeypatch.setenv("ENTROPIC_MCP_CONFIG", str(other))
     assert load_config(cwd=tmp_path).pipeline.max_result_bytes == 10
@@ -33,15 +33,21 @@ def test_explicit_path_and_environment_variable(tmp_path, monkeypatch):
         load_config(tmp_path / "missing.toml")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[permissions]\ndefualt = 'ask'\n", "[permissions] unknown key 'defualt'; expected one of: default"),
-    ("[permissions]\ndefault = 'maybe'\n", "permissions.default: expected one of 'ask', 'allow', 'deny', got 'maybe'"),
-    ("[pipeline]\nmax_result_bytes = 'big'\n", "pipeline.max_result_bytes: expected an integer >= 0, got 'big'"),
-    ("[permissions]\nallow = 'git.*'\n", "permissions.allow: expected a list of strings"),
-    ("[nonsense]\nx = 1\n", "unknown section [nonsense]"),
-    ("[identities.r]\nkeys = { 'fs.*' = 'ADMIN' }\n", "identities.r.keys.fs.*: expected \"NONE\", \"READ\" or \"WRITE\""),
-    ("not toml = = 1\n", "invalid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[permissions]\ndefualt = 'ask'\n", "[permissions] unknown key 'defualt'; expected one of: default"),
+        (
+            "[permissions]\ndefault = 'maybe'\n",
+            "permissions.default: expected one of 'ask', 'allow', 'deny', got 'maybe'",
+        ),
+        ("[pipeline]\nmax_result_bytes = 'big'\n", "pipeline.max_result_bytes: expected an integer >= 0, got 'big'"),
+        ("[permissions]\nallow = 'git.*'\n", "permissions.allow: expected a list of strings"),
+        ("[nonsense]\nx = 1\n", "unknown section [nonsense]"),
+        ("[identities.r]\nkeys = { 'fs.*' = 'ADMIN' }\n", 'identities.r.keys.fs.*: expected "NONE", "READ" or "WRITE"'),
+        ("not toml = = 1\n", "invalid TOML"),
+    ],
+)
 def test_bad_config_names_file_key_and_expectation(tmp_path, text, message):
     path = write(tmp_path / "entropic-mcp.toml", text)
     with pytest.raises(ConfigError) as excinfo:
@@ -51,11 +57,14 @@ def test_bad_config_names_file_key_and_expectation(tmp_path, text, message):
 
 
 def test_local_file_overrides_values_and_adds_rules(tmp_path):
-    write(tmp_path / "entropic-mcp.toml",
-          '[permissions]\ndefault = "ask"\nallow = ["git.status"]\ndeny = ["bash.execute:rm *"]\n'
-          '[pipeline]\nmax_result_bytes = 100\n')
-    write(tmp_path / "entropic-mcp.local.toml",
-          '[permissions]\nallow = ["git.log"]\n[pipeline]\nmax_result_bytes = 200\n')
+    write(
+        tmp_path / "entropic-mcp.toml",
+        '[permissions]\ndefault = "ask"\nallow = ["git.status"]\ndeny = ["bash.execute:rm *"]\n'
+        "[pipeline]\nmax_result_bytes = 100\n",
+    )
+    write(
+        tmp_path / "entropic-mcp.local.toml", '[permissions]\nallow = ["git.log"]\n[pipeline]\nmax_result_bytes = 200\n'
+    )
     config = load_config(cwd=tmp_path)
     assert config.permissions.allow == ("git.status", "git.log")
     assert config.permissions.deny == ("bash.execute:rm *",)
@@ -64,11 +73,14 @@ def test_local_file_overrides_values_and_adds_rules(tmp_path):
 
 
 def test_identities_servers_and_serve_tables(tmp_path):
-    config = config_from_dict({
-        "identities": {"researcher": {"keys": {"filesystem.*": "READ", "entropic.*": "write"}}},
-        "servers": {"bash": {"timeout_seconds": 5}},
-        "serve": {"tool_names": "underscored"},
-    }, root=tmp_path)
+    config = config_from_dict(
+        {
+            "identities": {"researcher": {"keys": {"filesystem.*": "READ", "entropic.*": "write"}}},
+            "servers": {"bash": {"timeout_seconds": 5}},
+            "serve": {"tool_names": "underscored"},
+        },
+        root=tmp_path,
+    )
     assert config.identities["researcher"].keys == {"filesystem.*": AccessLevel.READ, "entropic.*": AccessLevel.WRITE}
     assert config.server_table("bash") == {"timeout_seconds": 5}
     assert config.server_table("git") == {}

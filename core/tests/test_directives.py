@@ -15,8 +15,13 @@ from entropic_mcp._directives import DIRECTIVE_TYPES
 WIRE = {
     "stop_processing": {},
     "tier_change": {"tier": "coder", "reason": "needs edits"},
-    "delegate": {"target": "researcher", "task": "find", "max_turns": -1,
-                 "context": [{"path": "a.py", "lines": "1-5", "note": "here"}], "resume_from": ""},
+    "delegate": {
+        "target": "researcher",
+        "task": "find",
+        "max_turns": -1,
+        "context": [{"path": "a.py", "lines": "1-5", "note": "here"}],
+        "resume_from": "",
+    },
     "pipeline": {"stages": ["researcher", "coder"], "task": "t", "context": []},
     "complete": {"summary": "done", "coverage_gap": False, "gap_description": "", "suggested_files": ["a"]},
     "clear_self_todos": {},
@@ -62,10 +67,14 @@ def test_processor_dispatches_by_type_stops_and_reports_unhandled():
     seen = []
     processor = DirectiveProcessor()
     processor.register("delegate", lambda d, ctx: seen.append(d.target) or "child-1")
-    result = processor.process([
-        Delegate(target="researcher", task="t"), NotifyPresenter(key="todo"), StopProcessing(),
-        Complete(summary="never reached"),
-    ])
+    result = processor.process(
+        [
+            Delegate(target="researcher", task="t"),
+            NotifyPresenter(key="todo"),
+            StopProcessing(),
+            Complete(summary="never reached"),
+        ]
+    )
     assert seen == ["researcher"]
     assert result.handled == (("delegate", "child-1"),)
     assert result.unhandled == (NotifyPresenter(key="todo"),)

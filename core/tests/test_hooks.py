@@ -44,8 +44,12 @@ def test_permission_pattern_hook_overrides_the_server(tmp_path):
         def entropic_mcp_permission_pattern(self, server, tool, args):
             return "demo.write:anything" if tool == "write" else None
 
-    manager = make_manager(tmp_path, plugins=[ToolLevel()], servers=[DemoServer(root=tmp_path)],
-                           config={"permissions": {"default": "deny", "allow": ["demo.write:anything"]}})
+    manager = make_manager(
+        tmp_path,
+        plugins=[ToolLevel()],
+        servers=[DemoServer(root=tmp_path)],
+        config={"permissions": {"default": "deny", "allow": ["demo.write:anything"]}},
+    )
     assert manager.permission_pattern("demo.write", {"path": "x"}) == "demo.write:anything"
     assert call(manager, "demo.write", {"path": "x"}).kind == "ok"
     assert manager.permission_pattern("demo.echo", {"text": "x"}) == "demo.echo"

@@ -64,10 +64,20 @@ class Orchestra(MCPServerBase):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.register_tool(Emit("delegate", lambda a: [Delegate(target=a["target"], task=a["task"],
-                                                                max_turns=a.get("max_turns", -1),
-                                                                resume_from=a.get("resume_from", "")),
-                                                       StopProcessing()]))
+        self.register_tool(
+            Emit(
+                "delegate",
+                lambda a: [
+                    Delegate(
+                        target=a["target"],
+                        task=a["task"],
+                        max_turns=a.get("max_turns", -1),
+                        resume_from=a.get("resume_from", ""),
+                    ),
+                    StopProcessing(),
+                ],
+            )
+        )
         self.register_tool(Emit("pipeline", lambda a: [Pipeline(stages=a["stages"], task=a["task"]), StopProcessing()]))
         self.register_tool(Emit("done", lambda a: [Complete(summary=a["summary"]), StopProcessing()]))
         self.register_tool(Emit("anchor", lambda a: [ContextAnchor(key=a["key"], content=a.get("content", ""))]))
@@ -79,11 +89,17 @@ class Orchestra(MCPServerBase):
         self.register_tool(Emit("echo", lambda a: [], text="echoed"))
 
 
-def manager_for(tmp_path: Path, *, storage: bool = True, plugins: tuple[object, ...] = (), **config: Any) -> ServerManager:
-    data = {"storage": {"backend": "tinydb", "path": str(tmp_path / "store")} if storage else {"backend": "none"},
-            "permissions": {"default": "allow"}, **config}
-    return ServerManager(config_from_dict(data, root=tmp_path), plugins=fresh_plugins(*plugins),
-                         servers=[Orchestra(root=tmp_path)])
+def manager_for(
+    tmp_path: Path, *, storage: bool = True, plugins: tuple[object, ...] = (), **config: Any
+) -> ServerManager:
+    data = {
+        "storage": {"backend": "tinydb", "path": str(tmp_path / "store")} if storage else {"backend": "none"},
+        "permissions": {"default": "allow"},
+        **config,
+    }
+    return ServerManager(
+        config_from_dict(data, root=tmp_path), plugins=fresh_plugins(*plugins), servers=[Orchestra(root=tmp_path)]
+    )
 
 
 @pytest.fixture
@@ -138,9 +154,15 @@ def test_delegate_handler_creates_a_running_record_and_child_conversation(manage
     storage = manager.storage
     root = storage.create_conversation("root")
     processor = manager.directive_processor()
-    result = processor.process([Delegate(target="researcher", task="look", max_turns=4,
-                                         context=[{"path": "a.py", "lines": "", "note": ""}]), StopProcessing()],
-                               DirectiveContext(conversation_id=root, identity="lead", manager=manager))
+    result = processor.process(
+        [
+            Delegate(
+                target="researcher", task="look", max_turns=4, context=[{"path": "a.py", "lines": "", "note": ""}]
+            ),
+            StopProcessing(),
+        ],
+        DirectiveContext(conversation_id=root, identity="lead", manager=manager),
+    )
     assert result.stopped
     [(kind, started)] = result.handled
     assert kind == "delegate" and isinstance(started, DelegationStarted) and started.persisted
@@ -152,8 +174,9 @@ def test_delegate_handler_creates_a_running_record_and_child_conversation(manage
 
 def test_delegate_handler_with_an_unknown_parent_raises_storage_error(manager):
     with pytest.raises(StorageError):
-        manager.directive_processor().process([Delegate(target="r", task="t")],
-                                              DirectiveContext(conversation_id="nope", manager=manager))
+        manager.directive_processor().process(
+            [Delegate(target="r", task="t")], DirectiveContext(conversation_id="nope", manager=manager)
+        )
 
 
 def test_handlers_need_a_conversation(manager):
@@ -163,8 +186,11 @@ def test_handlers_need_a_conversation(manager):
 
 def test_delegate_handler_without_storage_returns_unpersisted_ids(tmp_path):
     manager = manager_for(tmp_path, storage=False)
-    [(_, started)] = manager.directive_processor().process(
-        [Delegate(target="r", task="t")], DirectiveContext(conversation_id="c", manager=manager)).handled
+    [(_, started)] = (
+        manager.directive_processor()
+        .process([Delegate(target="r", task="t")], DirectiveContext(conversation_id="c", manager=manager))
+        .handled
+    )
     assert started.persisted is False and started.delegation_id != started.child_conversation_id
 
 
@@ -172,12 +198,18 @@ def test_resume_from_loads_the_earlier_child_messages(manager):
     storage = manager.storage
     root = storage.create_conversation("root")
     first = start_delegation(storage, parent_id=root, delegating_tier="lead", target="r", task="t1")
-    storage.save_messages(first.child_conversation_id, [{"role": "user", "content": "t1"},
-                                                        {"role": "assistant", "content": "found x"}])
+    storage.save_messages(
+        first.child_conversation_id, [{"role": "user", "content": "t1"}, {"role": "assistant", "content": "found x"}]
+    )
     finish_delegation(storage, first.delegation_id, "completed", "found x")
-    [(_, started)] = manager.directive_processor().process(
-        [Delegate(target="r", task="t2", resume_from=first.delegation_id)],
-        DirectiveContext(conversation_id=root, identity="lead", storage=storage)).handled
+    [(_, started)] = (
+        manager.directive_processor()
+        .process(
+            [Delegate(target="r", task="t2", resume_from=first.delegation_id)],
+            DirectiveContext(conversation_id=root, identity="lead", storage=storage),
+        )
+        .handled
+    )
     assert [m["content"] for m in started.seed_messages] == ["t1", "found x"]
     assert started.resume_from == first.delegation_id and started.delegation_id != first.delegation_id
 
@@ -185,16 +217,18 @@ def test_resume_from_loads_the_earlier_child_messages(manager):
 def test_resume_from_an_unknown_delegation_raises(manager):
     root = manager.storage.create_conversation("root")
     with pytest.raises(StorageError):
-        start_delegation(manager.storage, parent_id=root, delegating_tier="lead", target="r", task="t",
-                         resume_from="missing")
+        start_delegation(
+            manager.storage, parent_id=root, delegating_tier="lead", target="r", task="t", resume_from="missing"
+        )
 
 
 def test_complete_handler_finishes_the_conversations_own_delegation(manager):
     storage = manager.storage
     root = storage.create_conversation("root")
     started = start_delegation(storage, parent_id=root, delegating_tier="lead", target="r", task="t")
-    ctx = CallContext(conversation_id=started.child_conversation_id, identity="r",
-                      meta={"delegation_id": started.delegation_id})
+    ctx = CallContext(
+        conversation_id=started.child_conversation_id, identity="r", meta={"delegation_id": started.delegation_id}
+    )
     ctx.manager = manager
     [(_, done)] = manager.directive_processor().process([Complete(summary="all good")], ctx).handled
     assert isinstance(done, Completion) and done.recorded and done.delegation_id == started.delegation_id
@@ -210,19 +244,26 @@ def test_complete_with_a_gap_stores_the_gap_in_the_summary(manager):
     started = start_delegation(storage, parent_id=root, delegating_tier="lead", target="r", task="t")
     manager.directive_processor().process(
         [Complete(summary="half", coverage_gap=True, gap_description="tests unread")],
-        DirectiveContext(conversation_id="x", delegation_id=started.delegation_id, storage=storage))
+        DirectiveContext(conversation_id="x", delegation_id=started.delegation_id, storage=storage),
+    )
     assert "Coverage gap: tests unread" in storage.load_delegation_with_messages(started.delegation_id)["summary"]
 
 
 def test_complete_in_a_root_conversation_records_nothing(manager):
-    [(_, done)] = manager.directive_processor().process(
-        [Complete(summary="s")], DirectiveContext(conversation_id="root", storage=manager.storage)).handled
+    [(_, done)] = (
+        manager.directive_processor()
+        .process([Complete(summary="s")], DirectiveContext(conversation_id="root", storage=manager.storage))
+        .handled
+    )
     assert done.recorded is False and done.delegation_id is None
 
 
 def test_pipeline_handler_returns_the_plan(manager):
-    [(_, plan)] = manager.directive_processor().process(
-        [Pipeline(stages=["a", "b"], task="t")], DirectiveContext(conversation_id="c", identity="lead")).handled
+    [(_, plan)] = (
+        manager.directive_processor()
+        .process([Pipeline(stages=["a", "b"], task="t")], DirectiveContext(conversation_id="c", identity="lead"))
+        .handled
+    )
     assert plan == PipelineStarted(stages=("a", "b"), task="t", parent_conversation_id="c", delegating_tier="lead")
 
 
@@ -237,9 +278,15 @@ def test_finish_delegation_only_knows_completed_and_failed(manager):
 
 def test_turns_accept_strings_mappings_and_the_openai_shape():
     assert AssistantTurn.coerce("hi") == AssistantTurn(content="hi")
-    turn = AssistantTurn.coerce({"content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "orch.echo", "arguments": "{\"a\": 1}"}}]})
-    assert turn.tool_calls == (ToolCallRequest(id="c1", name="orch.echo", arguments="{\"a\": 1}"),)
+    turn = AssistantTurn.coerce(
+        {
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "orch.echo", "arguments": '{"a": 1}'}}
+            ],
+        }
+    )
+    assert turn.tool_calls == (ToolCallRequest(id="c1", name="orch.echo", arguments='{"a": 1}'),)
     with pytest.raises(TypeError, match="AssistantTurn"):
         AssistantTurn.coerce(42)
     with pytest.raises(TypeError, match="name"):
@@ -267,8 +314,10 @@ def test_async_models_are_awaited(manager):
 
 def test_delegation_runs_a_child_under_the_target_identity_and_completes_the_record(manager):
     child = Script(one("orch.done", summary="child found it"))
-    lead = Script(one("orch.delegate", target="researcher", task="dig"),
-                  lambda messages: one("orch.done", summary=messages[-1]["content"]))
+    lead = Script(
+        one("orch.delegate", target="researcher", task="dig"),
+        lambda messages: one("orch.done", summary=messages[-1]["content"]),
+    )
     result = Host(manager, {"lead": lead, "researcher": child}).run_sync("go")
     [delegation] = result.delegations
     assert delegation.status == "completed" and delegation.summary == "child found it"
@@ -322,15 +371,18 @@ def test_resume_from_seeds_the_child(manager):
     lead1 = Script(one("orch.delegate", target="r", task="t1"), one("orch.done", summary="ok"))
     earlier = Host(manager, {"lead": lead1, "r": first}).run_sync("one").delegations[0]
     second = Script(one("orch.done", summary="second"))
-    lead2 = Script(one("orch.delegate", target="r", task="t2", resume_from=earlier.delegation_id),
-                   one("orch.done", summary="ok"))
+    lead2 = Script(
+        one("orch.delegate", target="r", task="t2", resume_from=earlier.delegation_id), one("orch.done", summary="ok")
+    )
     Host(manager, {"lead": lead2, "r": second}).run_sync("two")
     contents = [m["content"] for m in second.seen[0]]
     assert contents.index("t1") < contents.index("echoed") < contents.index("t2")
 
 
 def test_pipeline_stage_failure_stops_the_pipeline(manager):
-    lead = Script(one("orch.pipeline", stages=["a", "b"], task="t"), lambda m: one("orch.done", summary=m[-1]["content"]))
+    lead = Script(
+        one("orch.pipeline", stages=["a", "b"], task="t"), lambda m: one("orch.done", summary=m[-1]["content"])
+    )
     failing = Script(*[one("orch.echo", n=i) for i in range(2)])
     b = Script()
     result = Host(manager, {"lead": lead, "a": failing, "b": b}, max_turns=2).run_sync("go")
@@ -339,8 +391,12 @@ def test_pipeline_stage_failure_stops_the_pipeline(manager):
 
 
 def test_anchors_are_pinned_after_the_messages_and_removed_with_empty_content(manager):
-    model = Script(one("orch.anchor", key="plan", content="step 1"), one("orch.echo"),
-                   one("orch.anchor", key="plan", content=""), one("orch.done", summary="s"))
+    model = Script(
+        one("orch.anchor", key="plan", content="step 1"),
+        one("orch.echo"),
+        one("orch.anchor", key="plan", content=""),
+        one("orch.done", summary="s"),
+    )
     result = Host(manager, model).run_sync("go")
     assert model.seen[1][-1] == {"role": "system", "content": "[plan]\nstep 1"}
     assert all("[plan]" not in m["content"] for m in model.seen[3])
@@ -348,7 +404,9 @@ def test_anchors_are_pinned_after_the_messages_and_removed_with_empty_content(ma
 
 
 def test_prune_stubs_old_tool_results_and_snapshots_first(manager):
-    model = Script(one("orch.echo", a=1), one("orch.echo", a=2), one("orch.prune", keep=1), one("orch.done", summary="s"))
+    model = Script(
+        one("orch.echo", a=1), one("orch.echo", a=2), one("orch.prune", keep=1), one("orch.done", summary="s")
+    )
     result = Host(manager, model).run_sync("go")
     tool_messages = [m for m in result.messages if m["role"] == "tool"]
     assert [m.get("pruned", False) for m in tool_messages] == [True, True, False, False]
@@ -358,9 +416,15 @@ def test_prune_stubs_old_tool_results_and_snapshots_first(manager):
 
 def test_phase_presenter_inject_and_unknown_directives(manager):
     shown = []
-    model = Script(calls(("orch.phase", {"phase": "execute"}), ("orch.notify", {"data": [1]}),
-                         ("orch.inject", {"content": "remember X"}), ("orch.weird", {})),
-                   one("orch.done", summary="s"))
+    model = Script(
+        calls(
+            ("orch.phase", {"phase": "execute"}),
+            ("orch.notify", {"data": [1]}),
+            ("orch.inject", {"content": "remember X"}),
+            ("orch.weird", {}),
+        ),
+        one("orch.done", summary="s"),
+    )
     result = Host(manager, model, presenter=lambda key, data: shown.append((key, data))).run_sync("go")
     assert result.phase == "execute" and shown == [("k", [1])]
     assert any(m["content"] == "remember X" and m["role"] == "user" for m in result.messages)
@@ -397,8 +461,10 @@ def test_a_missing_model_for_an_identity_is_a_clear_error(manager):
 
 
 def test_a_delegation_the_store_refuses_is_reported_to_the_model(manager):
-    lead = Script(one("orch.delegate", target="r", task="t", resume_from="no-such-delegation"),
-                  lambda messages: one("orch.done", summary=messages[-1]["content"]))
+    lead = Script(
+        one("orch.delegate", target="r", task="t", resume_from="no-such-delegation"),
+        lambda messages: one("orch.done", summary=messages[-1]["content"]),
+    )
     result = Host(manager, {"lead": lead}).run_sync("go")
     assert result.delegations == () and len(result.errors) == 1
     assert result.summary.startswith("[host] directives of orch.delegate could not be carried out")

@@ -7,8 +7,11 @@ from entropic_mcp.testing import ConformanceError, check_plugin, check_server
 
 
 class Strict(ToolBase):
-    definition = ToolDefinition(name="strict", description="", input_schema={
-        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    definition = ToolDefinition(
+        name="strict",
+        description="",
+        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    )
 
     def execute(self, args, ctx):
         return str(args["n"] + 1)
@@ -51,11 +54,14 @@ class ErrorWithDirectives(MCPServerBase):
         return response
 
 
-@pytest.mark.parametrize(("server_class", "problem"), [
-    (RaisesOutsideTheBarrier, "execute raised"),
-    (NonEnvelope, "not a ServerResponse"),
-    (ErrorWithDirectives, "an error carries directives"),
-])
+@pytest.mark.parametrize(
+    ("server_class", "problem"),
+    [
+        (RaisesOutsideTheBarrier, "execute raised"),
+        (NonEnvelope, "not a ServerResponse"),
+        (ErrorWithDirectives, "an error carries directives"),
+    ],
+)
 def test_check_server_fails_on_broken_servers(tmp_path, server_class, problem):
     with pytest.raises(ConformanceError, match=problem):
         check_server(server_class(root=tmp_path), examples=5)

@@ -58,9 +58,16 @@ def code(raw: object, layout: dict[str, Path], policy: PathPolicy = CLOSED, **kw
 
 def test_inside_paths_resolve_to_canonical_root_relative_display(layout):
     root = layout["root"]
-    for raw, display in [("sub/f.txt", "sub/f.txt"), ("./sub//f.txt", "sub/f.txt"), ("sub/../sub/f.txt", "sub/f.txt"),
-                         ("in/f.txt", "sub/f.txt"), (".", "."), (str(root), "."), (str(root / "new/x"), "new/x"),
-                         ("sub/not/yet/there.txt", "sub/not/yet/there.txt")]:
+    for raw, display in [
+        ("sub/f.txt", "sub/f.txt"),
+        ("./sub//f.txt", "sub/f.txt"),
+        ("sub/../sub/f.txt", "sub/f.txt"),
+        ("in/f.txt", "sub/f.txt"),
+        (".", "."),
+        (str(root), "."),
+        (str(root / "new/x"), "new/x"),
+        ("sub/not/yet/there.txt", "sub/not/yet/there.txt"),
+    ]:
         resolved = resolve(raw, layout)
         assert resolved.inside and resolved.display == display and is_within(resolved.path, root)
 
@@ -79,8 +86,21 @@ def test_tilde_is_literal(layout):
     assert resolve("~/x", layout).path == layout["root"] / "~" / "x"
 
 
-@pytest.mark.parametrize("raw", ["..", "../root2/x", "../rootling", "../root_backup/a", "sub/../../outside",
-                                 "out", "out/x.txt", "dangling", "/etc/passwd", "in/../../outside"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "..",
+        "../root2/x",
+        "../rootling",
+        "../root_backup/a",
+        "sub/../../outside",
+        "out",
+        "out/x.txt",
+        "dangling",
+        "/etc/passwd",
+        "in/../../outside",
+    ],
+)
 def test_outside_paths_refused_when_closed(layout, raw):
     assert code(raw, layout) == "outside_root_denied"
 
@@ -110,8 +130,9 @@ def test_root_given_through_a_symlink(layout):
 
 def test_deny_list_beats_allow_list_and_true(layout):
     outside = layout["outside"]
-    policy = PathPolicy(allow_outside_root=True, outside_root_allow=[str(outside)],
-                        outside_root_deny=[str(outside / "private")])
+    policy = PathPolicy(
+        allow_outside_root=True, outside_root_allow=[str(outside)], outside_root_deny=[str(outside / "private")]
+    )
     assert code(str(outside / "private" / "k"), layout, policy) == "outside_root_denied"
     assert resolve(str(outside / "public"), layout, policy).display == str(outside / "public")
 
@@ -124,12 +145,18 @@ def test_deny_entries_are_canonical_so_a_link_cannot_dodge_them(layout):
 
 def test_optional_asks_once_with_canonical_path_tool_access_root_conversation(layout):
     ctx, manager = ctx_with(True)
-    resolved = confine("out/./a/../b.txt", root=layout["root"], policy=OPTIONAL, tool="filesystem.write_file",
-                       access="write", ctx=ctx)
+    resolved = confine(
+        "out/./a/../b.txt", root=layout["root"], policy=OPTIONAL, tool="filesystem.write_file", access="write", ctx=ctx
+    )
     assert resolved.path == layout["outside"] / "b.txt" and not resolved.inside
     [request] = manager.requests
     assert (request.path, request.tool, request.access, request.root, request.conversation_id) == (
-        layout["outside"] / "b.txt", "filesystem.write_file", "write", layout["root"], "conv")
+        layout["outside"] / "b.txt",
+        "filesystem.write_file",
+        "write",
+        layout["root"],
+        "conv",
+    )
 
 
 def test_optional_rejected_and_unanswered(layout):
@@ -139,8 +166,10 @@ def test_optional_rejected_and_unanswered(layout):
     with pytest.raises(ToolError) as caught:
         resolve("out/x", layout, OPTIONAL, ctx=ctx)
     assert caught.value.code == "outside_root_approval_required" and len(manager.requests) == 1
-    assert caught.value.extra["config_keys"] == ["[servers.filesystem] outside_root_allow",
-                                                 "[servers.filesystem] allow_outside_root"]
+    assert caught.value.extra["config_keys"] == [
+        "[servers.filesystem] outside_root_allow",
+        "[servers.filesystem] allow_outside_root",
+    ]
     assert code("out/x", layout, OPTIONAL) == "outside_root_approval_required"  # no manager: never fails open
 
 
@@ -161,11 +190,18 @@ def test_not_approvable_policy_refuses_with_outside_root(layout):
     assert code("out/x", layout, PathPolicy(allow_outside_root=True, approvable=False)) == "outside_root"
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"allow_outside_root": "sometimes"}, {"allow_outside_root": 1}, {"allow_outside_root": 0},
-    {"outside_root_allow": ["relative"]}, {"outside_root_deny": "/a/string"}, {"outside_root_deny": [""]},
-    {"outside_root_allow": [5]},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"allow_outside_root": "sometimes"},
+        {"allow_outside_root": 1},
+        {"allow_outside_root": 0},
+        {"outside_root_allow": ["relative"]},
+        {"outside_root_deny": "/a/string"},
+        {"outside_root_deny": [""]},
+        {"outside_root_allow": [5]},
+    ],
+)
 def test_policy_validation(kwargs):
     with pytest.raises(ConfigError):
         PathPolicy(**kwargs)

@@ -122,8 +122,10 @@ def test_schema_messages_name_the_argument(tmp_path):
     wrong_enum = call(manager, "demo.write", {"path": "a", "status": "done"})
     assert wrong_enum.kind == "rejected_schema"
     assert error_of(wrong_enum)["error"] == "invalid_args"
-    assert ('Invalid value for \'status\': "done". Must be one of: ["pending","in_progress","completed"]'
-            in error_of(wrong_enum)["message"])
+    assert (
+        'Invalid value for \'status\': "done". Must be one of: ["pending","in_progress","completed"]'
+        in error_of(wrong_enum)["message"]
+    )
     wrong_type = call(manager, "demo.echo", {"text": "x", "n": "many"})
     assert "Type mismatch for 'n': expected integer" in error_of(wrong_type)["message"]
     unknown = call(manager, "demo.echo", {"text": "x", "bogus": 1})
@@ -141,11 +143,14 @@ def test_numbers_are_coerced_to_strings_where_the_schema_says_string_and_nothing
 
 
 def test_access_keys_best_match_wins_and_the_refusal_names_the_level(tmp_path):
-    config = {**ALLOW, "identities": {
-        "reader": {"keys": {"demo.*": "READ", "demo.write": "WRITE"}},
-        "nobody": {"keys": {}},
-        "star": {"keys": {"*": "READ"}},
-    }}
+    config = {
+        **ALLOW,
+        "identities": {
+            "reader": {"keys": {"demo.*": "READ", "demo.write": "WRITE"}},
+            "nobody": {"keys": {}},
+            "star": {"keys": {"*": "READ"}},
+        },
+    }
     manager, server = manager_for(tmp_path, config=config)
     assert call(manager, "demo.write", {"path": "a"}, identity="reader").kind == "ok"
     assert call(manager, "demo.echo", {"text": "a"}, identity="reader").kind == "ok"
@@ -230,11 +235,20 @@ class Approver:
 
 
 def test_deny_beats_allow_whatever_their_breadth(tmp_path):
-    manager, server = manager_for(tmp_path, config={"permissions": {
-        "default": "allow", "allow": ["demo.write:secrets/public.txt"], "deny": ["demo.write:secrets/*"]}})
+    manager, server = manager_for(
+        tmp_path,
+        config={
+            "permissions": {
+                "default": "allow",
+                "allow": ["demo.write:secrets/public.txt"],
+                "deny": ["demo.write:secrets/*"],
+            }
+        },
+    )
     assert call(manager, "demo.write", {"path": "secrets/public.txt"}).kind == "rejected_permission"
-    manager, server = manager_for(tmp_path, config={"permissions": {
-        "default": "ask", "allow": ["demo.*"], "deny": ["demo.write:secrets/key"]}})
+    manager, server = manager_for(
+        tmp_path, config={"permissions": {"default": "ask", "allow": ["demo.*"], "deny": ["demo.write:secrets/key"]}}
+    )
     assert call(manager, "demo.write", {"path": "secrets/key"}).kind == "rejected_permission"
     assert call(manager, "demo.write", {"path": "other"}).kind == "ok"
     assert call(manager, "demo.echo", {"text": "x"}).kind == "ok"
@@ -253,7 +267,8 @@ def test_a_part_that_was_not_understood_is_never_allowed_and_no_rule_is_suggeste
 
     server = DemoServer(root=tmp_path)
     server.permission_parts = lambda tool, args: [
-        PermissionPart(names=("demo.write", "demo.write:x"), store="demo.write:x", understood=False)]
+        PermissionPart(names=("demo.write", "demo.write:x"), store="demo.write:x", understood=False)
+    ]
     manager = make_manager(tmp_path, config={"permissions": {"allow": ["demo.*"]}}, servers=[server])
     outcome = call(manager, "demo.write", {"path": "x"})
     assert outcome.kind == "rejected_permission"
@@ -263,8 +278,9 @@ def test_a_part_that_was_not_understood_is_never_allowed_and_no_rule_is_suggeste
 
 def test_ask_rule_asks_even_when_an_allow_rule_matches(tmp_path):
     approver = Approver("deny_once")
-    manager, server = manager_for(tmp_path, config={"permissions": {"allow": ["demo.*"], "ask": ["demo.write"]}},
-                                  plugins=[approver])
+    manager, server = manager_for(
+        tmp_path, config={"permissions": {"allow": ["demo.*"], "ask": ["demo.write"]}}, plugins=[approver]
+    )
     assert call(manager, "demo.write", {"path": "a"}).kind == "rejected_permission"
     assert approver.requests[0].tool == "demo.write"
     assert server.runs == []
@@ -314,8 +330,11 @@ def test_always_deny_persists_and_denies_from_then_on(tmp_path):
 def test_feedback_of_a_denial_reaches_the_model(tmp_path):
     from entropic_mcp import ApprovalDecision
 
-    manager, _ = manager_for(tmp_path, config={"permissions": {"default": "ask"}},
-                             plugins=[Approver(ApprovalDecision(answer="deny_once", feedback="use b.txt"))])
+    manager, _ = manager_for(
+        tmp_path,
+        config={"permissions": {"default": "ask"}},
+        plugins=[Approver(ApprovalDecision(answer="deny_once", feedback="use b.txt"))],
+    )
     assert "use b.txt" in error_of(call(manager, "demo.write", {"path": "a"}))["message"]
 
 
@@ -323,8 +342,10 @@ def test_concurrent_writers_of_the_local_file_leave_it_well_formed(tmp_path):
     from entropic_mcp._permissions import persist_rules
 
     local = tmp_path / "entropic-mcp.local.toml"
-    script = ("import sys; from pathlib import Path; from entropic_mcp._permissions import persist_rules\n"
-              "for i in range(30): persist_rules(Path(sys.argv[1]), 'allow', [f'other.tool:{i}'])\n")
+    script = (
+        "import sys; from pathlib import Path; from entropic_mcp._permissions import persist_rules\n"
+        "for i in range(30): persist_rules(Path(sys.argv[1]), 'allow', [f'other.tool:{i}'])\n"
+    )
     child = subprocess.Popen([sys.executable, "-c", script, str(local)])
     for i in range(30):
         persist_rules(local, "allow", [f"demo.tool:{i}"])
@@ -374,6 +395,7 @@ def test_a_slow_sync_tool_does_not_block_other_calls(tmp_path):
     async def main():
         order = []
         async with anyio.create_task_group() as tg:
+
             async def slow():
                 await manager.call("demo.slow_sync", {"seconds": 0.5}, CallContext(conversation_id="a"))
                 order.append("slow")
@@ -394,7 +416,10 @@ def test_tool_that_raises_gets_the_barrier_text_and_no_anchor(tmp_path):
     outcome = call(manager, "demo.boom", {})
     assert outcome.kind == "error"
     assert outcome.response.to_dict() == {
-        "result": "Error: tool 'demo.boom' failed: kaboom", "directives": [], "is_error": True}
+        "result": "Error: tool 'demo.boom' failed: kaboom",
+        "directives": [],
+        "is_error": True,
+    }
 
 
 # -- stage 9: cap and kinds ---------------------------------------------------------------------------
@@ -464,8 +489,10 @@ def test_batch_runs_delegation_last_and_stops_after_stop_processing(tmp_path):
             self.register_tool(Delegate())
 
     manager = make_manager(tmp_path, config=ALLOW, servers=[DemoServer(root=tmp_path), Entropic(root=tmp_path)])
-    batch = anyio.run(manager.execute_batch, [("entropic.delegate", {}), ("demo.write", {"path": "a"}),
-                                              ("entropic.delegate", {"x": 1})])
+    batch = anyio.run(
+        manager.execute_batch,
+        [("entropic.delegate", {}), ("demo.write", {"path": "a"}), ("entropic.delegate", {"x": 1})],
+    )
     assert [o.name for o in batch.outcomes] == ["demo.write", "entropic.delegate"]
     assert batch.stopped == "stop_processing"
     assert batch.surplus == ("entropic.delegate",)
@@ -538,6 +565,9 @@ def test_a_nested_call_keeps_the_outer_calls_deadline(tmp_path):
             super().__init__(**kw)
             self.register_tool(Outer())
 
-    manager = make_manager(tmp_path, config={**ALLOW, "pipeline": {"tool_timeouts": {"nest.outer": 0.1}}},
-                           servers=[DemoServer(root=tmp_path), Nest(root=tmp_path)])
+    manager = make_manager(
+        tmp_path,
+        config={**ALLOW, "pipeline": {"tool_timeouts": {"nest.outer": 0.1}}},
+        servers=[DemoServer(root=tmp_path), Nest(root=tmp_path)],
+    )
     assert call(manager, "nest.outer", {}).kind == "timeout"

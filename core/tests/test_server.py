@@ -29,13 +29,16 @@ def test_load_tool_definition_reads_package_data():
     assert definition.to_mcp() == {"name": "good", "description": "d", "inputSchema": {"type": "object"}}
 
 
-@pytest.mark.parametrize(("tool", "message"), [
-    ("missing", "data_pkg/tools/missing.json: tool definition file not found"),
-    ("noschema", "data_pkg/tools/noschema.json: missing required key(s) inputSchema"),
-    ("badjson", "data_pkg/tools/badjson.json: invalid JSON"),
-    ("misnamed", "data_pkg/tools/misnamed.json: 'name' is 'other', expected 'misnamed'"),
-    ("arr", "data_pkg/tools/arr.json: inputSchema must be an object schema"),
-])
+@pytest.mark.parametrize(
+    ("tool", "message"),
+    [
+        ("missing", "data_pkg/tools/missing.json: tool definition file not found"),
+        ("noschema", "data_pkg/tools/noschema.json: missing required key(s) inputSchema"),
+        ("badjson", "data_pkg/tools/badjson.json: invalid JSON"),
+        ("misnamed", "data_pkg/tools/misnamed.json: 'name' is 'other', expected 'misnamed'"),
+        ("arr", "data_pkg/tools/arr.json: inputSchema must be an object schema"),
+    ],
+)
 def test_a_bad_definition_file_is_an_error_naming_the_file(tool, message):
     with pytest.raises(ToolDefinitionError) as excinfo:
         load_tool_definition("data_pkg", tool)
@@ -71,7 +74,11 @@ def test_registering_a_class_hints_at_an_instance(tmp_path):
 
 def test_raising_tool_yields_the_barrier_envelope(tmp_path):
     response = run(DemoServer(root=tmp_path), "boom", {})
-    assert response.to_dict() == {"result": "Error: tool 'demo.boom' failed: kaboom", "directives": [], "is_error": True}
+    assert response.to_dict() == {
+        "result": "Error: tool 'demo.boom' failed: kaboom",
+        "directives": [],
+        "is_error": True,
+    }
 
 
 def test_anchor_on_success_carries_key_and_content(tmp_path):

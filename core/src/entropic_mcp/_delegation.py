@@ -140,12 +140,21 @@ def start_delegation(
         delegation_id, child_id, persisted = str(uuid.uuid4()), str(uuid.uuid4()), False
     else:
         delegation_id, child_id = storage.create_delegation(
-            parent_id, delegating_tier, target, task, max_turns, [dict(c) for c in context])
+            parent_id, delegating_tier, target, task, max_turns, [dict(c) for c in context]
+        )
         persisted = True
     return DelegationStarted(
-        delegation_id=delegation_id, child_conversation_id=child_id, parent_conversation_id=parent_id,
-        delegating_tier=delegating_tier, target=target, task=task, max_turns=max_turns, context=context,
-        resume_from=resume_from, seed_messages=seed, persisted=persisted,
+        delegation_id=delegation_id,
+        child_conversation_id=child_id,
+        parent_conversation_id=parent_id,
+        delegating_tier=delegating_tier,
+        target=target,
+        task=task,
+        max_turns=max_turns,
+        context=context,
+        resume_from=resume_from,
+        seed_messages=seed,
+        persisted=persisted,
     )
 
 
@@ -169,16 +178,26 @@ def completion_summary(directive: Complete) -> str:
 def handle_delegate(directive: Delegate, context: Any) -> DelegationStarted:
     storage, conversation_id, identity, _ = _facts(context)
     return start_delegation(
-        storage, parent_id=conversation_id, delegating_tier=identity, target=directive.target,
-        task=directive.task, max_turns=directive.max_turns, context=directive.context,
+        storage,
+        parent_id=conversation_id,
+        delegating_tier=identity,
+        target=directive.target,
+        task=directive.task,
+        max_turns=directive.max_turns,
+        context=directive.context,
         resume_from=directive.resume_from,
     )
 
 
 def handle_pipeline(directive: Pipeline, context: Any) -> PipelineStarted:
     _, conversation_id, identity, _ = _facts(context)
-    return PipelineStarted(stages=directive.stages, task=directive.task, context=directive.context,
-                           parent_conversation_id=conversation_id, delegating_tier=identity)
+    return PipelineStarted(
+        stages=directive.stages,
+        task=directive.task,
+        context=directive.context,
+        parent_conversation_id=conversation_id,
+        delegating_tier=identity,
+    )
 
 
 def handle_complete(directive: Complete, context: Any) -> Completion:
@@ -186,9 +205,14 @@ def handle_complete(directive: Complete, context: Any) -> Completion:
     recorded = False
     if delegation_id:
         recorded = finish_delegation(storage, delegation_id, "completed", completion_summary(directive))
-    return Completion(summary=directive.summary, coverage_gap=directive.coverage_gap,
-                      gap_description=directive.gap_description, suggested_files=directive.suggested_files,
-                      delegation_id=delegation_id, recorded=recorded)
+    return Completion(
+        summary=directive.summary,
+        coverage_gap=directive.coverage_gap,
+        gap_description=directive.gap_description,
+        suggested_files=directive.suggested_files,
+        delegation_id=delegation_id,
+        recorded=recorded,
+    )
 
 
 def default_handlers() -> list[DirectiveHandlerSpec]:

@@ -61,7 +61,10 @@ class ServerResponse:
 
     @classmethod
     def _make(
-        cls, result: str, directives: tuple[Directive, ...] = (), is_error: bool = False,
+        cls,
+        result: str,
+        directives: tuple[Directive, ...] = (),
+        is_error: bool = False,
         structured: Mapping[str, Any] | None = None,
     ) -> ServerResponse:
         """Build from values that are already checked (the per-call hot path skips validation)."""

@@ -42,7 +42,7 @@ def _absolute_paths(value: Iterable[str | Path]) -> tuple[Path, ...]:
 
 def _check_policy(instance: object, attribute: attrs.Attribute, value: object) -> None:
     if value not in (True, False, "optional") or (isinstance(value, int) and not isinstance(value, bool)):
-        raise ConfigError(f"allow_outside_root: expected false, true or \"optional\", got {value!r}")
+        raise ConfigError(f'allow_outside_root: expected false, true or "optional", got {value!r}')
 
 
 @attrs.frozen(kw_only=True)
@@ -145,9 +145,7 @@ def confine(
             path = canonicalize(raw, root)
             break
         except ValueError as exc:
-            raise ToolError(
-                "invalid_args", f"'{argument}' is not a usable path ({exc}); pass a plain path"
-            ) from None
+            raise ToolError("invalid_args", f"'{argument}' is not a usable path ({exc}); pass a plain path") from None
         except OSError:
             continue  # a link vanished between lstat and readlink: the tree is changing, look again
     if path is None:
@@ -183,8 +181,13 @@ def confine(
     answer = None
     if manager is not None:
         answer = manager.approve_outside_root(
-            OutsideRootRequest(path=path, tool=tool, access=access, root=root,
-                               conversation_id=ctx.conversation_id if ctx else "default")
+            OutsideRootRequest(
+                path=path,
+                tool=tool,
+                access=access,
+                root=root,
+                conversation_id=ctx.conversation_id if ctx else "default",
+            )
         )
     if answer is True:
         return resolved

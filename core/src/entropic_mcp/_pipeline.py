@@ -375,12 +375,16 @@ class Pipeline:
             if answer is None:
                 rules = ", ".join(f'"{p.store}"' for p in asking if p.understood)
                 if all(p.understood for p in asking):
-                    remedy = (f"To allow it, add allow = [{rules}] under [permissions] in entropic-mcp.toml "
-                              "(or answer 'always allow' when asked).")
+                    remedy = (
+                        f"To allow it, add allow = [{rules}] under [permissions] in entropic-mcp.toml "
+                        "(or answer 'always allow' when asked)."
+                    )
                 else:
-                    remedy = ("Part of it could not be fully analysed, so no rule can allow it: simplify the "
-                              "call (e.g. plain commands instead of computed ones) or run it where a person can "
-                              "approve it.")
+                    remedy = (
+                        "Part of it could not be fully analysed, so no rule can allow it: simplify the "
+                        "call (e.g. plain commands instead of computed ones) or run it where a person can "
+                        "approve it."
+                    )
                 return self._finish(
                     name,
                     args,
@@ -395,7 +399,9 @@ class Pipeline:
                     pattern=pattern,
                 )
             if answer.answer in ("always_allow", "always_deny"):
-                manager.permissions.add("allow" if answer.answer == "always_allow" else "deny", [p.store for p in asking])
+                manager.permissions.add(
+                    "allow" if answer.answer == "always_allow" else "deny", [p.store for p in asking]
+                )
             permission = "ask->" + ("allow" if answer.answer in ("allow_once", "always_allow") else "deny")
             if permission == "ask->deny":
                 feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""
@@ -443,16 +449,39 @@ class Pipeline:
         except TimeoutError:
             ctx.cancelled.set()
             extra = {"output": ctx.partial} if ctx.partial else {}
-            return self._finish(name, args, ctx, started, "timeout", ServerResponse.refusal(
-                "timeout", f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
-                "request or raise the timeout in config.", timeout_seconds=timeout, **extra),
-                same_tool=same, permission=permission, pattern=pattern, failure_key=key)
+            return self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "timeout",
+                ServerResponse.refusal(
+                    "timeout",
+                    f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
+                    "request or raise the timeout in config.",
+                    timeout_seconds=timeout,
+                    **extra,
+                ),
+                same_tool=same,
+                permission=permission,
+                pattern=pattern,
+                failure_key=key,
+            )
         except BaseException as exc:
             if type(exc).__name__ != "CancelledError":
                 raise
             ctx.cancelled.set()
-            self._finish(name, args, ctx, started, "cancelled", ServerResponse.refusal(
-                "cancelled", f"'{name}' was cancelled."), same_tool=same, permission=permission, pattern=pattern)
+            self._finish(
+                name,
+                args,
+                ctx,
+                started,
+                "cancelled",
+                ServerResponse.refusal("cancelled", f"'{name}' was cancelled."),
+                same_tool=same,
+                permission=permission,
+                pattern=pattern,
+            )
             raise
 
         # 9. cap and classify

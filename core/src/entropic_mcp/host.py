@@ -107,7 +107,9 @@ class ToolCallRequest:
             raise TypeError(f"a tool call needs a 'name', got {value!r}")
         arguments = source.get("arguments", source.get("args", {}))
         call_id = value.get("id")
-        return cls(name=name, arguments=arguments, id=call_id if isinstance(call_id, str) and call_id else _new_call_id())
+        return cls(
+            name=name, arguments=arguments, id=call_id if isinstance(call_id, str) and call_id else _new_call_id()
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -116,7 +118,8 @@ class AssistantTurn:
 
     content: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = attrs.field(
-        default=(), converter=lambda calls: tuple(ToolCallRequest.coerce(c) for c in calls or ()))
+        default=(), converter=lambda calls: tuple(ToolCallRequest.coerce(c) for c in calls or ())
+    )
 
     @classmethod
     def coerce(cls, value: object) -> AssistantTurn:
@@ -245,8 +248,15 @@ class Host:
             conversation_id = self.storage.create_conversation(title or task[:80], {"identity": identity})
         else:
             conversation_id = str(uuid.uuid4())
-        return await self._conversation(conversation_id=conversation_id, identity=identity, task=task,
-                                        seed=(), max_turns=self.max_turns, delegation_id=None, depth=0)
+        return await self._conversation(
+            conversation_id=conversation_id,
+            identity=identity,
+            task=task,
+            seed=(),
+            max_turns=self.max_turns,
+            delegation_id=None,
+            depth=0,
+        )
 
     def run_sync(self, task: str, *, identity: str = "lead", title: str | None = None) -> RunResult:
         """``run`` for synchronous callers (runs its own event loop)."""
@@ -281,7 +291,7 @@ class Host:
 
     def _save(self, state: _State) -> None:
         if self.storage is not None and state.saved < len(state.messages):
-            self.storage.save_messages(state.conversation_id, state.messages[state.saved:])
+            self.storage.save_messages(state.conversation_id, state.messages[state.saved :])
         state.saved = len(state.messages)
 
     async def _conversation(
@@ -295,8 +305,12 @@ class Host:
         delegation_id: str | None,
         depth: int,
     ) -> RunResult:
-        state = _State(conversation_id=conversation_id, identity=identity, delegation_id=delegation_id,
-                       messages=[dict(m) for m in seed])
+        state = _State(
+            conversation_id=conversation_id,
+            identity=identity,
+            delegation_id=delegation_id,
+            messages=[dict(m) for m in seed],
+        )
         if not state.messages or state.messages[0].get("role") != "system":
             self._message(state, "system", self.system_prompt.format(identity=identity))
         self._message(state, "user", task)
@@ -327,9 +341,17 @@ class Host:
             self._save(state)
             self.manager.end_conversation(conversation_id)
         return RunResult(
-            conversation_id=conversation_id, identity=state.identity, status=status, summary=summary, turns=turn,
-            messages=tuple(state.messages), delegations=tuple(state.delegations), completion=state.completion,
-            anchors=dict(state.anchors), phase=state.phase, unhandled=tuple(state.unhandled),
+            conversation_id=conversation_id,
+            identity=state.identity,
+            status=status,
+            summary=summary,
+            turns=turn,
+            messages=tuple(state.messages),
+            delegations=tuple(state.delegations),
+            completion=state.completion,
+            anchors=dict(state.anchors),
+            phase=state.phase,
+            unhandled=tuple(state.unhandled),
             errors=tuple(state.errors),
         )
 
@@ -342,27 +364,49 @@ class Host:
     async def _run_calls(self, state: _State, calls: Sequence[ToolCallRequest], turn: int, depth: int) -> None:
         # execute_batch runs delegation last; its outcomes come back in that order.
         ordered = [c for c in calls if c.name not in DEFERRED] + [c for c in calls if c.name in DEFERRED]
-        ctx = CallContext(conversation_id=state.conversation_id, identity=state.identity, iteration=turn,
-                          meta={"delegation_id": state.delegation_id} if state.delegation_id else {})
+        ctx = CallContext(
+            conversation_id=state.conversation_id,
+            identity=state.identity,
+            iteration=turn,
+            meta={"delegation_id": state.delegation_id} if state.delegation_id else {},
+        )
         batch = await self.manager.execute_batch([(c.name, c.arguments) for c in ordered], ctx)
         for index, call in enumerate(ordered):
             if index < len(batch.outcomes):
                 response = batch.outcomes[index].response
-                self._message(state, "tool", response.result, tool_call_id=call.id, name=call.name,
-                              is_error=response.is_error)
+                self._message(
+                    state, "tool", response.result, tool_call_id=call.id, name=call.name, is_error=response.is_error
+                )
             else:
-                why = (f"the turn stopped ({batch.stopped}) before this call" if batch.stopped
-                       else "more tool calls than [pipeline] max_tool_calls_per_turn allows in one turn")
-                self._message(state, "tool", orjson.dumps({"error": "not_run", "message": f"Not run: {why}. "
-                              "Call it again in a later turn if it is still needed."}).decode(),
-                              tool_call_id=call.id, name=call.name, is_error=True)
+                why = (
+                    f"the turn stopped ({batch.stopped}) before this call"
+                    if batch.stopped
+                    else "more tool calls than [pipeline] max_tool_calls_per_turn allows in one turn"
+                )
+                self._message(
+                    state,
+                    "tool",
+                    orjson.dumps(
+                        {
+                            "error": "not_run",
+                            "message": f"Not run: {why}. Call it again in a later turn if it is still needed.",
+                        }
+                    ).decode(),
+                    tool_call_id=call.id,
+                    name=call.name,
+                    is_error=True,
+                )
         for outcome in batch.outcomes:
             directives = outcome.response.directives
             if not directives:
                 continue
             # No manager here: the handlers use this host's storage (None = ids only, nothing recorded).
-            context = DirectiveContext(conversation_id=state.conversation_id, identity=state.identity,
-                                       delegation_id=state.delegation_id, storage=self.storage)
+            context = DirectiveContext(
+                conversation_id=state.conversation_id,
+                identity=state.identity,
+                delegation_id=state.delegation_id,
+                storage=self.storage,
+            )
             try:
                 result = state.processor.process(directives, context)
             except StorageError as exc:
@@ -379,9 +423,12 @@ class Host:
             if state.completion is None:
                 for directive in directives:
                     if isinstance(directive, Complete):  # a host-replaced handler still ends the conversation
-                        state.completion = Completion(summary=directive.summary, coverage_gap=directive.coverage_gap,
-                                                      gap_description=directive.gap_description,
-                                                      suggested_files=directive.suggested_files)
+                        state.completion = Completion(
+                            summary=directive.summary,
+                            coverage_gap=directive.coverage_gap,
+                            gap_description=directive.gap_description,
+                            suggested_files=directive.suggested_files,
+                        )
 
     def _error(self, state: _State, text: str) -> None:
         log.warning("conversation %s: %s", state.conversation_id, text)
@@ -419,7 +466,9 @@ class Host:
         if old and self.storage is not None:
             self.storage.save_snapshot(state.conversation_id, state.messages)
         for message in old:
-            message["content"] = f"[pruned: {len(message['content'])} characters of {message.get('name', 'tool')} output]"
+            message["content"] = (
+                f"[pruned: {len(message['content'])} characters of {message.get('name', 'tool')} output]"
+            )
             message["pruned"] = True
             message["tokens"] = estimate_tokens(message)
         return len(old)
@@ -435,26 +484,43 @@ class Host:
         if depth + 1 > self.max_depth:
             summary = f"not run: delegations nest at most {self.max_depth} deep in this host"
             finish_delegation(self.storage if started.persisted else None, started.delegation_id, "failed", summary)
-            return DelegationResult(delegation_id=started.delegation_id, child_conversation_id=started.child_conversation_id,
-                                    target=started.target, task=started.task, status="failed", summary=summary,
-                                    resume_from=started.resume_from, persisted=started.persisted)
+            return DelegationResult(
+                delegation_id=started.delegation_id,
+                child_conversation_id=started.child_conversation_id,
+                target=started.target,
+                task=started.task,
+                status="failed",
+                summary=summary,
+                resume_from=started.resume_from,
+                persisted=started.persisted,
+            )
         task = started.task
         if started.context:
-            lines = [f"- {c['path']}" + (f" (lines {c['lines']})" if c.get("lines") else "")
-                     + (f": {c['note']}" if c.get("note") else "") for c in started.context]
+            lines = [
+                f"- {c['path']}"
+                + (f" (lines {c['lines']})" if c.get("lines") else "")
+                + (f": {c['note']}" if c.get("note") else "")
+                for c in started.context
+            ]
             task += "\n\nFiles:\n" + "\n".join(lines)
         storage = self.storage if started.persisted else None
         try:
             result = await self._conversation(
-                conversation_id=started.child_conversation_id, identity=started.target, task=task,
+                conversation_id=started.child_conversation_id,
+                identity=started.target,
+                task=task,
                 seed=started.seed_messages,
                 max_turns=started.max_turns if started.max_turns > 0 else self.max_turns,
-                delegation_id=started.delegation_id, depth=depth + 1)
+                delegation_id=started.delegation_id,
+                depth=depth + 1,
+            )
         except BaseException as exc:
             # The record must not stay "running" when the child dies; the error still propagates.
             if storage is not None:
                 try:
-                    finish_delegation(storage, started.delegation_id, "failed", f"the child raised {type(exc).__name__}: {exc}")
+                    finish_delegation(
+                        storage, started.delegation_id, "failed", f"the child raised {type(exc).__name__}: {exc}"
+                    )
                 except StorageError:
                     log.warning("could not mark delegation %s failed", started.delegation_id, exc_info=True)
             raise
@@ -468,24 +534,42 @@ class Host:
         else:
             finish_delegation(storage, started.delegation_id, "failed", result.summary)
             status = "failed"
-        return DelegationResult(delegation_id=started.delegation_id, child_conversation_id=started.child_conversation_id,
-                                target=started.target, task=started.task, status=status, summary=result.summary,
-                                resume_from=started.resume_from, persisted=started.persisted, result=result)
+        return DelegationResult(
+            delegation_id=started.delegation_id,
+            child_conversation_id=started.child_conversation_id,
+            target=started.target,
+            task=started.task,
+            status=status,
+            summary=result.summary,
+            resume_from=started.resume_from,
+            persisted=started.persisted,
+            result=result,
+        )
 
     async def _delegate(self, state: _State, started: DelegationStarted, depth: int) -> None:
         done = await self._child(started, depth)
         state.delegations.append(done)
-        self._message(state, "user", f"[delegation {done.delegation_id} to '{done.target}' {done.status}]\n{done.summary}")
+        self._message(
+            state, "user", f"[delegation {done.delegation_id} to '{done.target}' {done.status}]\n{done.summary}"
+        )
 
     async def _pipeline(self, state: _State, plan: PipelineStarted, depth: int) -> None:
         previous: DelegationResult | None = None
         for stage in plan.stages:
-            task = plan.task if previous is None else (
-                f"{plan.task}\n\nOutput of the previous stage ('{previous.target}'):\n{previous.summary}")
+            task = (
+                plan.task
+                if previous is None
+                else (f"{plan.task}\n\nOutput of the previous stage ('{previous.target}'):\n{previous.summary}")
+            )
             try:
-                started = start_delegation(self.storage, parent_id=state.conversation_id,
-                                           delegating_tier=plan.delegating_tier, target=stage, task=task,
-                                           context=plan.context)
+                started = start_delegation(
+                    self.storage,
+                    parent_id=state.conversation_id,
+                    delegating_tier=plan.delegating_tier,
+                    target=stage,
+                    task=task,
+                    context=plan.context,
+                )
             except StorageError as exc:
                 self._error(state, f"pipeline stage '{stage}' could not start: {exc}")
                 return
@@ -498,8 +582,9 @@ class Host:
         self._message(state, "user", f"[pipeline {' -> '.join(plan.stages)} completed]\n{previous.summary}")
 
 
-async def run_conversation(manager: ServerManager, model: Model | Mapping[str, Model], task: str, *,
-                           identity: str = "lead", **options: Any) -> RunResult:
+async def run_conversation(
+    manager: ServerManager, model: Model | Mapping[str, Model], task: str, *, identity: str = "lead", **options: Any
+) -> RunResult:
     """Run one root conversation with a fresh :class:`Host` (``options`` are Host's keyword arguments)."""
     return await Host(manager, model, **options).run(task, identity=identity)
 

@@ -4,7 +4,9 @@ from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolDefinition, h
 
 
 class Ping(ToolBase):
-    definition = ToolDefinition(name="ping", description="Answer pong.", input_schema={"type": "object", "additionalProperties": False})
+    definition = ToolDefinition(
+        name="ping", description="Answer pong.", input_schema={"type": "object", "additionalProperties": False}
+    )
     required_access_level = AccessLevel.READ
 
     def execute(self, args, ctx):

@@ -15,8 +15,16 @@ from bash_helpers import make_manager
 from entropic_mcp import CallContext
 
 
-def run(root: Path, command: str, *, bash: dict[str, Any] | None = None, grace: float = 0.3,
-        ctx: CallContext | None = None, pipeline: dict[str, Any] | None = None, **args: Any) -> tuple[str, dict[str, Any]]:
+def run(
+    root: Path,
+    command: str,
+    *,
+    bash: dict[str, Any] | None = None,
+    grace: float = 0.3,
+    ctx: CallContext | None = None,
+    pipeline: dict[str, Any] | None = None,
+    **args: Any,
+) -> tuple[str, dict[str, Any]]:
     manager, _ = make_manager(root, bash=bash, grace=grace, pipeline=pipeline)
     result = manager.call_sync("bash.execute", {"command": command, **args}, ctx or CallContext(conversation_id="c"))
     return result.kind, orjson.loads(result.response.result)
@@ -77,12 +85,15 @@ def test_working_dir_defaults_to_root_and_resolves_inside_it(root: Path) -> None
     assert run(root, "pwd", working_dir="sub")[1]["output"].strip() == str(root / "sub")
 
 
-@pytest.mark.parametrize(("working_dir", "code"), [
-    ("..", "outside_root_approval_required"),
-    ("/", "outside_root_approval_required"),
-    ("missing", "not_directory"),
-    ("file.txt", "not_directory"),
-])
+@pytest.mark.parametrize(
+    ("working_dir", "code"),
+    [
+        ("..", "outside_root_approval_required"),
+        ("/", "outside_root_approval_required"),
+        ("missing", "not_directory"),
+        ("file.txt", "not_directory"),
+    ],
+)
 def test_working_dir_is_confined(root: Path, working_dir: str, code: str) -> None:
     (root / "file.txt").write_text("x")
     kind, data = run(root, "pwd", working_dir=working_dir)
@@ -92,7 +103,9 @@ def test_working_dir_is_confined(root: Path, working_dir: str, code: str) -> Non
 def test_working_dir_outside_root_follows_the_policy(root: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
-    assert run(root, "pwd", working_dir=str(outside), bash={"allow_outside_root": True})[1]["output"].strip() == str(outside)
+    assert run(root, "pwd", working_dir=str(outside), bash={"allow_outside_root": True})[1]["output"].strip() == str(
+        outside
+    )
     assert run(root, "pwd", working_dir=str(outside), bash={"outside_root_allow": [str(tmp_path)]})[0] == "ok"
     kind, data = run(root, "pwd", working_dir=str(outside), bash={"allow_outside_root": False})
     assert data["error"] == "outside_root_denied"
@@ -148,8 +161,11 @@ def test_output_keeps_head_and_tail_around_a_marker(root: Path) -> None:
 
 
 def test_output_is_fitted_into_the_pipeline_result_cap(root: Path) -> None:
-    kind, data = run(root, r"seq 1 100000; printf '\x01\x02\\\"%.0s' $(seq 1 3000); echo last line",
-                     pipeline={"max_result_bytes": 4096})
+    kind, data = run(
+        root,
+        r"seq 1 100000; printf '\x01\x02\\\"%.0s' $(seq 1 3000); echo last line",
+        pipeline={"max_result_bytes": 4096},
+    )
     assert kind == "ok" and data["truncated"] is True
     assert data["output"].startswith("1\n2\n") and data["output"].endswith("last line\n")
     assert len(orjson.dumps(data)) <= 4096
@@ -169,8 +185,7 @@ def test_invalid_utf8_is_delivered_with_replacement_characters(root: Path) -> No
 def _large_output(root: Path, size: int) -> None:
     process = psutil.Process()
     before = process.memory_info().rss
-    _, data = run(root, f"head -c {size} /dev/zero | tr '\\0' x", timeout_seconds=120,
-                  pipeline={"max_result_bytes": 0})
+    _, data = run(root, f"head -c {size} /dev/zero | tr '\\0' x", timeout_seconds=120, pipeline={"max_result_bytes": 0})
     grown = process.memory_info().rss - before
     assert data["exit_code"] == 0 and data["truncated"] is True
     assert f"[... {size - 64 * 1024} bytes omitted ...]" in data["output"]
@@ -202,8 +217,11 @@ def test_no_descriptor_leak_and_no_zombie_after_200_runs(root: Path) -> None:
         for i in range(200):
             command = f"echo {i}" if i % 3 else f"sleep 100 & echo {i}"
             timeout = {"timeout_seconds": 0.05} if i % 50 == 7 else {}
-            outcome = await manager.call("bash.execute", {"command": command + ("; sleep 10" if timeout else ""), **timeout},
-                                         CallContext(conversation_id=f"{round_}-{i}"))
+            outcome = await manager.call(
+                "bash.execute",
+                {"command": command + ("; sleep 10" if timeout else ""), **timeout},
+                CallContext(conversation_id=f"{round_}-{i}"),
+            )
             assert outcome.kind in ("ok", "timeout")
 
     asyncio.run(many(1))  # one round first, so descriptors opened once per process are not counted
@@ -242,8 +260,9 @@ def test_host_cancellation_stops_the_group(root: Path) -> None:
                 started.set()
 
         ctx = CallContext(conversation_id="c", progress=progress)
-        task = asyncio.ensure_future(manager.call(
-            "bash.execute", {"command": "sleep 1000 & echo $!; echo $$; sleep 1000"}, ctx))
+        task = asyncio.ensure_future(
+            manager.call("bash.execute", {"command": "sleep 1000 & echo $!; echo $$; sleep 1000"}, ctx)
+        )
         await started.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

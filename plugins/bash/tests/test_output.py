@@ -12,8 +12,11 @@ MARKER = re.compile(r"\n\[\.\.\. (\d+) bytes omitted \.\.\.\]\n")
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.binary(max_size=700), max_size=30), st.integers(min_value=2, max_value=1500),
-       st.one_of(st.none(), st.integers(min_value=0, max_value=1500)))
+@given(
+    st.lists(st.binary(max_size=700), max_size=30),
+    st.integers(min_value=2, max_value=1500),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=1500)),
+)
 def test_buffer_keeps_head_and_tail_and_counts_the_rest(chunks: list[bytes], limit: int, render: int | None) -> None:
     buffer = OutputBuffer(limit)
     for chunk in chunks:

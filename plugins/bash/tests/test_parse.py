@@ -11,7 +11,9 @@ from entropic_mcp_bash._parse import Command, parse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-SHELL_ALPHABET = st.sampled_from([*list("abc rm ls;|&()<>{}$`'\"\\\n*?[]=-/~#!0123456789"), "&&", "||", "$(", "<(", "eval ", "bash -c "])
+SHELL_ALPHABET = st.sampled_from(
+    [*list("abc rm ls;|&()<>{}$`'\"\\\n*?[]=-/~#!0123456789"), "&&", "||", "$(", "<(", "eval ", "bash -c "]
+)
 
 
 def commands(text: str) -> list[str]:
@@ -52,8 +54,11 @@ def test_nesting_beyond_the_limit_is_unclear() -> None:
 
 
 def test_redirect_targets_resolve_against_the_directory_cd_reaches(tmp_path: Path) -> None:
-    writes = [f.path for f in analyse("echo a > one; cd sub && echo b > two; cd /etc; echo c >> passwd 2>/dev/null",
-                                      tmp_path) if isinstance(f, Write)]
+    writes = [
+        f.path
+        for f in analyse("echo a > one; cd sub && echo b > two; cd /etc; echo c >> passwd 2>/dev/null", tmp_path)
+        if isinstance(f, Write)
+    ]
     assert writes == [tmp_path / "one", tmp_path / "sub" / "two", Path("/etc/passwd")]
 
 
@@ -80,25 +85,31 @@ def test_analysis_never_raises_on_shell_like_text(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(["ls", "echo hi", "true", "cat f"]), st.sampled_from(["&&", "||", ";", "|", "&", "\n"]),
-       st.sampled_from(["", "FOO=1 ", "timeout 3 ", "nice ", "/bin/", "env A=b "]))
+@given(
+    st.sampled_from(["ls", "echo hi", "true", "cat f"]),
+    st.sampled_from(["&&", "||", ";", "|", "&", "\n"]),
+    st.sampled_from(["", "FOO=1 ", "timeout 3 ", "nice ", "/bin/", "env A=b "]),
+)
 def test_a_chained_rm_is_always_found(first: str, joiner: str, prefix: str) -> None:
     assert "rm -rf x" in lines(f"{first} {joiner} {prefix}rm -rf x")
 
 
-CRASHERS = ["{\U00031860", "%J#OEx{\U00108a41Qy\nV<3\nj$rc_hY\n", "Ûý\U00108a41{\U000ca15ar6ñî", "{ \U0001F600; }", "echo {a,\U0001F8C1}"]
+CRASHERS = [
+    "{\U00031860",
+    "%J#OEx{\U00108a41Qy\nV<3\nj$rc_hY\n",
+    "Ûý\U00108a41{\U000ca15ar6ñî",
+    "{ \U0001f600; }",
+    "echo {a,\U0001f8c1}",
+]
 
 
 def test_inputs_that_crash_tree_sitter_bash_are_parsed_safely() -> None:
     # tree-sitter-bash#337: a 4-byte UTF-8 character after "{" can SIGSEGV the process, and
     # only some of the time; a child process repeats each input so a crash fails this test.
-    code = (
-        "import sys; from entropic_mcp_bash._parse import parse\n"
-        f"for text in {CRASHERS!r} * 200:\n    parse(text)\n"
-    )
+    code = f"import sys; from entropic_mcp_bash._parse import parse\nfor text in {CRASHERS!r} * 200:\n    parse(text)\n"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-500:]
 
 
 def test_four_byte_characters_keep_their_text() -> None:
-    assert commands("echo \U0001F600 '{\U0001F600}'") == ["echo \U0001F600 {\U0001F600}"]
+    assert commands("echo \U0001f600 '{\U0001f600}'") == ["echo \U0001f600 {\U0001f600}"]

@@ -101,8 +101,10 @@ def test_redirection_checked_against_write_deny(root: Path) -> None:
     assert outcome(root, "echo hi > /etc/passwd", permissions=permissions) == "rejected_permission"
     assert outcome(root, "echo hi >> /etc/passwd", permissions=permissions) == "rejected_permission"
     assert outcome(root, "echo hi &> /etc/passwd", permissions=permissions) == "rejected_permission"
-    assert outcome(root, "cd /etc && echo hi > passwd", permissions=permissions | {"allow": [*ALLOW, "bash.execute:cd *"]}) \
+    assert (
+        outcome(root, "cd /etc && echo hi > passwd", permissions=permissions | {"allow": [*ALLOW, "bash.execute:cd *"]})
         == "rejected_permission"
+    )
 
 
 def test_redirection_inside_root_matched_by_relative_rule(root: Path) -> None:
@@ -118,7 +120,9 @@ def test_dev_null_redirection_needs_no_rule(root: Path) -> None:
 
 
 def test_computed_redirection_target_asks(root: Path) -> None:
-    assert outcome(root, 'echo hi > "$HOME/x"', permissions={"default": "allow", "allow": ALLOW}) == "rejected_permission"
+    assert (
+        outcome(root, 'echo hi > "$HOME/x"', permissions={"default": "allow", "allow": ALLOW}) == "rejected_permission"
+    )
 
 
 def test_allowed_commands_run(root: Path) -> None:
@@ -139,13 +143,33 @@ def test_prefix_rule_with_subcommand(root: Path) -> None:
     from fnmatch import fnmatchcase
 
     assert any(fnmatchcase(n, "bash.execute:git log*") for n in names)
-    assert not any(fnmatchcase(n, "bash.execute:git log *") for n in
-                   server.permission_parts("execute", {"command": "git logx"})[0].names)
+    assert not any(
+        fnmatchcase(n, "bash.execute:git log *")
+        for n in server.permission_parts("execute", {"command": "git logx"})[0].names
+    )
 
 
-@pytest.mark.parametrize("command", ["$x foo", "$(echo rm) x", "`echo rm` x", "echo 'unterminated", "r* x",
-                                     "{rm,x}", "${CMD} x", "ls | sh", "PATH=/tmp ls", "LD_PRELOAD=/x.so ls",
-                                     "PATH=/tmp/x; ls", "export PATH=/tmp/x; ls", "declare -x LD_PRELOAD=/x.so; ls", "xargs -0 rm", "eval $x", "bash -c \"$x\""])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "$x foo",
+        "$(echo rm) x",
+        "`echo rm` x",
+        "echo 'unterminated",
+        "r* x",
+        "{rm,x}",
+        "${CMD} x",
+        "ls | sh",
+        "PATH=/tmp ls",
+        "LD_PRELOAD=/x.so ls",
+        "PATH=/tmp/x; ls",
+        "export PATH=/tmp/x; ls",
+        "declare -x LD_PRELOAD=/x.so; ls",
+        "xargs -0 rm",
+        "eval $x",
+        'bash -c "$x"',
+    ],
+)
 def test_what_the_parser_cannot_understand_is_never_allowed(root: Path, command: str) -> None:
     _, server = make_manager(root)
     parts = server.permission_parts("execute", {"command": command})
@@ -158,24 +182,31 @@ def test_untrusted_path_needs_its_own_rule_but_base_name_still_denies(root: Path
     script = root / "ls"
     script.write_text("#!/bin/sh\necho fake\n")
     script.chmod(0o755)
-    assert outcome(root, "./ls", permissions={"default": "deny", "allow": ["bash.execute:ls *"]}) == "rejected_permission"
+    assert (
+        outcome(root, "./ls", permissions={"default": "deny", "allow": ["bash.execute:ls *"]}) == "rejected_permission"
+    )
     assert outcome(root, "./ls", permissions={"default": "deny", "allow": ["bash.execute:./ls *"]}) == "ok"
-    assert outcome(root, "./ls", permissions={"default": "allow", "deny": ["bash.execute:ls *"]}) == "rejected_permission"
+    assert (
+        outcome(root, "./ls", permissions={"default": "allow", "deny": ["bash.execute:ls *"]}) == "rejected_permission"
+    )
 
 
-@pytest.mark.parametrize(("command", "stored"), [
-    ("ls -la", ["bash.execute:ls *"]),
-    ("git log --oneline -5", ["bash.execute:git log *"]),
-    ("git -C sub status", ["bash.execute:git -C sub status *"]),
-    ("npm run build", ["bash.execute:npm run *"]),
-    ("cargo test --release", ["bash.execute:cargo test *"]),
-    ("docker compose up", ["bash.execute:docker compose *"]),
-    ("python -m pytest -q", ["bash.execute:python -m pytest *"]),
-    ("python -c 'print(1)'", ["bash.execute:python -c print(1)"]),
-    ("/usr/bin/make test", ["bash.execute:make test *"]),
-    ("./gradlew build", ["bash.execute:./gradlew *"]),
-    ("ls && git status", ["bash.execute:ls *", "bash.execute:git status *"]),
-])
+@pytest.mark.parametrize(
+    ("command", "stored"),
+    [
+        ("ls -la", ["bash.execute:ls *"]),
+        ("git log --oneline -5", ["bash.execute:git log *"]),
+        ("git -C sub status", ["bash.execute:git -C sub status *"]),
+        ("npm run build", ["bash.execute:npm run *"]),
+        ("cargo test --release", ["bash.execute:cargo test *"]),
+        ("docker compose up", ["bash.execute:docker compose *"]),
+        ("python -m pytest -q", ["bash.execute:python -m pytest *"]),
+        ("python -c 'print(1)'", ["bash.execute:python -c print(1)"]),
+        ("/usr/bin/make test", ["bash.execute:make test *"]),
+        ("./gradlew build", ["bash.execute:./gradlew *"]),
+        ("ls && git status", ["bash.execute:ls *", "bash.execute:git status *"]),
+    ],
+)
 def test_always_allow_stores_one_rule_per_command(root: Path, command: str, stored: list[str]) -> None:
     _, server = make_manager(root)
     parts = [p for p in server.permission_parts("execute", {"command": command}) if not p.neutral]
@@ -215,18 +246,52 @@ def _deciders() -> tuple[BashServer, ServerManager, ServerManager]:
     return server, deny, allow
 
 
-WRAPPED = st.sampled_from(["", "FOO=1 ", "timeout 5 ", "nice -n 2 ", "nohup ", "env A=1 ", "command ", "/bin/",
-                           "/usr/bin/", "time ", "stdbuf -oL ", "builtin "])
-AROUND = st.sampled_from(["{}", "({})", "{{ {}; }}", "echo $({})", "echo `{}`", "cat <({})", "eval '{}'",
-                          "bash -c '{}'", "sh -c '{}'", "if true; then {}; fi", "! {}", "f() {{ {}; }}"])
+WRAPPED = st.sampled_from(
+    [
+        "",
+        "FOO=1 ",
+        "timeout 5 ",
+        "nice -n 2 ",
+        "nohup ",
+        "env A=1 ",
+        "command ",
+        "/bin/",
+        "/usr/bin/",
+        "time ",
+        "stdbuf -oL ",
+        "builtin ",
+    ]
+)
+AROUND = st.sampled_from(
+    [
+        "{}",
+        "({})",
+        "{{ {}; }}",
+        "echo $({})",
+        "echo `{}`",
+        "cat <({})",
+        "eval '{}'",
+        "bash -c '{}'",
+        "sh -c '{}'",
+        "if true; then {}; fi",
+        "! {}",
+        "f() {{ {}; }}",
+    ]
+)
 JOIN = st.sampled_from([" && ", " || ", "; ", " | ", " |& ", " & ", "\n"])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["ls", "ls -la", "echo hi", "cat f", "true"]), max_size=3), JOIN, WRAPPED, AROUND,
-       st.integers(min_value=0, max_value=3))
-def test_a_hidden_rm_is_always_denied_and_never_allowed(safe: list[str], join: str, wrapper: str, around: str,
-                                                         at: int) -> None:
+@given(
+    st.lists(st.sampled_from(["ls", "ls -la", "echo hi", "cat f", "true"]), max_size=3),
+    JOIN,
+    WRAPPED,
+    AROUND,
+    st.integers(min_value=0, max_value=3),
+)
+def test_a_hidden_rm_is_always_denied_and_never_allowed(
+    safe: list[str], join: str, wrapper: str, around: str, at: int
+) -> None:
     commands = list(safe)
     commands.insert(min(at, len(commands)), around.format(f"{wrapper}rm -rf x"))
     text = join.join(commands)

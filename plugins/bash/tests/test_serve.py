@@ -28,16 +28,18 @@ async def test_output_lines_stream_as_progress_and_rules_are_parsed(root: Path) 
 
     (root / "entropic-mcp.toml").write_text(CONFIG, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
-    server = StdioServerParameters(command=str(Path(sys.executable).with_name("entropic-mcp")), args=["serve"],
-                                   cwd=str(root), env=env)
+    server = StdioServerParameters(
+        command=str(Path(sys.executable).with_name("entropic-mcp")), args=["serve"], cwd=str(root), env=env
+    )
     messages: list[str] = []
 
     async def progress(done: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
 
     async with Client(server, read_timeout_seconds=30) as client:
-        result = await client.call_tool("bash.execute", {"command": "echo one; echo two; printf three"},
-                                        progress_callback=progress)
+        result = await client.call_tool(
+            "bash.execute", {"command": "echo one; echo two; printf three"}, progress_callback=progress
+        )
         assert result.is_error is False
         assert result.structured_content["exit_code"] == 0
         assert json.loads(result.content[0].text)["output"] == "one\ntwo\nthree"

@@ -23,40 +23,60 @@ def configured(root: Path, table: dict) -> BashServer:
 def test_defaults(root: Path) -> None:
     settings = configured(root, {}).settings
     assert (settings.shell, settings.timeout_seconds, settings.max_timeout_seconds, settings.max_output_bytes) == (
-        "/bin/bash", 30.0, 600.0, 65536)
+        "/bin/bash",
+        30.0,
+        600.0,
+        65536,
+    )
     assert settings.environment() is None
 
 
 def test_every_config_key_is_applied(root: Path, tmp_path: Path) -> None:
-    server = configured(root, {
-        "shell": "sh", "timeout_seconds": 5, "max_timeout_seconds": 50, "max_output_bytes": 4096,
-        "env_deny": ["*_TOKEN"], "env_set": {"A": "b"}, "allow_outside_root": False,
-        "outside_root_allow": [str(tmp_path)], "outside_root_deny": ["/etc"],
-    })
+    server = configured(
+        root,
+        {
+            "shell": "sh",
+            "timeout_seconds": 5,
+            "max_timeout_seconds": 50,
+            "max_output_bytes": 4096,
+            "env_deny": ["*_TOKEN"],
+            "env_set": {"A": "b"},
+            "allow_outside_root": False,
+            "outside_root_allow": [str(tmp_path)],
+            "outside_root_deny": ["/etc"],
+        },
+    )
     settings = server.settings
     assert (settings.shell, settings.timeout_seconds, settings.max_timeout_seconds, settings.max_output_bytes) == (
-        "sh", 5.0, 50.0, 4096)
+        "sh",
+        5.0,
+        50.0,
+        4096,
+    )
     assert settings.path_policy.allow_outside_root is False
     assert server.default_timeout_seconds > 50
 
 
-@pytest.mark.parametrize(("table", "fragment"), [
-    ({"shel": "/bin/sh"}, "unknown key"),
-    ({"shell": ""}, "shell"),
-    ({"shell": "/no/such/shell"}, "not an executable"),
-    ({"timeout_seconds": 0}, "timeout_seconds"),
-    ({"timeout_seconds": "30"}, "timeout_seconds"),
-    ({"max_timeout_seconds": True}, "max_timeout_seconds"),
-    ({"timeout_seconds": 90, "max_timeout_seconds": 60}, "above max_timeout_seconds"),
-    ({"max_output_bytes": 10}, "max_output_bytes"),
-    ({"max_output_bytes": 1.5}, "max_output_bytes"),
-    ({"env_deny": "*_TOKEN"}, "env_deny"),
-    ({"env_set": {"A": 1}}, "env_set"),
-    ({"env_set": ["A=b"]}, "env_set"),
-    ({"allow_outside_root": "sometimes"}, "allow_outside_root"),
-    ({"outside_root_allow": ["relative/dir"]}, "absolute"),
-    ({"outside_root_deny": "/etc"}, "outside_root_deny"),
-])
+@pytest.mark.parametrize(
+    ("table", "fragment"),
+    [
+        ({"shel": "/bin/sh"}, "unknown key"),
+        ({"shell": ""}, "shell"),
+        ({"shell": "/no/such/shell"}, "not an executable"),
+        ({"timeout_seconds": 0}, "timeout_seconds"),
+        ({"timeout_seconds": "30"}, "timeout_seconds"),
+        ({"max_timeout_seconds": True}, "max_timeout_seconds"),
+        ({"timeout_seconds": 90, "max_timeout_seconds": 60}, "above max_timeout_seconds"),
+        ({"max_output_bytes": 10}, "max_output_bytes"),
+        ({"max_output_bytes": 1.5}, "max_output_bytes"),
+        ({"env_deny": "*_TOKEN"}, "env_deny"),
+        ({"env_set": {"A": 1}}, "env_set"),
+        ({"env_set": ["A=b"]}, "env_set"),
+        ({"allow_outside_root": "sometimes"}, "allow_outside_root"),
+        ({"outside_root_allow": ["relative/dir"]}, "absolute"),
+        ({"outside_root_deny": "/etc"}, "outside_root_deny"),
+    ],
+)
 def test_bad_config_names_the_key(root: Path, table: dict, fragment: str) -> None:
     with pytest.raises(ConfigError, match=r"\[servers.bash\]") as info:
         configured(root, table)
@@ -99,5 +119,8 @@ def test_conforms_to_the_server_contract(root: Path) -> None:
 
 
 def test_plugin_conforms(tmp_path: Path) -> None:
-    config = {"storage": {"backend": "none"}, "servers": {"bash": {"timeout_seconds": 2, "env_set": {"PATH": "/nonexistent"}}}}
+    config = {
+        "storage": {"backend": "none"},
+        "servers": {"bash": {"timeout_seconds": 2, "env_set": {"PATH": "/nonexistent"}}},
+    }
     assert check_plugin(entropic_mcp_bash, root=tmp_path, config=config, examples=10) == []

@@ -23,4 +23,3 @@ def make(tmp_path: Path) -> Iterator[Callable[..., ServerManager]]:
     yield factory
     for manager in made:
         manager.close()
-

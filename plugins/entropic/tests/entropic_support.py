@@ -13,8 +13,9 @@ from entropic_mcp.testing import fresh_plugins
 TIERS = {"tiers": ["lead", "researcher", "coder"], "requires_context": ["coder"], "max_turns_limit": 30}
 
 
-def build(root: Path, *, storage: bool = False, entropic: dict[str, Any] | None = None,
-          plugins: tuple[object, ...] = ()) -> ServerManager:
+def build(
+    root: Path, *, storage: bool = False, entropic: dict[str, Any] | None = None, plugins: tuple[object, ...] = ()
+) -> ServerManager:
     data: dict[str, Any] = {
         "storage": {"backend": "tinydb", "path": str(root / "store")} if storage else {"backend": "none"},
         "permissions": {"default": "allow"},
@@ -25,8 +26,9 @@ def build(root: Path, *, storage: bool = False, entropic: dict[str, Any] | None 
     return manager
 
 
-def call(manager: ServerManager, name: str, args: object = None, *, conversation: str = "c1",
-         identity: str | None = None) -> CallOutcome:
+def call(
+    manager: ServerManager, name: str, args: object = None, *, conversation: str = "c1", identity: str | None = None
+) -> CallOutcome:
     ctx = CallContext(conversation_id=conversation, identity=identity)
     return anyio.run(manager.call, name, args, ctx)
 

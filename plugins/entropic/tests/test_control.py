@@ -20,7 +20,10 @@ def test_complete_with_coverage_gap_carries_the_description(make):
 
 def test_coverage_gap_without_description_is_missing_gap_description(make):
     manager = make()
-    for args in ({"summary": "s", "coverage_gap": True}, {"summary": "s", "coverage_gap": True, "gap_description": " "}):
+    for args in (
+        {"summary": "s", "coverage_gap": True},
+        {"summary": "s", "coverage_gap": True, "gap_description": " "},
+    ):
         outcome = call(manager, "entropic.complete", args)
         assert outcome.response.is_error and outcome.response.directives == ()
         assert orjson.loads(outcome.response.result)["error"] == "missing_gap_description"
@@ -45,6 +48,8 @@ def test_phase_can_switch_back_and_forth(make):
 def test_prune_context_defaults_to_keep_two(make):
     manager = make()
     assert call(manager, "entropic.prune_context", {}).response.directives == (PruneMessages(keep_recent=2),)
-    assert call(manager, "entropic.prune_context", {"keep_recent": 5}).response.directives == (PruneMessages(keep_recent=5),)
+    assert call(manager, "entropic.prune_context", {"keep_recent": 5}).response.directives == (
+        PruneMessages(keep_recent=5),
+    )
     bad = call(manager, "entropic.prune_context", {"keep_recent": -1})
     assert bad.response.is_error and bad.response.directives == ()

@@ -31,8 +31,12 @@ def server() -> EntropicServer:
 
 
 def test_delegate_returns_delegate_then_stop_processing(make):
-    outcome = call(make(), "entropic.delegate", {"target": "researcher", "task": "find the retry config",
-                                                  "max_turns": 5}, identity="lead")
+    outcome = call(
+        make(),
+        "entropic.delegate",
+        {"target": "researcher", "task": "find the retry config", "max_turns": 5},
+        identity="lead",
+    )
     assert outcome.kind == "ok"
     assert directive_types(outcome) == ["delegate", "stop_processing"]
     delegate = outcome.response.directives[0]
@@ -46,11 +50,20 @@ def test_delegate_max_turns_defaults_to_host_decides(server):
 
 
 def test_delegate_context_entries_carry_path_lines_note(server):
-    response = direct(server, "delegate", {"target": "coder", "task": "fix it",
-                                           "context": [{"path": "src/a.py", "lines": "10-20"}, {"path": "b.py", "note": "why"}]})
+    response = direct(
+        server,
+        "delegate",
+        {
+            "target": "coder",
+            "task": "fix it",
+            "context": [{"path": "src/a.py", "lines": "10-20"}, {"path": "b.py", "note": "why"}],
+        },
+    )
     assert not response.is_error
     assert response.directives[0].context == (
-        {"path": "src/a.py", "lines": "10-20", "note": ""}, {"path": "b.py", "lines": "", "note": "why"})
+        {"path": "src/a.py", "lines": "10-20", "note": ""},
+        {"path": "b.py", "lines": "", "note": "why"},
+    )
 
 
 def test_requires_context_tier_refuses_a_contextless_delegation_with_no_directives(make):
@@ -83,13 +96,22 @@ def test_unknown_target_executed_directly_lists_the_tiers(server):
     assert error["error"] == "invalid_args" and error["valid_tiers"] == ["lead", "researcher", "coder"]
 
 
-@pytest.mark.parametrize("args", ["junk", "42", [], {"target": "researcher"}, {"task": "t"},
-                                  {"target": "researcher", "task": "   "},
-                                  {"target": "researcher", "task": "t", "max_turns": 0},
-                                  {"target": "researcher", "task": "t", "max_turns": 31},
-                                  {"target": "researcher", "task": "t", "max_turns": True},
-                                  {"target": "researcher", "task": "t", "context": [{"lines": "1"}]},
-                                  {"target": "researcher", "task": "t", "context": "a.py"}])
+@pytest.mark.parametrize(
+    "args",
+    [
+        "junk",
+        "42",
+        [],
+        {"target": "researcher"},
+        {"task": "t"},
+        {"target": "researcher", "task": "   "},
+        {"target": "researcher", "task": "t", "max_turns": 0},
+        {"target": "researcher", "task": "t", "max_turns": 31},
+        {"target": "researcher", "task": "t", "max_turns": True},
+        {"target": "researcher", "task": "t", "context": [{"lines": "1"}]},
+        {"target": "researcher", "task": "t", "context": "a.py"},
+    ],
+)
 def test_delegate_bad_arguments_are_invalid_args_when_executed_directly(server, args):
     response = direct(server, "delegate", args)
     assert response.is_error and response.directives == ()
@@ -108,11 +130,16 @@ def test_delegate_is_never_refused_as_a_duplicate(make):
 
 
 def test_pipeline_returns_pipeline_then_stop_processing(make):
-    outcome = call(make(), "entropic.pipeline", {"stages": ["researcher", "coder"], "task": "t",
-                                                  "context": [{"path": "a.py"}]}, identity="lead")
+    outcome = call(
+        make(),
+        "entropic.pipeline",
+        {"stages": ["researcher", "coder"], "task": "t", "context": [{"path": "a.py"}]},
+        identity="lead",
+    )
     assert directive_types(outcome) == ["pipeline", "stop_processing"]
-    assert outcome.response.directives[0] == Pipeline(stages=["researcher", "coder"], task="t",
-                                                      context=[{"path": "a.py", "lines": "", "note": ""}])
+    assert outcome.response.directives[0] == Pipeline(
+        stages=["researcher", "coder"], task="t", context=[{"path": "a.py", "lines": "", "note": ""}]
+    )
 
 
 def test_pipeline_too_few_stages_wins_over_an_unknown_stage(server):
@@ -135,8 +162,11 @@ def test_pipeline_stage_needing_context_is_refused(server):
 
 def test_pipeline_validation_through_the_manager_has_no_directives(make):
     manager = make()
-    for args in ({"stages": ["researcher"], "task": "t"}, {"stages": ["researcher", "wizard"], "task": "t"},
-                 {"stages": ["researcher", "coder"], "task": "t"}):
+    for args in (
+        {"stages": ["researcher"], "task": "t"},
+        {"stages": ["researcher", "wizard"], "task": "t"},
+        {"stages": ["researcher", "coder"], "task": "t"},
+    ):
         outcome = call(manager, "entropic.pipeline", args)
         assert outcome.response.is_error and outcome.response.directives == ()
     unknown = error_of(call(manager, "entropic.pipeline", {"stages": ["researcher", "wizard"], "task": "t2"}))
@@ -155,8 +185,9 @@ def _completed_delegation(manager, target="researcher", summary="found the cache
     storage = manager.storage
     root = storage.create_conversation("root")
     delegation_id, child = storage.create_delegation(root, "lead", target, "look at the cache", -1, [])
-    storage.save_messages(child, [{"role": "user", "content": "look at the cache"},
-                                  {"role": "assistant", "content": "it is in cache.py"}])
+    storage.save_messages(
+        child, [{"role": "user", "content": "look at the cache"}, {"role": "assistant", "content": "it is in cache.py"}]
+    )
     storage.complete_delegation(delegation_id, "completed", summary)
     return delegation_id
 
@@ -212,16 +243,22 @@ def test_resume_of_a_running_delegation_is_refused(make):
 def test_resume_id_and_target_must_agree(make):
     manager = make(storage=True)
     delegation_id = _completed_delegation(manager, target="coder")
-    error = error_of(call(manager, "entropic.resume_delegation",
-                          {"delegation_id": delegation_id, "target": "researcher", "task": "t"}))
+    error = error_of(
+        call(
+            manager, "entropic.resume_delegation", {"delegation_id": delegation_id, "target": "researcher", "task": "t"}
+        )
+    )
     assert error["error"] == "invalid_args" and "coder" in error["message"]
 
 
 def test_resume_cannot_resume_into_oneself(make):
     manager = make(storage=True)
     delegation_id = _completed_delegation(manager)
-    error = error_of(call(manager, "entropic.resume_delegation", {"delegation_id": delegation_id, "task": "t"},
-                          identity="researcher"))
+    error = error_of(
+        call(
+            manager, "entropic.resume_delegation", {"delegation_id": delegation_id, "task": "t"}, identity="researcher"
+        )
+    )
     assert error["error"] == "self_delegation"
 
 

@@ -67,17 +67,30 @@ def test_lead_delegates_researcher_completes_record_completed_and_followup_finds
 
 def test_resume_delegation_by_target_seeds_a_new_child_with_the_earlier_messages(make):
     manager = make(storage=True)
-    first_child = Script({"content": "looking", "tool_calls": [
-        {"name": "entropic.todo", "arguments": {"action": "add", "content": "check retry.toml"}}]},
-        tool("entropic.complete", summary=SUMMARY))
-    Host(manager, {"lead": Script(tool("entropic.delegate", target="researcher", task="find retries"),
-                                  tool("entropic.complete", summary="ok")),
-                   "researcher": first_child}).run_sync("first")
+    first_child = Script(
+        {
+            "content": "looking",
+            "tool_calls": [{"name": "entropic.todo", "arguments": {"action": "add", "content": "check retry.toml"}}],
+        },
+        tool("entropic.complete", summary=SUMMARY),
+    )
+    Host(
+        manager,
+        {
+            "lead": Script(
+                tool("entropic.delegate", target="researcher", task="find retries"),
+                tool("entropic.complete", summary="ok"),
+            ),
+            "researcher": first_child,
+        },
+    ).run_sync("first")
     earlier = [m["content"] for m in first_child.seen[-1] if m["role"] != "system"]
 
     second_child = Script(tool("entropic.complete", summary="the jitter is 10%"))
-    lead = Script(tool("entropic.resume_delegation", target="researcher", task="now find the jitter"),
-                  tool("entropic.complete", summary="done"))
+    lead = Script(
+        tool("entropic.resume_delegation", target="researcher", task="now find the jitter"),
+        tool("entropic.complete", summary="done"),
+    )
     result = Host(manager, {"lead": lead, "researcher": second_child}).run_sync("second")
 
     [resumed] = result.delegations
@@ -95,8 +108,10 @@ def test_resume_delegation_by_target_seeds_a_new_child_with_the_earlier_messages
 
 def test_a_requires_context_tier_refuses_a_contextless_delegation_with_no_directives(make):
     manager = make(storage=True)
-    lead = Script(tool("entropic.delegate", target="coder", task="fix the retry bug"),
-                  lambda messages: tool("entropic.complete", summary="refused: " + messages[-1]["content"]))
+    lead = Script(
+        tool("entropic.delegate", target="coder", task="fix the retry bug"),
+        lambda messages: tool("entropic.complete", summary="refused: " + messages[-1]["content"]),
+    )
     result = Host(manager, {"lead": lead}).run_sync("fix it")
     assert result.delegations == ()
     refusal = next(m for m in result.messages if m["role"] == "tool")
@@ -109,9 +124,15 @@ def test_pipeline_runs_each_stage_with_the_previous_output(make):
     manager = make(storage=True)
     researcher = Script(tool("entropic.complete", summary="the bug is in retry.py line 40"))
     coder = Script(lambda messages: tool("entropic.complete", summary="fixed after reading: " + messages[1]["content"]))
-    lead = Script(tool("entropic.pipeline", stages=["researcher", "coder"], task="fix retries",
-                       context=[{"path": "retry.py", "lines": "30-50"}]),
-                  lambda messages: tool("entropic.complete", summary=messages[-1]["content"]))
+    lead = Script(
+        tool(
+            "entropic.pipeline",
+            stages=["researcher", "coder"],
+            task="fix retries",
+            context=[{"path": "retry.py", "lines": "30-50"}],
+        ),
+        lambda messages: tool("entropic.complete", summary=messages[-1]["content"]),
+    )
     result = Host(manager, {"lead": lead, "researcher": researcher, "coder": coder}).run_sync("go")
     assert [d.target for d in result.delegations] == ["researcher", "coder"]
     assert all(d.status == "completed" for d in result.delegations)
@@ -124,8 +145,10 @@ def test_pipeline_runs_each_stage_with_the_previous_output(make):
 def test_a_child_that_runs_out_of_turns_is_recorded_failed(make):
     manager = make(storage=True)
     looping = Script(*[tool("entropic.todo", action="add", content=f"step {i}") for i in range(2)])
-    lead = Script(tool("entropic.delegate", target="researcher", task="loop", max_turns=2),
-                  tool("entropic.complete", summary="gave up"))
+    lead = Script(
+        tool("entropic.delegate", target="researcher", task="loop", max_turns=2),
+        tool("entropic.complete", summary="gave up"),
+    )
     result = Host(manager, {"lead": lead, "researcher": looping}).run_sync("x")
     [delegation] = result.delegations
     assert delegation.status == "failed"
@@ -135,8 +158,10 @@ def test_a_child_that_runs_out_of_turns_is_recorded_failed(make):
 
 def test_the_child_runs_under_the_target_identity(make):
     manager = make(storage=True)
-    child = Script(tool("entropic.delegate", target="researcher", task="myself"),
-                   tool("entropic.complete", summary="could not delegate to myself"))
+    child = Script(
+        tool("entropic.delegate", target="researcher", task="myself"),
+        tool("entropic.complete", summary="could not delegate to myself"),
+    )
     lead = Script(tool("entropic.delegate", target="researcher", task="t"), tool("entropic.complete", summary="ok"))
     result = Host(manager, {"lead": lead, "researcher": child}).run_sync("x")
     child_run = result.delegations[0].result

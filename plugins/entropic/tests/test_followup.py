@@ -73,9 +73,21 @@ def test_invalid_queries_are_invalid_args_through_the_pipeline(make, args):
     assert orjson.loads(outcome.response.result)["error"] == "invalid_args"
 
 
-@pytest.mark.parametrize("args", ["42", [], "junk", {"query": ""}, None, {"query": "  "}, {"query": ["a"]},
-                                  {"query": "x", "max_results": 0}, {"query": "x", "max_results": 11},
-                                  {"query": "x", "max_results": "3"}])
+@pytest.mark.parametrize(
+    "args",
+    [
+        "42",
+        [],
+        "junk",
+        {"query": ""},
+        None,
+        {"query": "  "},
+        {"query": ["a"]},
+        {"query": "x", "max_results": 0},
+        {"query": "x", "max_results": 11},
+        {"query": "x", "max_results": "3"},
+    ],
+)
 def test_invalid_queries_are_invalid_args_when_executed_directly(args):
     response = anyio.run(EntropicServer().execute, "followup", args, CallContext())
     assert response.is_error and response.directives == ()
@@ -104,8 +116,9 @@ def test_no_manager_is_storage_unavailable():
 
 
 def test_a_backend_that_cannot_open_is_storage_unavailable(tmp_path):
-    config = config_from_dict({"storage": {"backend": "no-such-backend"}, "permissions": {"default": "allow"}},
-                              root=tmp_path)
+    config = config_from_dict(
+        {"storage": {"backend": "no-such-backend"}, "permissions": {"default": "allow"}}, root=tmp_path
+    )
     manager = ServerManager(config, servers=[EntropicServer()])
     response = anyio.run(manager.execute, "entropic.followup", {"query": "x"}, CallContext())
     error = orjson.loads(response.result)

@@ -65,8 +65,11 @@ def test_diagnose_history_never_carries_argument_values(make):
 
 
 def test_diagnose_includes_the_providers_state(make):
-    provider = Provider(EngineState(state={"phase": "plan", "turn": 3}, identities={"lead": {"model": "big"}},
-                                    config={"temperature": 0.2}))
+    provider = Provider(
+        EngineState(
+            state={"phase": "plan", "turn": 3}, identities={"lead": {"model": "big"}}, config={"temperature": 0.2}
+        )
+    )
     manager = make(plugins=(provider,))
     report = data(call(manager, "entropic.diagnose", {}, identity="lead"))
     assert report["state_provider"] is True
@@ -129,7 +132,9 @@ def test_inspect_unknown_key_lists_the_available_ones(make):
 def test_inspect_metrics_and_history_by_tool(make):
     manager = make()
     call(manager, "entropic.phase_change", {"phase": "x"})
-    assert data(call(manager, "entropic.inspect", {"target": "metrics", "key": "entropic.phase_change"}))["value"] == {"ok": 1}
+    assert data(call(manager, "entropic.inspect", {"target": "metrics", "key": "entropic.phase_change"}))["value"] == {
+        "ok": 1
+    }
     history = data(call(manager, "entropic.inspect", {"target": "history", "key": "entropic.phase_change"}))["value"]
     assert [h["tool"] for h in history] == ["entropic.phase_change"]
     missing = call(manager, "entropic.inspect", {"target": "history", "key": "entropic.nope"})
@@ -165,8 +170,9 @@ def test_context_inspect_from_storage(make):
     manager = make(storage=True)
     storage = manager.storage
     conversation = storage.create_conversation("t")
-    storage.save_messages(conversation, [{"role": "user", "content": "x" * 400},
-                                         {"role": "assistant", "content": "short answer"}])
+    storage.save_messages(
+        conversation, [{"role": "user", "content": "x" * 400}, {"role": "assistant", "content": "short answer"}]
+    )
     report = data(call(manager, "entropic.context_inspect", {}, conversation=conversation))
     assert report["source"] == "storage" and report["total_messages"] == 2
     first = report["messages"][0]
@@ -196,8 +202,13 @@ def test_context_inspect_unknown_conversation(make):
 
 def test_diagnose_beside_other_calls_in_one_batch(make):
     manager = make(storage=True)
-    calls = [("entropic.diagnose", {}), ("entropic.followup", {"query": "a"}), ("entropic.inspect", {"target": "history"}),
-             ("entropic.followup", {"query": "b"}), ("entropic.context_inspect", {})]
+    calls = [
+        ("entropic.diagnose", {}),
+        ("entropic.followup", {"query": "a"}),
+        ("entropic.inspect", {"target": "history"}),
+        ("entropic.followup", {"query": "b"}),
+        ("entropic.context_inspect", {}),
+    ]
     batch = anyio.run(manager.execute_batch, calls, CallContext(conversation_id="c1"))
     assert [o.name for o in batch.outcomes] == [name for name, _ in calls]
     assert all(not o.response.is_error for o in batch.outcomes[:4])

@@ -11,8 +11,19 @@ from entropic_mcp.testing import check_plugin, check_server
 from entropic_mcp_entropic import EngineState, EntropicServer
 from entropic_support import TIERS, build
 
-ALL = ["delegate", "pipeline", "resume_delegation", "followup", "todo", "complete", "phase_change",
-       "prune_context", "diagnose", "inspect", "context_inspect"]
+ALL = [
+    "delegate",
+    "pipeline",
+    "resume_delegation",
+    "followup",
+    "todo",
+    "complete",
+    "phase_change",
+    "prune_context",
+    "diagnose",
+    "inspect",
+    "context_inspect",
+]
 READ = {"followup", "diagnose", "inspect", "context_inspect"}
 
 
@@ -59,7 +70,10 @@ def test_target_and_stage_enums_filled_from_tiers_and_max_turns_capped():
     assert delegate["max_turns"]["maximum"] == 7
     stages = server.tools["pipeline"].definition.input_schema["properties"]["stages"]
     assert stages["items"]["enum"] == ["lead", "researcher"]
-    assert server.tools["resume_delegation"].definition.input_schema["properties"]["target"]["enum"] == ["lead", "researcher"]
+    assert server.tools["resume_delegation"].definition.input_schema["properties"]["target"]["enum"] == [
+        "lead",
+        "researcher",
+    ]
 
 
 def test_reconfiguring_replaces_the_enums():

@@ -34,7 +34,10 @@ def test_clear_empties_the_list_and_removes_the_anchor(make):
     call(manager, "entropic.todo", {"action": "add", "content": "a"})
     outcome = call(manager, "entropic.todo", {"action": "clear"})
     assert outcome.response.result == "The todo list is empty."
-    assert outcome.response.directives == (ContextAnchor(key="todo_state", content=""), NotifyPresenter(key="todo", data=[]))
+    assert outcome.response.directives == (
+        ContextAnchor(key="todo_state", content=""),
+        NotifyPresenter(key="todo", data=[]),
+    )
 
 
 @pytest.mark.parametrize("action", ["update", "remove"])
@@ -64,8 +67,16 @@ def test_the_same_add_twice_is_not_refused_as_a_duplicate(make):
     assert outcome.kind == "ok" and outcome.response.result.endswith("[1] [ ] x")
 
 
-@pytest.mark.parametrize("args", [{"action": "add"}, {"action": "update", "index": 0}, {"action": "remove"},
-                                  {"action": "explode"}, {"action": "update", "status": "completed"}])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"action": "add"},
+        {"action": "update", "index": 0},
+        {"action": "remove"},
+        {"action": "explode"},
+        {"action": "update", "status": "completed"},
+    ],
+)
 def test_missing_pieces_are_invalid_args(make, args):
     manager = make()
     call(manager, "entropic.todo", {"action": "add", "content": "a"})
@@ -78,6 +89,8 @@ def test_the_list_has_a_limit(make):
 
     manager = make()
     server = manager.servers["entropic"]
-    server.todo_lists.change("c1", lambda items: items.extend({"content": "x", "status": "pending"} for _ in range(MAX_ITEMS)))
+    server.todo_lists.change(
+        "c1", lambda items: items.extend({"content": "x", "status": "pending"} for _ in range(MAX_ITEMS))
+    )
     outcome = call(manager, "entropic.todo", {"action": "add", "content": "one more"})
     assert orjson.loads(outcome.response.result)["error"] == "todo_full"

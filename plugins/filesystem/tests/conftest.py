@@ -20,9 +20,15 @@ class Harness:
         from entropic_mcp.testing import fresh_plugins
 
         self.root = root
-        config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"},
-                                   "pipeline": {"max_result_bytes": result_cap},
-                                   "servers": {"filesystem": table}}, root=root)
+        config = config_from_dict(
+            {
+                "storage": {"backend": "none"},
+                "permissions": {"default": "allow"},
+                "pipeline": {"max_result_bytes": result_cap},
+                "servers": {"filesystem": table},
+            },
+            root=root,
+        )
         self.server = FilesystemServer(root=root)
         self.server.configure(config.server_table("filesystem"))
         self.manager = ServerManager(config, plugins=fresh_plugins(*(plugins or ())), servers=[self.server])
@@ -63,8 +69,9 @@ def root(tmp_path: Path) -> Path:
 def make(root: Path) -> Iterator[Callable[..., Harness]]:
     made: list[Harness] = []
 
-    def factory(table: dict[str, Any] | None = None, *, plugins: Any = None, at: Path | None = None,
-                result_cap: int = 0) -> Harness:
+    def factory(
+        table: dict[str, Any] | None = None, *, plugins: Any = None, at: Path | None = None, result_cap: int = 0
+    ) -> Harness:
         harness = Harness(at or root, dict(table or {}), plugins, result_cap)
         made.append(harness)
         return harness

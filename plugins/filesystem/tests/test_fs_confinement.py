@@ -34,13 +34,30 @@ def world(tmp_path: Path, root: Path) -> dict[str, Path]:
 
 def corpus(root: Path, outside: Path) -> list[str]:
     return [
-        "../outside/secret.txt", "./../outside/secret.txt", "a/../../outside/secret.txt",
-        "../../../../../../../../etc/passwd", "inside.txt/../../outside/secret.txt",
-        "../root2/secret.txt", "../root_backup/secret.txt", "../rootling/secret.txt",
-        str(outside / "secret.txt"), "/etc/passwd", str(root) + "2/secret.txt", str(root) + "ling/secret.txt",
-        "link_file", "link_dir/secret.txt", "link_dir/dir/secret.txt", "link_dir", "chain1", "dangling",
-        "rel_dir/secret.txt", "rel_dir", "link_dir/new.txt", "link_dir/newdir/new.txt",
-        "inside\x00.txt", "",
+        "../outside/secret.txt",
+        "./../outside/secret.txt",
+        "a/../../outside/secret.txt",
+        "../../../../../../../../etc/passwd",
+        "inside.txt/../../outside/secret.txt",
+        "../root2/secret.txt",
+        "../root_backup/secret.txt",
+        "../rootling/secret.txt",
+        str(outside / "secret.txt"),
+        "/etc/passwd",
+        str(root) + "2/secret.txt",
+        str(root) + "ling/secret.txt",
+        "link_file",
+        "link_dir/secret.txt",
+        "link_dir/dir/secret.txt",
+        "link_dir",
+        "chain1",
+        "dangling",
+        "rel_dir/secret.txt",
+        "rel_dir",
+        "link_dir/new.txt",
+        "link_dir/newdir/new.txt",
+        "inside\x00.txt",
+        "",
     ]
 
 
@@ -64,8 +81,9 @@ def snapshot(tmp: Path, root: Path) -> dict[str, str]:
             continue
         for name in filenames + dirnames:
             path = Path(dirpath) / name
-            out[str(path)] = os.readlink(path) if path.is_symlink() else (
-                "<dir>" if path.is_dir() else path.read_text())
+            out[str(path)] = (
+                os.readlink(path) if path.is_symlink() else ("<dir>" if path.is_dir() else path.read_text())
+            )
     return out
 
 
@@ -97,7 +115,13 @@ def test_symlink_inside_root_pointing_inside_is_followed(fs, root):
     (root / "real" / "f.txt").write_text("ok\n")
     (root / "alias").symlink_to("real")
     assert fs.ok("read_file", {"path": "alias/f.txt"}) | {"lines": None} == {
-        "path": "real/f.txt", "total": 1, "start": 1, "lines": None, "truncated": False, "next_offset": None}
+        "path": "real/f.txt",
+        "total": 1,
+        "start": 1,
+        "lines": None,
+        "truncated": False,
+        "next_offset": None,
+    }
 
 
 def test_root_reached_through_a_symlink(make, root, world):
@@ -108,13 +132,28 @@ def test_root_reached_through_a_symlink(make, root, world):
     assert fs.ok("read_file", {"path": "inside.txt"})["path"] == "inside.txt"
     assert fs.ok("read_file", {"path": str(alias / "inside.txt")})["path"] == "inside.txt"
     assert fs.error("read_file", {"path": str(alias / ".." / "outside" / "secret.txt")})["error"] in (
-        "outside_root_approval_required", "not_found")
+        "outside_root_approval_required",
+        "not_found",
+    )
     fs.ok("write_file", {"path": "made.txt", "content": "x"})
     assert (root / "made.txt").read_text() == "x"
 
 
-HARD_NAMES = ["with space.txt", "ünïcödé.txt", "100%.txt", "%2e%2e.txt", "-rf", "--help.txt", "a'b\"c.txt",
-              "tab\there.txt", "new\nline.txt", "~tilde.txt", "*star?.txt", "[brackets].txt", "{a,b}.txt"]
+HARD_NAMES = [
+    "with space.txt",
+    "ünïcödé.txt",
+    "100%.txt",
+    "%2e%2e.txt",
+    "-rf",
+    "--help.txt",
+    "a'b\"c.txt",
+    "tab\there.txt",
+    "new\nline.txt",
+    "~tilde.txt",
+    "*star?.txt",
+    "[brackets].txt",
+    "{a,b}.txt",
+]
 
 
 @pytest.mark.parametrize("name", HARD_NAMES)
@@ -182,8 +221,16 @@ def test_component_swapped_for_symlink_between_check_and_use_never_escapes(fs, r
     assert sorted(p.name for p in outside.iterdir()) == sorted({*before, "f.txt"})
     assert (outside / "f.txt").read_text() == SECRET
     assert codes.get("ok", 0) > 0
-    assert set(codes) <= {"ok", "outside_root_approval_required", "not_found", "unsafe_path", "invalid_args",
-                          "read_before_write", "file_changed", "not_directory"}
+    assert set(codes) <= {
+        "ok",
+        "outside_root_approval_required",
+        "not_found",
+        "unsafe_path",
+        "invalid_args",
+        "read_before_write",
+        "file_changed",
+        "not_directory",
+    }
 
 
 @pytest.mark.slow

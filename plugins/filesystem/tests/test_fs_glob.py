@@ -8,8 +8,17 @@ from entropic_mcp_filesystem._globpat import compile_glob, expand_braces
 
 @pytest.fixture
 def tree(root):
-    for rel in ("a.py", "b.txt", "src/m.py", "src/pkg/n.py", "src/pkg/deep/o.py", "lib/x.ts", "lib/y.js",
-                "docs/A.md", "docs/b.md"):
+    for rel in (
+        "a.py",
+        "b.txt",
+        "src/m.py",
+        "src/pkg/n.py",
+        "src/pkg/deep/o.py",
+        "lib/x.ts",
+        "lib/y.js",
+        "docs/A.md",
+        "docs/b.md",
+    ):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x\n")
@@ -75,12 +84,25 @@ def test_glob_on_a_file_path_is_not_directory(fs, tree):
     assert fs.error("glob", {"pattern": "*", "path": "a.py"})["error"] == "not_directory"
 
 
-@pytest.mark.parametrize(("pattern", "path", "expected"), [
-    ("*.py", "a.py", True), ("*.py", "d/a.py", False), ("**/*.py", "a.py", True),
-    ("**/*.py", "x/y/a.py", True), ("x/**/y", "x/y", True), ("x/**/y", "x/q/r/y", True),
-    ("a?c", "a/c", False), ("[a-c]*", "b1", True), ("\\*", "*", True), ("\\*", "a", False),
-    ("{a,b{c,d}}", "bd", True), ("{a}", "{a}", True), ("a[", "a[", True), ("**", "q/w", True),
-])
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("*.py", "a.py", True),
+        ("*.py", "d/a.py", False),
+        ("**/*.py", "a.py", True),
+        ("**/*.py", "x/y/a.py", True),
+        ("x/**/y", "x/y", True),
+        ("x/**/y", "x/q/r/y", True),
+        ("a?c", "a/c", False),
+        ("[a-c]*", "b1", True),
+        ("\\*", "*", True),
+        ("\\*", "a", False),
+        ("{a,b{c,d}}", "bd", True),
+        ("{a}", "{a}", True),
+        ("a[", "a[", True),
+        ("**", "q/w", True),
+    ],
+)
 def test_compile_glob_semantics(pattern, path, expected):
     assert compile_glob(pattern).match(path) is expected
 

@@ -28,7 +28,8 @@ def test_binary_files_are_skipped(fs, tree):
 
 def test_case_insensitive(fs, tree):
     assert {"path": "src/b.txt", "line": 2, "content": "ALPHA"} in fs.ok(
-        "grep", {"pattern": "alpha", "case_insensitive": True})
+        "grep", {"pattern": "alpha", "case_insensitive": True}
+    )
     assert all(m["content"] != "ALPHA" for m in fs.ok("grep", {"pattern": "alpha"}))
 
 
@@ -46,7 +47,8 @@ def test_path_may_be_a_directory_or_a_file(fs, tree):
     assert {m["path"] for m in fs.ok("grep", {"pattern": "alpha", "path": "src"})} == {"src/a.py", "src/b.txt"}
     assert fs.ok("grep", {"pattern": "os", "path": "src/a.py"}) == [
         {"path": "src/a.py", "line": 1, "content": "import os"},
-        {"path": "src/a.py", "line": 4, "content": "    return os.sep"}]
+        {"path": "src/a.py", "line": 4, "content": "    return os.sep"},
+    ]
 
 
 def test_context_lines(fs, tree):

@@ -32,15 +32,27 @@ def tree(root):
 
 def test_glob_honours_nested_gitignore_with_negation(fs, tree):
     assert fs.ok("glob", {"pattern": "**/*"}) == [
-        ".gitignore", "keep.py", "sub/.gitignore", "sub/deeper/local.py", "sub/important.log"]
+        ".gitignore",
+        "keep.py",
+        "sub/.gitignore",
+        "sub/deeper/local.py",
+        "sub/important.log",
+    ]
 
 
 def test_grep_and_listing_honour_the_same_rules(fs, tree):
     paths = {m["path"] for m in fs.ok("grep", {"pattern": "x"})}
     assert paths == {"keep.py", "sub/deeper/local.py", "sub/important.log"}
     listed = {e["path"] for e in fs.ok("list_directory", {"recursive": True})}
-    assert listed == {".gitignore", "keep.py", "sub", "sub/.gitignore", "sub/deeper", "sub/deeper/local.py",
-                      "sub/important.log"}
+    assert listed == {
+        ".gitignore",
+        "keep.py",
+        "sub",
+        "sub/.gitignore",
+        "sub/deeper",
+        "sub/deeper/local.py",
+        "sub/important.log",
+    }
 
 
 def test_git_directory_is_always_skipped(fs, root):
@@ -107,15 +119,54 @@ def test_set_working_dir_reroots_and_reloads_rules(fs, root, tmp_path):
     assert fs.server.root == other.resolve()
 
 
-PATTERN_PIECES = st.sampled_from(["*.log", "build/", "!keep.log", "/top", "a/**/b", "*.tmp", "!*.tmp", "x?",
-                                  "[ab].c", "**/gen", "doc/*.md", "!doc/", "name", "sub/name", "\\#lit", "dir/"])
-PATH_PIECES = st.sampled_from(["a", "b", "build", "keep.log", "x.log", "top", "gen", "doc", "r.md", "x1",
-                               "a.c", "name", "sub", "y.tmp", "#lit", "dir"])
+PATTERN_PIECES = st.sampled_from(
+    [
+        "*.log",
+        "build/",
+        "!keep.log",
+        "/top",
+        "a/**/b",
+        "*.tmp",
+        "!*.tmp",
+        "x?",
+        "[ab].c",
+        "**/gen",
+        "doc/*.md",
+        "!doc/",
+        "name",
+        "sub/name",
+        "\\#lit",
+        "dir/",
+    ]
+)
+PATH_PIECES = st.sampled_from(
+    [
+        "a",
+        "b",
+        "build",
+        "keep.log",
+        "x.log",
+        "top",
+        "gen",
+        "doc",
+        "r.md",
+        "x1",
+        "a.c",
+        "name",
+        "sub",
+        "y.tmp",
+        "#lit",
+        "dir",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=st.lists(PATTERN_PIECES, max_size=6), parts=st.lists(PATH_PIECES, min_size=1, max_size=4),
-       is_dir=st.booleans())
+@given(
+    lines=st.lists(PATTERN_PIECES, max_size=6),
+    parts=st.lists(PATH_PIECES, min_size=1, max_size=4),
+    is_dir=st.booleans(),
+)
 def test_combined_matcher_agrees_with_pathspec(lines, parts, is_dir):
     from pathspec import GitIgnoreSpec
 
@@ -125,9 +176,15 @@ def test_combined_matcher_agrees_with_pathspec(lines, parts, is_dir):
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=st.lists(st.sampled_from(["*.log", "!keep.log", "*.tmp", "!*.tmp", "x?", "[ab].c", "**/gen",
-                                        "name", "\\#lit", "build/"]), max_size=6),
-       name=PATH_PIECES)
+@given(
+    lines=st.lists(
+        st.sampled_from(
+            ["*.log", "!keep.log", "*.tmp", "!*.tmp", "x?", "[ab].c", "**/gen", "name", "\\#lit", "build/"]
+        ),
+        max_size=6,
+    ),
+    name=PATH_PIECES,
+)
 def test_name_rules_agree_with_pathspec_for_files(lines, name):
     from pathspec import GitIgnoreSpec
 

@@ -32,8 +32,13 @@ def outside(tmp_path: Path) -> Path:
 
 
 def test_deny_list_beats_allow_list_and_true(make, outside):
-    fs = make({"allow_outside_root": True, "outside_root_allow": [str(outside)],
-               "outside_root_deny": [str(outside / "private")]})
+    fs = make(
+        {
+            "allow_outside_root": True,
+            "outside_root_allow": [str(outside)],
+            "outside_root_deny": [str(outside / "private")],
+        }
+    )
     error = fs.error("read_file", {"path": str(outside / "private" / "key.txt")})
     assert error["error"] == "outside_root_denied" and "outside_root_deny" in error["message"]
     assert fs.ok("read_file", {"path": str(outside / "notes.txt")})["lines"] == ["outside notes"]
@@ -62,7 +67,11 @@ def test_optional_asks_the_hook_once_with_the_canonical_path_and_access(make, ro
     [request] = approver.requests
     assert request.path == outside / "notes.txt"
     assert (request.access, request.tool, request.root, request.conversation_id) == (
-        "read", "filesystem.read_file", root, "c1")
+        "read",
+        "filesystem.read_file",
+        root,
+        "c1",
+    )
     fs.ok("write_file", {"path": str(outside / "new.txt"), "content": "w\n"})
     assert [r.access for r in approver.requests] == ["read", "write"]
     assert (outside / "new.txt").read_text() == "w\n"
@@ -79,9 +88,12 @@ def test_approval_is_for_that_call_only(make, outside):
 def test_outside_results_use_absolute_paths(make, outside):
     fs = make({"allow_outside_root": True})
     assert fs.ok("glob", {"pattern": "**/*.txt", "path": str(outside)}) == [
-        str(outside / "notes.txt"), str(outside / "private" / "key.txt")]
+        str(outside / "notes.txt"),
+        str(outside / "private" / "key.txt"),
+    ]
     assert fs.ok("grep", {"pattern": "notes", "path": str(outside)}) == [
-        {"path": str(outside / "notes.txt"), "line": 1, "content": "outside notes"}]
+        {"path": str(outside / "notes.txt"), "line": 1, "content": "outside notes"}
+    ]
     listed = fs.ok("list_directory", {"path": str(outside)})
     assert [e["path"] for e in listed] == [str(outside / "notes.txt"), str(outside / "private")]
 
@@ -101,7 +113,10 @@ def test_no_approver_names_the_config_keys(make, outside):
     assert error["error"] == "outside_root_approval_required"
     assert "outside_root_allow" in error["message"] and "allow_outside_root" in error["message"]
     assert "[servers.filesystem]" in error["message"]
-    assert error["config_keys"] == ["[servers.filesystem] outside_root_allow", "[servers.filesystem] allow_outside_root"]
+    assert error["config_keys"] == [
+        "[servers.filesystem] outside_root_allow",
+        "[servers.filesystem] allow_outside_root",
+    ]
     assert outcome.response.directives == ()
 
 

@@ -10,8 +10,14 @@ def test_lines_are_an_ordered_array(fs, root):
     data = fs.ok("read_file", {"path": "a.txt"})
     assert data["lines"] == [f"line {i}" for i in range(1, 13)]
     assert data["lines"].index("line 10") == data["lines"].index("line 9") + 1
-    assert data == {"path": "a.txt", "total": 12, "start": 1, "lines": data["lines"],
-                    "truncated": False, "next_offset": None}
+    assert data == {
+        "path": "a.txt",
+        "total": 12,
+        "start": 1,
+        "lines": data["lines"],
+        "truncated": False,
+        "next_offset": None,
+    }
 
 
 def test_offset_and_limit_select_a_window_with_next_offset(fs, root):

@@ -21,8 +21,14 @@ def test_six_tools_in_order(root):
 def test_access_levels_and_hints(root):
     server = FilesystemServer(root=root)
     levels = {name: tool.required_access_level for name, tool in server.tools.items()}
-    assert levels == {"read_file": AccessLevel.READ, "write_file": AccessLevel.WRITE, "edit_file": AccessLevel.WRITE,
-                      "glob": AccessLevel.READ, "grep": AccessLevel.READ, "list_directory": AccessLevel.READ}
+    assert levels == {
+        "read_file": AccessLevel.READ,
+        "write_file": AccessLevel.WRITE,
+        "edit_file": AccessLevel.WRITE,
+        "glob": AccessLevel.READ,
+        "grep": AccessLevel.READ,
+        "list_directory": AccessLevel.READ,
+    }
     hints = {name: tool.annotations() for name, tool in server.tools.items()}
     assert all(h["openWorldHint"] is False for h in hints.values())
     assert hints["write_file"]["idempotentHint"] is True
@@ -35,20 +41,23 @@ def test_skip_duplicate_check_only_for_read_file(root):
     assert {name: server.skip_duplicate_check(name) for name in TOOLS} == {n: n == "read_file" for n in TOOLS}
 
 
-@pytest.mark.parametrize(("tool", "args", "pattern"), [
-    ("write_file", {"path": "secrets/a.txt"}, "filesystem.write_file:secrets/a.txt"),
-    ("write_file", {"path": "./secrets/../secrets//a.txt"}, "filesystem.write_file:secrets/a.txt"),
-    ("read_file", {"path": "src/m.py"}, "filesystem.read_file:src/m.py"),
-    ("edit_file", {"path": "x"}, "filesystem.edit_file:x"),
-    ("list_directory", {}, "filesystem.list_directory:."),
-    ("list_directory", {"path": "docs/"}, "filesystem.list_directory:docs"),
-    ("glob", {"pattern": "**/*.py"}, "filesystem.glob:**/*.py"),
-    ("grep", {"pattern": "TODO|FIXME", "path": "src"}, "filesystem.grep:TODO|FIXME"),
-    ("write_file", {}, "filesystem.write_file"),
-    ("write_file", {"path": 5}, "filesystem.write_file"),
-    ("write_file", {"path": "a\x00b"}, "filesystem.write_file"),
-    ("grep", {}, "filesystem.grep"),
-])
+@pytest.mark.parametrize(
+    ("tool", "args", "pattern"),
+    [
+        ("write_file", {"path": "secrets/a.txt"}, "filesystem.write_file:secrets/a.txt"),
+        ("write_file", {"path": "./secrets/../secrets//a.txt"}, "filesystem.write_file:secrets/a.txt"),
+        ("read_file", {"path": "src/m.py"}, "filesystem.read_file:src/m.py"),
+        ("edit_file", {"path": "x"}, "filesystem.edit_file:x"),
+        ("list_directory", {}, "filesystem.list_directory:."),
+        ("list_directory", {"path": "docs/"}, "filesystem.list_directory:docs"),
+        ("glob", {"pattern": "**/*.py"}, "filesystem.glob:**/*.py"),
+        ("grep", {"pattern": "TODO|FIXME", "path": "src"}, "filesystem.grep:TODO|FIXME"),
+        ("write_file", {}, "filesystem.write_file"),
+        ("write_file", {"path": 5}, "filesystem.write_file"),
+        ("write_file", {"path": "a\x00b"}, "filesystem.write_file"),
+        ("grep", {}, "filesystem.grep"),
+    ],
+)
 def test_permission_pattern(root, tool, args, pattern):
     assert FilesystemServer(root=root).permission_pattern(tool, args) == pattern
 
@@ -63,9 +72,13 @@ def test_permission_pattern_resolves_links_so_rules_cannot_be_dodged(root):
 def test_deny_rule_on_root_relative_paths(root):
     from entropic_mcp import ServerManager, config_from_dict
 
-    config = config_from_dict({"storage": {"backend": "none"},
-                               "permissions": {"default": "allow", "deny": ["filesystem.write_file:secrets/*"]}},
-                              root=root)
+    config = config_from_dict(
+        {
+            "storage": {"backend": "none"},
+            "permissions": {"default": "allow", "deny": ["filesystem.write_file:secrets/*"]},
+        },
+        root=root,
+    )
     server = FilesystemServer(root=root)
     server.configure({})
     manager = ServerManager(config, servers=[server])
@@ -77,31 +90,47 @@ def test_deny_rule_on_root_relative_paths(root):
 
 def test_config_is_applied(root, tmp_path):
     server = FilesystemServer(root=root)
-    server.configure({"allow_outside_root": True, "outside_root_allow": ["~"], "outside_root_deny": [str(tmp_path)],
-                      "max_read_bytes": 4096, "max_walk_entries": 10, "max_glob_results": 5,
-                      "max_grep_matches": 7, "timeout_seconds": 3})
+    server.configure(
+        {
+            "allow_outside_root": True,
+            "outside_root_allow": ["~"],
+            "outside_root_deny": [str(tmp_path)],
+            "max_read_bytes": 4096,
+            "max_walk_entries": 10,
+            "max_glob_results": 5,
+            "max_grep_matches": 7,
+            "timeout_seconds": 3,
+        }
+    )
     settings = server.settings
-    assert (settings.max_read_bytes, settings.max_walk_entries, settings.max_glob_results,
-            settings.max_grep_matches) == (4096, 10, 5, 7)
+    assert (
+        settings.max_read_bytes,
+        settings.max_walk_entries,
+        settings.max_glob_results,
+        settings.max_grep_matches,
+    ) == (4096, 10, 5, 7)
     assert settings.policy.allow_outside_root is True and server.default_timeout_seconds == 3.0
     assert settings.policy.outside_root_deny == (tmp_path.resolve(),)
     assert settings.policy.outside_root_allow[0].is_absolute()
 
 
-@pytest.mark.parametrize(("table", "key"), [
-    ({"allow_outside_root": "yes"}, "allow_outside_root"),
-    ({"allow_outside_root": 1}, "allow_outside_root"),
-    ({"outside_root_allow": ["relative/dir"]}, "outside_root_allow"),
-    ({"outside_root_deny": ["./x"]}, "outside_root_deny"),
-    ({"outside_root_deny": "/single/string"}, "outside_root_deny"),
-    ({"max_read_bytes": 0}, "max_read_bytes"),
-    ({"max_read_bytes": True}, "max_read_bytes"),
-    ({"max_walk_entries": -1}, "max_walk_entries"),
-    ({"max_glob_results": "500"}, "max_glob_results"),
-    ({"max_grep_matches": 1.5}, "max_grep_matches"),
-    ({"timeout_seconds": 0}, "timeout_seconds"),
-    ({"max_results": 3}, "max_results"),
-])
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ({"allow_outside_root": "yes"}, "allow_outside_root"),
+        ({"allow_outside_root": 1}, "allow_outside_root"),
+        ({"outside_root_allow": ["relative/dir"]}, "outside_root_allow"),
+        ({"outside_root_deny": ["./x"]}, "outside_root_deny"),
+        ({"outside_root_deny": "/single/string"}, "outside_root_deny"),
+        ({"max_read_bytes": 0}, "max_read_bytes"),
+        ({"max_read_bytes": True}, "max_read_bytes"),
+        ({"max_walk_entries": -1}, "max_walk_entries"),
+        ({"max_glob_results": "500"}, "max_glob_results"),
+        ({"max_grep_matches": 1.5}, "max_grep_matches"),
+        ({"timeout_seconds": 0}, "timeout_seconds"),
+        ({"max_results": 3}, "max_results"),
+    ],
+)
 def test_bad_config_names_the_key(root, table, key):
     with pytest.raises(ConfigError, match=rf"\[servers\.filesystem\].*{key}"):
         FilesystemServer(root=root).configure(table)
@@ -118,11 +147,27 @@ def test_end_conversation_and_close_release_state(root):
     server.close()
 
 
-JUNK = [None, [], "text", 42, {"path": 5}, {"path": "\udcff"}, {"path": "\ud800"}, {"path": "x" * 100_000},
-        {"path": "a/" * 3000}, {"path": "\x00"}, {"path": ".", "pattern": 7}, {"pattern": "(" * 50},
-        {"pattern": "a", "context": -1}, {"path": "f", "offset": 0}, {"path": "f", "limit": "x"},
-        {"path": "f", "content": None}, {"path": "f", "insert_line": -3, "new_string": ""},
-        {"path": "f", "old_string": {"a": 1}, "new_string": "x"}, {"pattern": "{" * 40 + "a"}]
+JUNK = [
+    None,
+    [],
+    "text",
+    42,
+    {"path": 5},
+    {"path": "\udcff"},
+    {"path": "\ud800"},
+    {"path": "x" * 100_000},
+    {"path": "a/" * 3000},
+    {"path": "\x00"},
+    {"path": ".", "pattern": 7},
+    {"pattern": "(" * 50},
+    {"pattern": "a", "context": -1},
+    {"path": "f", "offset": 0},
+    {"path": "f", "limit": "x"},
+    {"path": "f", "content": None},
+    {"path": "f", "insert_line": -3, "new_string": ""},
+    {"path": "f", "old_string": {"a": 1}, "new_string": "x"},
+    {"pattern": "{" * 40 + "a"},
+]
 
 
 def test_junk_arguments_never_raise_and_refusals_carry_no_directives(root):
@@ -166,7 +211,9 @@ def test_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, pathlib, entropic_mcp_filesystem as fs; fs.FilesystemServer(root=pathlib.Path('.')).list_tools(); "
-            "print(','.join(m for m in ('pathspec', 'difflib', 'mcp', 'secrets') if m in sys.modules))")
+    code = (
+        "import sys, pathlib, entropic_mcp_filesystem as fs; fs.FilesystemServer(root=pathlib.Path('.')).list_tools(); "
+        "print(','.join(m for m in ('pathspec', 'difflib', 'mcp', 'secrets') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from entropic_mcp import AccessLevel, MCPServerBase, PluginConfig, ToolBase, ToolError, ToolResult, hookimpl, load_tool_definition
+from entropic_mcp import (
+    AccessLevel,
+    MCPServerBase,
+    PluginConfig,
+    ToolBase,
+    ToolError,
+    ToolResult,
+    hookimpl,
+    load_tool_definition,
+)
 
 __all__ = ["TemplateServer", "WordCount", "entropic_mcp_servers"]
 
@@ -17,7 +26,7 @@ class WordCount(ToolBase):
     def execute(self, args: dict[str, Any], ctx: Any) -> ToolResult:
         text = args.get("text")
         if not isinstance(text, str):
-            raise ToolError("invalid_args", "'text' must be a string; call word_count with {\"text\": \"...\"}")
+            raise ToolError("invalid_args", '\'text\' must be a string; call word_count with {"text": "..."}')
         return ToolResult.json({"words": len(text.split()), "lines": len(text.splitlines()), "characters": len(text)})
 
 

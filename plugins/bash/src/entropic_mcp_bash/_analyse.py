@@ -20,11 +20,30 @@ MAX_DEPTH = 8
 SYSTEM_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 #: Environment variables that change which program runs or inject code into it.
-RISKY_VARIABLES = frozenset({
-    "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "SHELLOPTS",
-    "BASHOPTS", "IFS", "PS4", "PROMPT_COMMAND", "GLOBIGNORE", "CDPATH", "PYTHONPATH",
-    "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT", "GIT_EXEC_PATH", "GIT_SSH_COMMAND",
-})
+RISKY_VARIABLES = frozenset(
+    {
+        "PATH",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "IFS",
+        "PS4",
+        "PROMPT_COMMAND",
+        "GLOBIGNORE",
+        "CDPATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "NODE_OPTIONS",
+        "PERL5OPT",
+        "RUBYOPT",
+        "GIT_EXEC_PATH",
+        "GIT_SSH_COMMAND",
+    }
+)
 WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 EXEMPT_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
@@ -43,24 +62,35 @@ class Wrapper:
 
 
 WRAPPERS: dict[str, Wrapper] = {
-    "timeout": Wrapper(flags=frozenset({"--preserve-status", "--foreground", "-v", "--verbose"}),
-                       valued=frozenset({"-s", "--signal", "-k", "--kill-after"}), positional=1),
-    "time": Wrapper(flags=frozenset({"-p", "-a", "--append", "-v", "--verbose", "-q", "--quiet", "--portability"}),
-                    valued=frozenset({"-f", "--format", "-o", "--output"}), writes=frozenset({"-o", "--output"})),
+    "timeout": Wrapper(
+        flags=frozenset({"--preserve-status", "--foreground", "-v", "--verbose"}),
+        valued=frozenset({"-s", "--signal", "-k", "--kill-after"}),
+        positional=1,
+    ),
+    "time": Wrapper(
+        flags=frozenset({"-p", "-a", "--append", "-v", "--verbose", "-q", "--quiet", "--portability"}),
+        valued=frozenset({"-f", "--format", "-o", "--output"}),
+        writes=frozenset({"-o", "--output"}),
+    ),
     "nice": Wrapper(valued=frozenset({"-n", "--adjustment"}), numeric=True),
     "nohup": Wrapper(),
     "stdbuf": Wrapper(valued=frozenset({"-i", "-o", "-e", "--input", "--output", "--error"})),
     "command": Wrapper(flags=frozenset({"-p"}), lookups=frozenset({"-v", "-V"})),
     "builtin": Wrapper(),
     "exec": Wrapper(flags=frozenset({"-c", "-l"}), valued=frozenset({"-a"})),
-    "env": Wrapper(flags=frozenset({"-i", "--ignore-environment", "-0", "--null", "-", "-v", "--debug"}),
-                   valued=frozenset({"-u", "--unset", "-C", "--chdir"}), assignments=True),
+    "env": Wrapper(
+        flags=frozenset({"-i", "--ignore-environment", "-0", "--null", "-", "-v", "--debug"}),
+        valued=frozenset({"-u", "--unset", "-C", "--chdir"}),
+        assignments=True,
+    ),
     "xargs": Wrapper(),
 }
 #: Programs that run another command given as their trailing words, checked as a part too.
 RUNNERS: dict[str, Wrapper] = {
-    "sudo": Wrapper(flags=frozenset({"-E", "-H", "-n", "-S", "-k", "-b", "-P", "-A", "--preserve-env"}),
-                    valued=frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U"})),
+    "sudo": Wrapper(
+        flags=frozenset({"-E", "-H", "-n", "-S", "-k", "-b", "-P", "-A", "--preserve-env"}),
+        valued=frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U"}),
+    ),
     "doas": Wrapper(flags=frozenset({"-n", "-s"}), valued=frozenset({"-u", "-C"})),
 }
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -133,8 +163,9 @@ class _Analysis:
         while words:
             head = words[0].value
             if head is None:
-                yield Invocation(program=words[0].text, args=tuple(words[1:]), understood=False,
-                                 base=words[0].text, trusted=False)
+                yield Invocation(
+                    program=words[0].text, args=tuple(words[1:]), understood=False, base=words[0].text, trusted=False
+                )
                 return
             base, trusted = _program(head)
             name = base if trusted else head
@@ -146,16 +177,21 @@ class _Analysis:
                     for path in writes:
                         yield from self.write(path, path)
                     if not ok:  # options we do not know: where the command starts is a guess
-                        yield Invocation(program=name, args=tuple(words[1:]), understood=False, base=base,
-                                         trusted=trusted)
+                        yield Invocation(
+                            program=name, args=tuple(words[1:]), understood=False, base=base, trusted=trusted
+                        )
                         return
                     if name == "xargs" and not rest:
                         rest = [Word(text="echo", value="echo")]
                     words = rest
                     continue
             if name == "eval":
-                yield from self.nested(" ".join(w.value or "" for w in words[1:]),
-                                       all(w.value is not None for w in words[1:]), words, depth)
+                yield from self.nested(
+                    " ".join(w.value or "" for w in words[1:]),
+                    all(w.value is not None for w in words[1:]),
+                    words,
+                    depth,
+                )
                 return
             if name in SHELLS:
                 script = _shell_script(words)
@@ -164,8 +200,9 @@ class _Analysis:
                     return
                 if _reads_stdin(words):
                     understood = False  # its commands come from a pipe (``ls | sh``)
-            invocation = Invocation(program=name, args=tuple(words[1:]), understood=understood, base=base,
-                                    trusted=trusted)
+            invocation = Invocation(
+                program=name, args=tuple(words[1:]), understood=understood, base=base, trusted=trusted
+            )
             yield invocation
             self.track_cd(invocation)
             runner = RUNNERS.get(name)

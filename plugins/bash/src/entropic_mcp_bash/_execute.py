@@ -42,18 +42,26 @@ class ExecuteTool(ToolBase):
         if not isinstance(command, str) or not command.strip():
             raise ToolError("invalid_args", "'command' must be a non-empty shell command line, e.g. \"ls -la\"")
         if "\x00" in command:
-            raise ToolError("invalid_args", "'command' contains a NUL byte, which a shell command cannot hold; remove it")
+            raise ToolError(
+                "invalid_args", "'command' contains a NUL byte, which a shell command cannot hold; remove it"
+            )
         timeout = self._timeout(args.get("timeout_seconds"), ctx)
         cwd = self._working_dir(args.get("working_dir"), ctx)
         try:
             command.encode("utf-8")
         except UnicodeEncodeError:
-            raise ToolError("invalid_args", "'command' is not valid Unicode text (lone surrogate); send plain UTF-8 text") from None
+            raise ToolError(
+                "invalid_args", "'command' is not valid Unicode text (lone surrogate); send plain UTF-8 text"
+            ) from None
         process = ShellProcess(
-            [settings.shell, "-c", command], cwd=cwd, env=settings.environment(), timeout=timeout,
+            [settings.shell, "-c", command],
+            cwd=cwd,
+            env=settings.environment(),
+            timeout=timeout,
             max_output_bytes=settings.max_output_bytes,
             progress=ctx.report_progress if ctx.progress is not None else None,
-            cancelled=ctx.cancelled, grace=self.server.grace,
+            cancelled=ctx.cancelled,
+            grace=self.server.grace,
         )
         try:
             done = await process.run()
@@ -63,31 +71,46 @@ class ExecuteTool(ToolBase):
             raise
         except FileNotFoundError as exc:
             if exc.filename == str(cwd) or not cwd.is_dir():
-                raise ToolError("not_directory", f"the directory {cwd} no longer exists; pass an existing "
-                                "working_dir or ask the operator to restore the project root") from None
+                raise ToolError(
+                    "not_directory",
+                    f"the directory {cwd} no longer exists; pass an existing "
+                    "working_dir or ask the operator to restore the project root",
+                ) from None
             raise ToolError(
                 "shell_unavailable",
                 f"the shell {settings.shell!r} could not be started ({exc.strerror}); ask the operator to set "
                 "[servers.bash] shell to an installed shell",
             ) from None
         except PermissionError as exc:
-            raise ToolError("shell_unavailable", f"the shell {settings.shell!r} or the directory {cwd} is not "
-                            f"accessible ({exc.strerror}); use another working_dir or ask the operator") from None
+            raise ToolError(
+                "shell_unavailable",
+                f"the shell {settings.shell!r} or the directory {cwd} is not "
+                f"accessible ({exc.strerror}); use another working_dir or ask the operator",
+            ) from None
         if done.timed_out:
             message = (
                 f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
                 "The output printed so far is included. Run it with a larger timeout_seconds "
                 f"(at most {settings.max_timeout_seconds:g}) or in smaller steps."
             )
-            return self._result({"error": "timeout", "message": message, "timeout_seconds": timeout,
-                                 "elapsed_ms": done.elapsed_ms}, done.output, ctx, error=True)
+            return self._result(
+                {"error": "timeout", "message": message, "timeout_seconds": timeout, "elapsed_ms": done.elapsed_ms},
+                done.output,
+                ctx,
+                error=True,
+            )
         if done.cancelled:
-            message = "The command was cancelled and stopped with all its processes; the output printed so far is included."
-            return self._result({"error": "cancelled", "message": message, "elapsed_ms": done.elapsed_ms},
-                                done.output, ctx, error=True)
+            message = (
+                "The command was cancelled and stopped with all its processes; the output printed so far is included."
+            )
+            return self._result(
+                {"error": "cancelled", "message": message, "elapsed_ms": done.elapsed_ms}, done.output, ctx, error=True
+            )
         return self._result({"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms}, done.output, ctx)
 
-    def _result(self, data: dict[str, Any], output: OutputBuffer, ctx: CallContext, *, error: bool = False) -> ToolResult:
+    def _result(
+        self, data: dict[str, Any], output: OutputBuffer, ctx: CallContext, *, error: bool = False
+    ) -> ToolResult:
         """The result with as much output as fits both ``max_output_bytes`` and the pipeline's cap.
 
         The pipeline cuts over-long results at the end, which would lose the tail (where errors
@@ -117,8 +140,11 @@ class ExecuteTool(ToolBase):
         elif isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
             raise ToolError("invalid_args", f"'timeout_seconds' must be a positive number of seconds, got {raw!r}")
         elif raw > settings.max_timeout_seconds:
-            raise ToolError("invalid_args", f"'timeout_seconds' is at most {settings.max_timeout_seconds:g}; "
-                            "pass a smaller value or split the work into shorter commands")
+            raise ToolError(
+                "invalid_args",
+                f"'timeout_seconds' is at most {settings.max_timeout_seconds:g}; "
+                "pass a smaller value or split the work into shorter commands",
+            )
         else:
             timeout = float(raw)
         remaining = ctx.remaining()
@@ -130,12 +156,22 @@ class ExecuteTool(ToolBase):
         root = self.server.root
         if raw is None:
             return root
-        resolved = confine(raw, root=root, policy=self.server.settings.path_policy, tool="bash.execute",
-                           access="write", ctx=ctx, argument="working_dir")
+        resolved = confine(
+            raw,
+            root=root,
+            policy=self.server.settings.path_policy,
+            tool="bash.execute",
+            access="write",
+            ctx=ctx,
+            argument="working_dir",
+        )
         if not resolved.path.is_dir():
             what = "does not exist" if not resolved.path.exists() else "is not a directory"
-            raise ToolError("not_directory", f"working_dir {resolved.display!r} {what}; pass an existing directory "
-                            "relative to the project root, or leave it out to run in the root")
+            raise ToolError(
+                "not_directory",
+                f"working_dir {resolved.display!r} {what}; pass an existing directory "
+                "relative to the project root, or leave it out to run in the root",
+            )
         return resolved.path
 
 

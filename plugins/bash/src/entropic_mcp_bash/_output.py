@@ -28,7 +28,17 @@ def _trail_boundary(data: bytes | bytearray) -> int:
     for back in range(1, min(4, n) + 1):
         byte = data[n - back]
         if byte & 0xC0 != 0x80:  # a lead byte (or ASCII): does its sequence fit?
-            need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+            need = (
+                1
+                if byte < 0x80
+                else 2
+                if byte >> 5 == 0b110
+                else 3
+                if byte >> 4 == 0b1110
+                else 4
+                if byte >> 3 == 0b11110
+                else 1
+            )
             return n if back >= need else n - back
     return n
 

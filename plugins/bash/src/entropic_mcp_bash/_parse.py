@@ -18,10 +18,17 @@ _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _PARSER_LOCK = threading.Lock()
 
 #: Nodes whose value bash computes at run time: a word containing one is not a literal.
-_DYNAMIC = frozenset({
-    "simple_expansion", "expansion", "command_substitution", "process_substitution",
-    "arithmetic_expansion", "brace_expression", "ansi_c_string",
-})
+_DYNAMIC = frozenset(
+    {
+        "simple_expansion",
+        "expansion",
+        "command_substitution",
+        "process_substitution",
+        "arithmetic_expansion",
+        "brace_expression",
+        "ansi_c_string",
+    }
+)
 #: Unquoted characters that make bash glob or brace-expand a word.
 _PATTERN_CHARS = re.compile(r"(?<!\\)(?:\\\\)*[*?\[{]")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
@@ -204,8 +211,10 @@ def parse(text: str) -> Script:
             redirect = reader.redirect(node)
             if redirect is not None:
                 items.append(redirect)
-        elif kind == "variable_assignment" and node.parent is not None and node.parent.type not in (
-            "command", "declaration_command"
+        elif (
+            kind == "variable_assignment"
+            and node.parent is not None
+            and node.parent.type not in ("command", "declaration_command")
         ):
             name = node.child_by_field_name("name")
             items.append(Assignment(name=reader.text(name) if name is not None else "", text=reader.text(node)))

@@ -19,12 +19,54 @@ TOOL = "bash.execute"
 WRITE = "filesystem.write_file"
 
 #: Tools whose first non-option word is a sub-command that "always allow" keeps.
-MULTI_LEVEL = frozenset({
-    "git", "npm", "pnpm", "yarn", "bun", "cargo", "rustup", "go", "docker", "podman", "kubectl",
-    "helm", "pip", "pip3", "uv", "poetry", "pipx", "conda", "mamba", "gh", "glab", "brew", "apt",
-    "apt-get", "dnf", "yum", "systemctl", "terraform", "make", "dotnet", "mvn", "gradle", "bundle",
-    "gem", "composer", "aws", "gcloud", "az", "nox", "tox", "hatch", "pdm", "deno", "nix",
-})
+MULTI_LEVEL = frozenset(
+    {
+        "git",
+        "npm",
+        "pnpm",
+        "yarn",
+        "bun",
+        "cargo",
+        "rustup",
+        "go",
+        "docker",
+        "podman",
+        "kubectl",
+        "helm",
+        "pip",
+        "pip3",
+        "uv",
+        "poetry",
+        "pipx",
+        "conda",
+        "mamba",
+        "gh",
+        "glab",
+        "brew",
+        "apt",
+        "apt-get",
+        "dnf",
+        "yum",
+        "systemctl",
+        "terraform",
+        "make",
+        "dotnet",
+        "mvn",
+        "gradle",
+        "bundle",
+        "gem",
+        "composer",
+        "aws",
+        "gcloud",
+        "az",
+        "nox",
+        "tox",
+        "hatch",
+        "pdm",
+        "deno",
+        "nix",
+    }
+)
 #: Options of multi-level tools that take the next word as their value.
 VALUE_OPTIONS: dict[str, frozenset[str]] = {
     "git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"}),
@@ -57,21 +99,26 @@ def permission_parts(command: str, *, cwd: Path, root: Path) -> list[PermissionP
         elif isinstance(finding, Unclear):
             commands = True
             text = finding.text
-            parts[PermissionPart(names=(TOOL, f"{TOOL}:{text}"), store=f"{TOOL}:{escape(text)}", understood=False)] = None
+            parts[PermissionPart(names=(TOOL, f"{TOOL}:{text}"), store=f"{TOOL}:{escape(text)}", understood=False)] = (
+                None
+            )
         elif isinstance(finding, Write):
             parts[_write_part(finding, root)] = None
     if not commands:  # only assignments, tests or comments: still one part for the whole text
         text = command.strip()
-        parts = {PermissionPart(names=(TOOL, f"{TOOL}:{text}", f"{TOOL}:{text} "), store=f"{TOOL}:{escape(text)}"): None,
-                 **parts}
+        parts = {
+            PermissionPart(names=(TOOL, f"{TOOL}:{text}", f"{TOOL}:{text} "), store=f"{TOOL}:{escape(text)}"): None,
+            **parts,
+        }
     return list(parts)
 
 
 def _invocation_parts(invocation: Invocation) -> list[PermissionPart]:
     line = invocation.line
     store = f"{TOOL}:{_store(invocation)}"
-    main = PermissionPart(names=(TOOL, f"{TOOL}:{line}", f"{TOOL}:{line} "), store=store,
-                          understood=invocation.understood)
+    main = PermissionPart(
+        names=(TOOL, f"{TOOL}:{line}", f"{TOOL}:{line} "), store=store, understood=invocation.understood
+    )
     if invocation.trusted or invocation.base == invocation.program:
         return [main]
     # A program outside the system directories is not what its base name means: it needs a

@@ -123,8 +123,14 @@ class ShellProcess:
         read_fd, write_fd = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
-                cwd=self.cwd, env=self.env, start_new_session=True, close_fds=True,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                cwd=self.cwd,
+                env=self.env,
+                start_new_session=True,
+                close_fds=True,
             )
         except BaseException:
             os.close(read_fd)

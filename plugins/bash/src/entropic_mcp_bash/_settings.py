@@ -18,10 +18,18 @@ DEFAULT_MAX_OUTPUT = 64 * 1024
 #: Seconds between TERM and KILL when a process group is stopped.
 KILL_GRACE = 2.0
 
-KEYS = frozenset({
-    "shell", "max_timeout_seconds", "max_output_bytes", "env_deny", "env_set",
-    "allow_outside_root", "outside_root_allow", "outside_root_deny",
-})
+KEYS = frozenset(
+    {
+        "shell",
+        "max_timeout_seconds",
+        "max_output_bytes",
+        "env_deny",
+        "env_set",
+        "allow_outside_root",
+        "outside_root_allow",
+        "outside_root_deny",
+    }
+)
 
 
 def _deny_regex(globs: tuple[str, ...]) -> re.Pattern[str] | None:
@@ -86,7 +94,9 @@ class BashSettings:
         if "env_deny" in table:
             deny = table["env_deny"]
             if not isinstance(deny, (list, tuple)) or not all(isinstance(g, str) and g for g in deny):
-                raise ConfigError(f"[servers.bash] env_deny: expected a list of variable-name globs such as \"*_TOKEN\", got {deny!r}")
+                raise ConfigError(
+                    f'[servers.bash] env_deny: expected a list of variable-name globs such as "*_TOKEN", got {deny!r}'
+                )
             values["env_deny"] = tuple(deny)
         if "env_set" in table:
             env = table["env_set"]
@@ -94,14 +104,17 @@ class BashSettings:
                 isinstance(k, str) and k and "=" not in k and "\x00" not in k and isinstance(v, str) and "\x00" not in v
                 for k, v in env.items()
             ):
-                raise ConfigError(f"[servers.bash] env_set: expected a table of NAME = \"value\" strings, got {env!r}")
+                raise ConfigError(f'[servers.bash] env_set: expected a table of NAME = "value" strings, got {env!r}')
             values["env_set"] = dict(env)
         policy = {k: table[k] for k in ("allow_outside_root", "outside_root_allow", "outside_root_deny") if k in table}
         if policy:
             for key in ("outside_root_allow", "outside_root_deny"):
-                if key in policy and (not isinstance(policy[key], (list, tuple))
-                                      or not all(isinstance(p, str) for p in policy[key])):
-                    raise ConfigError(f"[servers.bash] {key}: expected a list of absolute directory paths, got {policy[key]!r}")
+                if key in policy and (
+                    not isinstance(policy[key], (list, tuple)) or not all(isinstance(p, str) for p in policy[key])
+                ):
+                    raise ConfigError(
+                        f"[servers.bash] {key}: expected a list of absolute directory paths, got {policy[key]!r}"
+                    )
             try:
                 values["path_policy"] = PathPolicy(**policy)
             except ConfigError as exc:

@@ -39,8 +39,9 @@ def text(args: Mapping[str, Any], name: str, tool: str, *, required: bool = Fals
     return value
 
 
-def integer(args: Mapping[str, Any], name: str, tool: str, *, default: int, minimum: int,
-            maximum: int | None = None) -> int:
+def integer(
+    args: Mapping[str, Any], name: str, tool: str, *, default: int, minimum: int, maximum: int | None = None
+) -> int:
     value = args.get(name)
     if value is None:
         return default
@@ -96,6 +97,8 @@ def file_context(args: Mapping[str, Any], tool: str) -> list[dict[str, str]]:
             entry[key] = extra.strip()
         unknown = sorted(set(item) - {"path", "lines", "note"})
         if unknown:
-            raise invalid(tool, f"context[{index}] has unknown key(s) {', '.join(map(repr, unknown))}; allowed: path, lines, note")
+            raise invalid(
+                tool, f"context[{index}] has unknown key(s) {', '.join(map(repr, unknown))}; allowed: path, lines, note"
+            )
         entries.append(entry)
     return entries

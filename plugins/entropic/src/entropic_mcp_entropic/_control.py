@@ -35,15 +35,25 @@ class CompleteTool(ToolBase):
         files = strings(args, "suggested_files", "complete")
         assert summary is not None
         if coverage_gap and not gap:
-            raise ToolError("missing_gap_description",
-                            "coverage_gap is true but gap_description is missing: say what was not covered and "
-                            "why, then call 'entropic.complete' again.")
-        data = {"status": "complete", "summary": summary, "coverage_gap": coverage_gap,
-                "gap_description": gap, "suggested_files": files}
-        return ToolResult.json(data, directives=[
-            Complete(summary=summary, coverage_gap=coverage_gap, gap_description=gap, suggested_files=files),  # type: ignore[arg-type]
-            StopProcessing(),
-        ])
+            raise ToolError(
+                "missing_gap_description",
+                "coverage_gap is true but gap_description is missing: say what was not covered and "
+                "why, then call 'entropic.complete' again.",
+            )
+        data = {
+            "status": "complete",
+            "summary": summary,
+            "coverage_gap": coverage_gap,
+            "gap_description": gap,
+            "suggested_files": files,
+        }
+        return ToolResult.json(
+            data,
+            directives=[
+                Complete(summary=summary, coverage_gap=coverage_gap, gap_description=gap, suggested_files=files),  # type: ignore[arg-type]
+                StopProcessing(),
+            ],
+        )
 
 
 class PhaseChangeTool(ToolBase):
@@ -72,5 +82,6 @@ class PruneContextTool(ToolBase):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         args = dict(require_object(args, "prune_context"))
         keep = integer(args, "keep_recent", "prune_context", default=2, minimum=0, maximum=1000)
-        return ToolResult.json({"status": "prune_messages", "keep_recent": keep},
-                               directives=[PruneMessages(keep_recent=keep)])
+        return ToolResult.json(
+            {"status": "prune_messages", "keep_recent": keep}, directives=[PruneMessages(keep_recent=keep)]
+        )

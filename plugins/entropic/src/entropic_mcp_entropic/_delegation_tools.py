@@ -36,8 +36,13 @@ def definition_with_tiers(tool: str, tiers: Tiers) -> ToolDefinition:
         props["stages"]["items"]["enum"] = names
     if "max_turns" in props:
         props["max_turns"]["maximum"] = tiers.max_turns_limit
-    return ToolDefinition(name=base.name, description=base.description, input_schema=schema,
-                          title=base.title, output_schema=base.output_schema)
+    return ToolDefinition(
+        name=base.name,
+        description=base.description,
+        input_schema=schema,
+        title=base.title,
+        output_schema=base.output_schema,
+    )
 
 
 class _TierTool(ToolBase):
@@ -70,9 +75,14 @@ class DelegateTool(_TierTool):
         self.tiers.check_not_self(target, ctx.identity, "delegate")
         self.tiers.check_context(target, context, "delegate")
         return ToolResult.json(
-            {"status": "delegating", "target": target, "task": task, "max_turns": max_turns,
-             "context_files": [c["path"] for c in context],
-             "next": f"The host now runs '{target}'; its summary comes back to you when it completes."},
+            {
+                "status": "delegating",
+                "target": target,
+                "task": task,
+                "max_turns": max_turns,
+                "context_files": [c["path"] for c in context],
+                "next": f"The host now runs '{target}'; its summary comes back to you when it completes.",
+            },
             directives=[Delegate(target=target, task=task, max_turns=max_turns, context=context), StopProcessing()],
         )
 
@@ -90,8 +100,10 @@ class PipelineTool(_TierTool):
         stages = [s.strip() for s in stages]
         # The order is the contract: too few stages, then an unknown stage, then a stage needing context.
         if len(stages) < 2:
-            raise invalid("pipeline", f"a pipeline needs at least 2 stages, got {len(stages)}; use "
-                          "entropic.delegate for a single tier")
+            raise invalid(
+                "pipeline",
+                f"a pipeline needs at least 2 stages, got {len(stages)}; use entropic.delegate for a single tier",
+            )
         for index, stage in enumerate(stages):
             self.tiers.check_known(stage, "pipeline", f"stages.{index}")
         task = text(args, "task", "pipeline", required=True)
@@ -102,8 +114,13 @@ class PipelineTool(_TierTool):
         for stage in stages:
             self.tiers.check_not_self(stage, ctx.identity, "pipeline")
         return ToolResult.json(
-            {"status": "pipeline", "stages": stages, "task": task, "context_files": [c["path"] for c in context],
-             "next": "The host now runs the stages in order; the last stage's summary comes back to you."},
+            {
+                "status": "pipeline",
+                "stages": stages,
+                "task": task,
+                "context_files": [c["path"] for c in context],
+                "next": "The host now runs the stages in order; the last stage's summary comes back to you.",
+            },
             directives=[Pipeline(stages=stages, task=task, context=context), StopProcessing()],
         )
 
@@ -121,8 +138,11 @@ class ResumeDelegationTool(_TierTool):
         max_turns = self.max_turns(args)
         assert task is not None
         if delegation_id is None and target is None:
-            raise invalid("resume_delegation", "give delegation_id (from entropic.followup) or target (resumes "
-                          "the latest completed delegation to that tier)")
+            raise invalid(
+                "resume_delegation",
+                "give delegation_id (from entropic.followup) or target (resumes "
+                "the latest completed delegation to that tier)",
+            )
         if target is not None:
             self.tiers.check_known(target, "resume_delegation", "target")
         storage = storage_of(ctx, "resume_delegation")
@@ -131,37 +151,60 @@ class ResumeDelegationTool(_TierTool):
             try:
                 delegation_id = storage.latest_delegation_for_target(target)
             except StorageError as exc:
-                raise ToolError("storage_unavailable", f"could not look up delegations to '{target}': {exc}. "
-                                "Try again later or start a new entropic.delegate.") from None
+                raise ToolError(
+                    "storage_unavailable",
+                    f"could not look up delegations to '{target}': {exc}. "
+                    "Try again later or start a new entropic.delegate.",
+                ) from None
             if not delegation_id:
-                raise ToolError("no_completed_delegation",
-                                f"there is no completed delegation to '{target}' to resume. Use entropic.delegate "
-                                "to start one, or entropic.followup to find another delegation's id.",
-                                target=target)
+                raise ToolError(
+                    "no_completed_delegation",
+                    f"there is no completed delegation to '{target}' to resume. Use entropic.delegate "
+                    "to start one, or entropic.followup to find another delegation's id.",
+                    target=target,
+                )
         try:
             record = storage.load_delegation_with_messages(delegation_id)
         except StorageError as exc:
-            raise ToolError("unknown_delegation",
-                            f"delegation '{delegation_id}' could not be loaded ({exc}). Find the id with "
-                            "entropic.followup, or resume by target instead.", delegation_id=delegation_id) from None
+            raise ToolError(
+                "unknown_delegation",
+                f"delegation '{delegation_id}' could not be loaded ({exc}). Find the id with "
+                "entropic.followup, or resume by target instead.",
+                delegation_id=delegation_id,
+            ) from None
         record_target = str(record.get("target_tier", ""))
         if target is not None and record_target != target:
-            raise invalid("resume_delegation", f"delegation '{delegation_id}' went to '{record_target}', not "
-                          f"'{target}'; give only one of delegation_id and target")
+            raise invalid(
+                "resume_delegation",
+                f"delegation '{delegation_id}' went to '{record_target}', not "
+                f"'{target}'; give only one of delegation_id and target",
+            )
         if record.get("status") == "running":
-            raise ToolError("delegation_running",
-                            f"delegation '{delegation_id}' to '{record_target}' is still running; wait for its "
-                            "summary, then resume it.", delegation_id=delegation_id)
+            raise ToolError(
+                "delegation_running",
+                f"delegation '{delegation_id}' to '{record_target}' is still running; wait for its "
+                "summary, then resume it.",
+                delegation_id=delegation_id,
+            )
         if record_target not in self.tiers.names:
-            raise ToolError("unknown_tier",
-                            f"delegation '{delegation_id}' went to '{record_target}', which is no longer a configured "
-                            f"tier ({', '.join(self.tiers.names)}); start a new entropic.delegate instead.",
-                            valid_tiers=list(self.tiers.names))
+            raise ToolError(
+                "unknown_tier",
+                f"delegation '{delegation_id}' went to '{record_target}', which is no longer a configured "
+                f"tier ({', '.join(self.tiers.names)}); start a new entropic.delegate instead.",
+                valid_tiers=list(self.tiers.names),
+            )
         self.tiers.check_not_self(record_target, ctx.identity, "resume_delegation")
         messages = record.get("messages") or []
         return ToolResult.json(
-            {"status": "resuming", "delegation_id": delegation_id, "target": record_target, "task": task,
-             "max_turns": max_turns, "prior_messages": len(messages), "prior_summary": record.get("summary") or "",
-             "next": f"The host now runs '{record_target}' again with its earlier conversation."},
+            {
+                "status": "resuming",
+                "delegation_id": delegation_id,
+                "target": record_target,
+                "task": task,
+                "max_turns": max_turns,
+                "prior_messages": len(messages),
+                "prior_summary": record.get("summary") or "",
+                "next": f"The host now runs '{record_target}' again with its earlier conversation.",
+            },
             directives=[Delegate(target=record_target, task=task, max_turns=max_turns, resume_from=delegation_id)],
         )

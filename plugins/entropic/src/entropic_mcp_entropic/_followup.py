@@ -22,14 +22,18 @@ class FollowupTool(ToolBase):
         args = dict(require_object(args, "followup"))
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
-            raise invalid("followup", "'query' is required: a non-empty string of words to look for "
-                          "(e.g. {\"query\": \"cache invalidation\"})")
+            raise invalid(
+                "followup",
+                '\'query\' is required: a non-empty string of words to look for (e.g. {"query": "cache invalidation"})',
+            )
         max_results = integer(args, "max_results", "followup", default=3, minimum=1, maximum=10)
         storage = storage_of(ctx, "followup")
         try:
             found = storage.search_delegations(query.strip(), max_results)
         except StorageError as exc:
-            raise ToolError("storage_unavailable", f"the delegation search failed: {exc}. Try again, or "
-                            "continue without earlier results.") from None
+            raise ToolError(
+                "storage_unavailable",
+                f"the delegation search failed: {exc}. Try again, or continue without earlier results.",
+            ) from None
         results = [{field: row.get(field) for field in RESULT_FIELDS} for row in found[:max_results]]
         return ToolResult.json({"results": results})

@@ -58,8 +58,12 @@ class _InspectionTool(ToolBase):
             pairs = [(s, manager.providers.get(name, "host")) for name, s in manager.servers.items()]
         report = []
         for server, provider in pairs:
-            entry: dict[str, Any] = {"name": server.name, "provider": provider, "tools": list(server.tools),
-                                     "timeout_seconds": server.default_timeout_seconds}
+            entry: dict[str, Any] = {
+                "name": server.name,
+                "provider": provider,
+                "tools": list(server.tools),
+                "timeout_seconds": server.default_timeout_seconds,
+            }
             unavailable = getattr(server, "unavailable_tools", None)
             if callable(unavailable) and unavailable():
                 entry["unavailable_tools"] = unavailable()
@@ -68,8 +72,11 @@ class _InspectionTool(ToolBase):
 
     def tools(self, ctx: CallContext, *, docs: bool = False) -> list[dict[str, Any]]:
         manager = ctx.manager
-        listing = manager.list_tools() if manager is not None else [
-            t.to_mcp(f"{self.server.name}.{t.name}") for t in self.server.tools.values()]
+        listing = (
+            manager.list_tools()
+            if manager is not None
+            else [t.to_mcp(f"{self.server.name}.{t.name}") for t in self.server.tools.values()]
+        )
         tools = []
         for tool in listing:
             entry = {"name": tool["name"], "access": "READ" if tool["annotations"].get("readOnlyHint") else "WRITE"}
@@ -88,8 +95,11 @@ class _InspectionTool(ToolBase):
 
     def core_config(self, ctx: CallContext) -> dict[str, Any]:
         tiers = self.server.tiers
-        entropic = {"tiers": list(tiers.names), "requires_context": sorted(tiers.need_context),
-                    "max_turns_limit": tiers.max_turns_limit}
+        entropic = {
+            "tiers": list(tiers.names),
+            "requires_context": sorted(tiers.need_context),
+            "max_turns_limit": tiers.max_turns_limit,
+        }
         manager = ctx.manager
         if manager is None:
             return {"servers": {"entropic": entropic}}
@@ -97,8 +107,12 @@ class _InspectionTool(ToolBase):
         return {
             "entropic_mcp": {"root": str(config.root), "plugins": list(config.plugins) if config.plugins else None},
             "storage": {"backend": config.storage.backend, "path": str(config.storage_path)},
-            "permissions": {"default": config.permissions.default, "allow": list(config.permissions.allow),
-                            "ask": list(config.permissions.ask), "deny": list(config.permissions.deny)},
+            "permissions": {
+                "default": config.permissions.default,
+                "allow": list(config.permissions.allow),
+                "ask": list(config.permissions.ask),
+                "deny": list(config.permissions.deny),
+            },
             "pipeline": {k: v for k, v in _jsonable(_fields(config.pipeline)).items()},
             "servers": {**_jsonable({k: dict(v) for k, v in config.servers.items()}), "entropic": entropic},
         }
@@ -205,13 +219,19 @@ class InspectTool(_InspectionTool):
             entries = [h for h in part if h.get("tool") == key]
             if not entries:
                 available = sorted({h.get("tool") for h in part})
-                raise ToolError("unknown_key", f"no calls of '{key}' in the history. Available: "
-                                f"{', '.join(available) or 'none yet'}.", available=available)
+                raise ToolError(
+                    "unknown_key",
+                    f"no calls of '{key}' in the history. Available: {', '.join(available) or 'none yet'}.",
+                    available=available,
+                )
             return ToolResult.json({"target": target, "key": key, "value": entries})
         if key not in part:
             available = sorted(part)
-            raise ToolError("unknown_key", f"'{key}' is not a {target} entry. Available: "
-                            f"{', '.join(available) or 'none'}.", available=available)
+            raise ToolError(
+                "unknown_key",
+                f"'{key}' is not a {target} entry. Available: {', '.join(available) or 'none'}.",
+                available=available,
+            )
         return ToolResult.json({"target": target, "key": key, "value": part[key]})
 
     def part(self, target: str, ctx: CallContext, engine: EngineState | None, error: str | None) -> Any:
@@ -227,9 +247,12 @@ class InspectTool(_InspectionTool):
         if target == "state":
             if engine is not None:
                 return _jsonable(engine.state)
-            state: dict[str, Any] = {"conversation_id": ctx.conversation_id, "identity": ctx.identity,
-                                     "todo": self.server.todo_lists.items(ctx.conversation_id),
-                                     "state_provider": False}
+            state: dict[str, Any] = {
+                "conversation_id": ctx.conversation_id,
+                "identity": ctx.identity,
+                "todo": self.server.todo_lists.items(ctx.conversation_id),
+                "state_provider": False,
+            }
             if error is not None:
                 state["state_provider_error"] = error
             return state
@@ -273,27 +296,44 @@ class ContextInspectTool(_InspectionTool):
             body = content if isinstance(content, str) else orjson.dumps(content, default=str).decode()
             tokens = message.get("tokens")
             if isinstance(tokens, bool) or not isinstance(tokens, int):
-                tokens = estimate_tokens(body) + (estimate_tokens(message["tool_calls"]) if message.get("tool_calls") else 0)
+                tokens = estimate_tokens(body) + (
+                    estimate_tokens(message["tool_calls"]) if message.get("tool_calls") else 0
+                )
             preview = " ".join(body.split())
-            previews.append({"index": index, "role": str(message.get("role", "?")),
-                             "preview": preview[:PREVIEW_CHARS] + ("…" if len(preview) > PREVIEW_CHARS else ""),
-                             "tokens": tokens})
+            previews.append(
+                {
+                    "index": index,
+                    "role": str(message.get("role", "?")),
+                    "preview": preview[:PREVIEW_CHARS] + ("…" if len(preview) > PREVIEW_CHARS else ""),
+                    "tokens": tokens,
+                }
+            )
         shown = previews[-limit:] if limit else previews
-        return ToolResult.json({
-            "conversation_id": ctx.conversation_id, "source": source, "total_messages": len(previews),
-            "estimated_tokens": sum(p["tokens"] for p in previews), "messages": shown,
-        })
+        return ToolResult.json(
+            {
+                "conversation_id": ctx.conversation_id,
+                "source": source,
+                "total_messages": len(previews),
+                "estimated_tokens": sum(p["tokens"] for p in previews),
+                "messages": shown,
+            }
+        )
 
     def stored(self, ctx: CallContext, provider_error: str | None) -> list[Mapping[str, Any]]:
         try:
             storage = storage_of(ctx, "context_inspect")
         except ToolError as exc:
             extra = f" ({provider_error})" if provider_error else ""
-            raise ToolError("context_unavailable", "no state provider reports this conversation's messages"
-                            f"{extra}, and {exc.message}") from None
+            raise ToolError(
+                "context_unavailable",
+                f"no state provider reports this conversation's messages{extra}, and {exc.message}",
+            ) from None
         try:
             loaded = storage.load_conversation(ctx.conversation_id)
         except StorageError as exc:
-            raise ToolError("context_unavailable", f"conversation '{ctx.conversation_id}' is not in storage "
-                            f"({exc}); the host saves messages under the conversation id it passes to tools.") from None
+            raise ToolError(
+                "context_unavailable",
+                f"conversation '{ctx.conversation_id}' is not in storage "
+                f"({exc}); the host saves messages under the conversation id it passes to tools.",
+            ) from None
         return list(loaded.get("messages") or [])

@@ -16,8 +16,10 @@ from ._tiers import Tiers
 from ._todo import TodoLists, TodoTool
 
 DELEGATION_TOOLS = ("delegate", "pipeline", "resume_delegation")
-NO_TIERS = ('no tiers configured: set [servers.entropic] tiers = ["lead", "researcher", ...] in entropic-mcp.toml '
-            "to name the tiers a conversation can delegate to")
+NO_TIERS = (
+    'no tiers configured: set [servers.entropic] tiers = ["lead", "researcher", ...] in entropic-mcp.toml '
+    "to name the tiers a conversation can delegate to"
+)
 
 
 class EntropicServer(MCPServerBase):

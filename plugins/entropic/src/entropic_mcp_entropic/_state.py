@@ -75,7 +75,7 @@ def storage_of(ctx: CallContext, tool: str) -> StorageBackend:
         raise ToolError(
             "storage_unavailable",
             f"'entropic.{tool}' needs a storage backend and this call has no ServerManager to reach it; "
-            "call it through a ServerManager configured with [storage] backend = \"tinydb\".",
+            'call it through a ServerManager configured with [storage] backend = "tinydb".',
         )
     try:
         storage = manager.storage
@@ -88,7 +88,7 @@ def storage_of(ctx: CallContext, tool: str) -> StorageBackend:
     if storage is None:
         raise ToolError(
             "storage_unavailable",
-            f"no storage backend is configured ([storage] backend = \"none\"), so there are no delegation "
+            f'no storage backend is configured ([storage] backend = "none"), so there are no delegation '
             f"records for 'entropic.{tool}'. Set [storage] backend = \"tinydb\" in entropic-mcp.toml to keep them.",
         )
     return storage

@@ -71,7 +71,7 @@ class Tiers:
         if tier in self.need_context and not context:
             raise ToolError(
                 "context_required",
-                f"Tier '{tier}' needs file context: pass context=[{{\"path\": ..., \"lines\": ..., \"note\": ...}}] "
+                f'Tier \'{tier}\' needs file context: pass context=[{{"path": ..., "lines": ..., "note": ...}}] '
                 f"naming the files it should work on, then call 'entropic.{tool}' again.",
                 tier=tier,
             )

@@ -94,8 +94,11 @@ class TodoTool(ToolBase):
         def apply(items: list[dict[str, str]]) -> None:
             if action == "add":
                 if len(items) >= MAX_ITEMS:
-                    raise ToolError("todo_full", f"the todo list already has {MAX_ITEMS} items; remove completed "
-                                    "ones (action 'remove') or clear it before adding more.")
+                    raise ToolError(
+                        "todo_full",
+                        f"the todo list already has {MAX_ITEMS} items; remove completed "
+                        "ones (action 'remove') or clear it before adding more.",
+                    )
                 items.append({"content": content or "", "status": status or "pending"})
             elif action == "clear":
                 items.clear()
@@ -103,9 +106,12 @@ class TodoTool(ToolBase):
                 assert index is not None
                 if index >= len(items):
                     shown = f"0..{len(items) - 1}" if items else "none: the list is empty"
-                    raise ToolError("index_out_of_range",
-                                    f"there is no item {index} (items: {shown}). Use an index shown in the list.",
-                                    index=index, size=len(items))
+                    raise ToolError(
+                        "index_out_of_range",
+                        f"there is no item {index} (items: {shown}). Use an index shown in the list.",
+                        index=index,
+                        size=len(items),
+                    )
                 if action == "remove":
                     del items[index]
                 else:
@@ -118,6 +124,5 @@ class TodoTool(ToolBase):
         rendering = render(items)
         return ToolResult(
             text=rendering or "The todo list is empty.",
-            directives=[ContextAnchor(key="todo_state", content=rendering),
-                        NotifyPresenter(key="todo", data=items)],
+            directives=[ContextAnchor(key="todo_state", content=rendering), NotifyPresenter(key="todo", data=items)],
         )

@@ -23,8 +23,9 @@ def text(args: Mapping[str, Any], name: str, *, default: str | None = None, allo
     return value
 
 
-def integer(args: Mapping[str, Any], name: str, *, default: int | None, minimum: int = 0,
-            maximum: int | None = None) -> int | None:
+def integer(
+    args: Mapping[str, Any], name: str, *, default: int | None, minimum: int = 0, maximum: int | None = None
+) -> int | None:
     value = args.get(name, default)
     if value is None:
         return None

@@ -27,9 +27,10 @@ def truncation(note: str) -> dict[str, Any]:
 
 
 def walk_note(limit: int, what: str) -> str:
-    return (f"the walk stopped after {limit} entries (max_walk_entries) before {what} was complete; "
-            "narrow the search with 'path' (a sub-directory) or a more specific pattern")
-
+    return (
+        f"the walk stopped after {limit} entries (max_walk_entries) before {what} was complete; "
+        "narrow the search with 'path' (a sub-directory) or a more specific pattern"
+    )
 
 
 def result_cap(ctx: Any) -> int:

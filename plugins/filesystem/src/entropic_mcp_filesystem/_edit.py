@@ -20,8 +20,11 @@ MAX_REPORTED_LINES = 50
 def replace(body: str, old: str, new: str, *, replace_all: bool, display: str) -> tuple[str, int]:
     count = body.count(old)
     if count == 0:
-        raise ToolError("not_found", f"old_string was not found in {display}; read the file again with "
-                        "filesystem.read_file and copy the exact text, including whitespace and indentation")
+        raise ToolError(
+            "not_found",
+            f"old_string was not found in {display}; read the file again with "
+            "filesystem.read_file and copy the exact text, including whitespace and indentation",
+        )
     if count > 1 and not replace_all:
         lines: list[int] = []
         start = 0
@@ -31,9 +34,14 @@ def replace(body: str, old: str, new: str, *, replace_all: bool, display: str) -
                 break
             lines.append(body.count("\n", 0, at) + 1)
             start = at + 1
-        raise ToolError("multiple_matches", f"old_string occurs {count} times in {display} (lines "
-                        f"{', '.join(map(str, lines))}); include more surrounding text to make it unique, "
-                        "or pass replace_all: true", count=count, lines=lines)
+        raise ToolError(
+            "multiple_matches",
+            f"old_string occurs {count} times in {display} (lines "
+            f"{', '.join(map(str, lines))}); include more surrounding text to make it unique, "
+            "or pass replace_all: true",
+            count=count,
+            lines=lines,
+        )
     return body.replace(old, new, -1 if replace_all else 1), count if replace_all else 1
 
 
@@ -50,14 +58,15 @@ def insert(body: str, new: str, after: int) -> str:
     if at < 0 or at == len(body) - 1:
         separator = "\n" if body and not body.endswith("\n") else ""
         return body + separator + block
-    return body[: at + 1] + block + body[at + 1:]
+    return body[: at + 1] + block + body[at + 1 :]
 
 
 def unified(before: str, after: str, display: str) -> str:
     import difflib  # only edits pay for it, not start-up
 
-    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{display}", f"b/{display}",
-                                      n=2, lineterm=""))
+    lines = list(
+        difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{display}", f"b/{display}", n=2, lineterm="")
+    )
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more diff lines)"]
     return "\n".join(lines)
@@ -76,12 +85,17 @@ class EditFile(FilesystemTool):
         has_old = args.get("old_string") is not None
         has_insert = args.get("insert_line") is not None
         if has_old == has_insert:
-            raise ToolError("invalid_args", "pass either old_string (text to replace) or insert_line "
-                            "(line to insert after), not both and not neither")
+            raise ToolError(
+                "invalid_args",
+                "pass either old_string (text to replace) or insert_line "
+                "(line to insert after), not both and not neither",
+            )
         old = _args.text(args, "old_string", allow_empty=True) if has_old else ""
         if has_old and not old:
-            raise ToolError("invalid_args", "old_string is empty; pass the exact text to replace, or use "
-                            "insert_line to add text at a line")
+            raise ToolError(
+                "invalid_args",
+                "old_string is empty; pass the exact text to replace, or use insert_line to add text at a line",
+            )
         after = _args.integer(args, "insert_line", default=None, minimum=0)
         replace_all = _args.flag(args, "replace_all")
         fs.refuse_ignored(resolved, loc, write=True)
@@ -97,14 +111,22 @@ class EditFile(FilesystemTool):
             try:
                 text = existing.data.decode("utf-8")
             except UnicodeDecodeError:
-                raise ToolError("not_utf8", f"{loc.display} is not UTF-8 text, so it cannot be edited safely; "
-                                "leave it unchanged or rewrite it whole with filesystem.write_file") from None
+                raise ToolError(
+                    "not_utf8",
+                    f"{loc.display} is not UTF-8 text, so it cannot be edited safely; "
+                    "leave it unchanged or rewrite it whole with filesystem.write_file",
+                ) from None
             style = line_style(text)
             body = text.replace("\r\n", "\n") if style == "crlf" else text
             model_style = "lf" if style == "crlf" else style
             if has_old:
-                changed, count = replace(body, in_style(old, model_style), in_style(new, model_style),
-                                         replace_all=replace_all, display=loc.display)
+                changed, count = replace(
+                    body,
+                    in_style(old, model_style),
+                    in_style(new, model_style),
+                    replace_all=replace_all,
+                    display=loc.display,
+                )
             else:
                 assert after is not None
                 changed, count = insert(body, in_style(new, model_style), after), 1
@@ -115,7 +137,7 @@ class EditFile(FilesystemTool):
             return outcome["data"]
 
         written = write_atomic(loc, render)
-        fs.tracker.record(ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns,
-                          data_digest=digest(outcome["data"]))
-        return ToolResult.json({"path": loc.display, "replacements": outcome["replacements"],
-                                "diff": outcome["diff"]})
+        fs.tracker.record(
+            ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(outcome["data"])
+        )
+        return ToolResult.json({"path": loc.display, "replacements": outcome["replacements"], "diff": outcome["diff"]})

@@ -85,9 +85,7 @@ def os_failure(exc: OSError, display: str, verb: str = "open") -> ToolError:
 
 
 def is_directory(display: str) -> ToolError:
-    return ToolError(
-        "is_directory", f"{display} is a directory; use filesystem.list_directory to see what it contains"
-    )
+    return ToolError("is_directory", f"{display} is a directory; use filesystem.list_directory to see what it contains")
 
 
 def _is_symlink_at(dir_fd: int, name: str) -> bool:
@@ -262,7 +260,7 @@ def _replace(parent: int, loc: Location, data: bytes, existing: Existing | None)
                 os.fchmod(fd, stat.S_IMODE(existing.stat.st_mode))
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
             st = os.fstat(fd)
         finally:

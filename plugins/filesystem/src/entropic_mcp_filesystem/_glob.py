@@ -24,8 +24,11 @@ class Glob(FilesystemTool):
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
         search_rel = loc.display if resolved.inside and loc.display != "." else ""
         prefix_parts = tuple(pattern.prefix.split("/")) if pattern.prefix else ()
-        walk_loc = Location(base=loc.base, parts=loc.parts + prefix_parts,
-                            display=f"{loc.display}/{pattern.prefix}" if prefix_parts else loc.display)
+        walk_loc = Location(
+            base=loc.base,
+            parts=loc.parts + prefix_parts,
+            display=f"{loc.display}/{pattern.prefix}" if prefix_parts else loc.display,
+        )
         try:
             top = start(walk_loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
         except ToolError as exc:
@@ -69,12 +72,18 @@ class Glob(FilesystemTool):
         limit = settings.max_glob_results
         results: list[Any] = [printable(top.display(r) if top.display_base else r) for r in found[:limit]]
         if len(found) > limit:
-            results.append(truncation(f"{len(found)} paths matched; only the first {limit} (max_glob_results) "
-                                      "are listed — narrow the pattern or pass a sub-directory as 'path'"))
+            results.append(
+                truncation(
+                    f"{len(found)} paths matched; only the first {limit} (max_glob_results) "
+                    "are listed — narrow the pattern or pass a sub-directory as 'path'"
+                )
+            )
         elif walk.truncated:
             results.append(truncation(walk_note(settings.max_walk_entries, "the search")))
         elif walk.stopped:
             results.append(truncation("the call was cancelled before the search was complete"))
         if walk.too_deep and not (results and isinstance(results[-1], dict)):
             results.append(truncation("directories nested deeper than 128 levels were not searched"))
-        return ToolResult.json(fit_list(results, result_cap(ctx), "narrow the pattern or pass a sub-directory as 'path'"))
+        return ToolResult.json(
+            fit_list(results, result_cap(ctx), "narrow the pattern or pass a sub-directory as 'path'")
+        )

@@ -32,16 +32,19 @@ def expand_braces(pattern: str) -> list[str]:
         elif ch == "}" and depth:
             depth -= 1
             if depth == 0:
-                options = _split_top(pattern[start + 1:i])
+                options = _split_top(pattern[start + 1 : i])
                 if len(options) > 1:
-                    head, tail = pattern[:start], pattern[i + 1:]
+                    head, tail = pattern[:start], pattern[i + 1 :]
                     out: list[str] = []
                     for option in options:
                         for rest in expand_braces(option + tail):
                             out.append(head + rest)
                             if len(out) > MAX_ALTERNATIVES:
-                                raise ToolError("invalid_args", f"the pattern expands to more than {MAX_ALTERNATIVES} "
-                                                "alternatives; use fewer {a,b} groups")
+                                raise ToolError(
+                                    "invalid_args",
+                                    f"the pattern expands to more than {MAX_ALTERNATIVES} "
+                                    "alternatives; use fewer {a,b} groups",
+                                )
                     return out
         i += 1
     return [pattern]
@@ -53,7 +56,7 @@ def _split_top(body: str) -> list[str]:
     while i < len(body):
         ch = body[i]
         if ch == "\\" and i + 1 < len(body):
-            current.append(body[i:i + 2])
+            current.append(body[i : i + 2])
             i += 2
             continue
         if ch == "{":
@@ -101,7 +104,7 @@ def _segment(segment: str) -> str:
             if end < 0:
                 out.append(re.escape(ch))
             else:
-                body = segment[i + 1:end]
+                body = segment[i + 1 : end]
                 negate = body[:1] in ("!", "^")
                 if negate:
                     body = body[1:]
@@ -161,12 +164,17 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
     if not pattern:
         raise ToolError("invalid_args", f"'{argument}' is empty; pass a glob such as \"**/*.py\"")
     if pattern.startswith("/"):
-        raise ToolError("invalid_args", f"'{argument}' must be relative (it is matched below 'path'); "
-                        "to search another directory pass it as 'path'")
+        raise ToolError(
+            "invalid_args",
+            f"'{argument}' must be relative (it is matched below 'path'); "
+            "to search another directory pass it as 'path'",
+        )
     alternatives = expand_braces(pattern)
     for alternative in alternatives:
         if ".." in alternative.split("/"):
-            raise ToolError("invalid_args", f"'{argument}' must not contain '..' segments; pass the directory as 'path'")
+            raise ToolError(
+                "invalid_args", f"'{argument}' must not contain '..' segments; pass the directory as 'path'"
+            )
     try:
         regex = re.compile("(?:" + "|".join(f"(?:{_translate_one(a)})" for a in alternatives) + r")\Z")
     except re.error as exc:
@@ -188,5 +196,11 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
     depth: int | None = None
     if not any("**" in a for a in alternatives):
         depth = max(len(a.split("/")) for a in alternatives)
-    return GlobPattern(source=source, regex=regex, name_regex=name_regex, name_suffixes=suffixes,
-                       prefix="/".join(prefix_parts), max_depth=depth)
+    return GlobPattern(
+        source=source,
+        regex=regex,
+        name_regex=name_regex,
+        name_suffixes=suffixes,
+        prefix="/".join(prefix_parts),
+        max_depth=depth,
+    )

@@ -34,8 +34,11 @@ class Matcher:
         try:
             self.text = re.compile(pattern, flags)
         except (re.error, OverflowError, RecursionError, ValueError) as exc:
-            raise ToolError("invalid_regex", f"'pattern' is not a valid regular expression ({exc}); fix it, "
-                            "or escape special characters such as ( [ . * with a backslash") from None
+            raise ToolError(
+                "invalid_regex",
+                f"'pattern' is not a valid regular expression ({exc}); fix it, "
+                "or escape special characters such as ( [ . * with a backslash",
+            ) from None
         self.data: re.Pattern[bytes] | None = None
         if pattern.isascii():
             try:
@@ -59,7 +62,7 @@ def search(buf: bytes | str, regex: re.Pattern[Any], path: str, limit: int, cont
     end = len(buf)
     out: list[dict[str, Any]] = []
     line_no, counted, pos = 1, 0, 0
-    trailing_nl = end > 0 and buf[end - 1:] == nl
+    trailing_nl = end > 0 and buf[end - 1 :] == nl
     while len(out) < limit:
         found = regex.search(buf, pos)
         if found is None:
@@ -80,7 +83,7 @@ def search(buf: bytes | str, regex: re.Pattern[Any], path: str, limit: int, cont
                 if cursor == 0:
                     break
                 previous = buf.rfind(nl, 0, cursor - 1) + 1
-                before.append(_cut(_text(buf[previous:cursor - 1])))
+                before.append(_cut(_text(buf[previous : cursor - 1])))
                 cursor = previous
             after, cursor = [], last
             for _ in range(context):
@@ -88,7 +91,7 @@ def search(buf: bytes | str, regex: re.Pattern[Any], path: str, limit: int, cont
                     break
                 following = buf.find(nl, cursor + 1)
                 following = end if following < 0 else following
-                after.append(_cut(_text(buf[cursor + 1:following])))
+                after.append(_cut(_text(buf[cursor + 1 : following])))
                 cursor = following
             entry["before"] = before[::-1]
             entry["after"] = after
@@ -210,8 +213,12 @@ class Grep(FilesystemTool):
         limit = self.fs.settings.max_grep_matches
         results: list[Any] = found[:limit]
         if len(found) > limit:
-            results.append(truncation(f"more than {limit} matching lines (max_grep_matches); narrow the search "
-                                      "with a more specific pattern, 'glob' or 'path'"))
+            results.append(
+                truncation(
+                    f"more than {limit} matching lines (max_grep_matches); narrow the search "
+                    "with a more specific pattern, 'glob' or 'path'"
+                )
+            )
         elif walk is not None and walk.truncated:
             results.append(truncation(walk_note(self.fs.settings.max_walk_entries, "the search")))
         elif walk is not None and walk.stopped:

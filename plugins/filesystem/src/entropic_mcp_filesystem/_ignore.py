@@ -46,7 +46,7 @@ class IgnoreFile:
             raw = pattern.regex.pattern  # type: ignore[union-attr]
             if raw.endswith("(?P<ps_d>/)"):
                 continue  # directory-only ("build/"): files under it are pruned with the directory
-            rest = raw[len(BASENAME_PREFIX):] if raw.startswith(BASENAME_PREFIX) else None
+            rest = raw[len(BASENAME_PREFIX) :] if raw.startswith(BASENAME_PREFIX) else None
             if rest is None or "/" in rest.replace("[^/]", "").replace("(?P<ps_d>/)", ""):
                 names = None
                 break

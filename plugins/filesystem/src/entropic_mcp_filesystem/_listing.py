@@ -38,8 +38,9 @@ class ListDirectory(FilesystemTool):
         walk = Walk(limit=fs.settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
         entries: list[dict[str, Any]] = []
         try:
-            for directory in walk.walk(top.fd, top.rel, top.stack, top.entropic,
-                                       max_depth=max_depth if recursive else 1):
+            for directory in walk.walk(
+                top.fd, top.rel, top.stack, top.entropic, max_depth=max_depth if recursive else 1
+            ):
                 for entry in directory.files:
                     rel = directory.join(entry.name)
                     if directory.file_ignored(entry.name):
@@ -58,8 +59,12 @@ class ListDirectory(FilesystemTool):
         entries.sort(key=(lambda e: e["path"]) if recursive else (lambda e: e["name"]))
         results: list[Any] = entries[:MAX_ENTRIES]
         if len(entries) > MAX_ENTRIES:
-            results.append(truncation(f"more than {MAX_ENTRIES} entries; list a sub-directory, lower max_depth, "
-                                      "or use filesystem.glob with a pattern"))
+            results.append(
+                truncation(
+                    f"more than {MAX_ENTRIES} entries; list a sub-directory, lower max_depth, "
+                    "or use filesystem.glob with a pattern"
+                )
+            )
         elif walk.truncated:
             results.append(truncation(walk_note(fs.settings.max_walk_entries, "the listing")))
         elif walk.stopped:

@@ -26,8 +26,11 @@ class Page:
 
 
 def binary_refusal(display: str) -> ToolError:
-    return ToolError("binary_file", f"{display} looks binary (it contains NUL bytes); the filesystem tools "
-                     "read text only — use filesystem.list_directory to see its size")
+    return ToolError(
+        "binary_file",
+        f"{display} looks binary (it contains NUL bytes); the filesystem tools "
+        "read text only — use filesystem.list_directory to see its size",
+    )
 
 
 def read_page(handle: BinaryIO, *, offset: int, limit: int | None, budget: int, display: str) -> Page:
@@ -97,8 +100,7 @@ def read_page(handle: BinaryIO, *, offset: int, limit: int | None, budget: int, 
     total = newlines + (1 if size and last != b"\n" else 0)
     if next_offset is not None and next_offset > total:
         next_offset = None
-    return Page(lines=lines, total=total, next_offset=next_offset, size=size,
-                digest=hasher.digest(), line_cut=line_cut)
+    return Page(lines=lines, total=total, next_offset=next_offset, size=size, digest=hasher.digest(), line_cut=line_cut)
 
 
 def fit_page(data: dict[str, Any], cap: int) -> dict[str, Any]:
@@ -143,10 +145,10 @@ class ReadFile(FilesystemTool):
         fs.refuse_ignored(resolved, loc)
         fd, st = open_regular(loc)
         with open(fd, "rb", closefd=True) as handle:
-            page = read_page(handle, offset=offset, limit=limit, budget=fs.settings.max_read_bytes,
-                             display=loc.display)
-        fs.tracker.record(ctx.conversation_id, str(resolved.path), size=page.size, mtime_ns=st.st_mtime_ns,
-                          data_digest=page.digest)
+            page = read_page(handle, offset=offset, limit=limit, budget=fs.settings.max_read_bytes, display=loc.display)
+        fs.tracker.record(
+            ctx.conversation_id, str(resolved.path), size=page.size, mtime_ns=st.st_mtime_ns, data_digest=page.digest
+        )
         data: dict[str, Any] = {
             "path": loc.display,
             "total": page.total,

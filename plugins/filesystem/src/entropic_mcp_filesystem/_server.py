@@ -75,7 +75,9 @@ class FilesystemServer(MCPServerBase):
             pattern = args.get("pattern") if isinstance(args, Mapping) else None
             return f"{full}:{pattern}" if isinstance(pattern, str) and pattern else full
         if tool_name in PATH_TOOLS:
-            raw = args.get("path", "." if tool_name == "list_directory" else None) if isinstance(args, Mapping) else None
+            raw = (
+                args.get("path", "." if tool_name == "list_directory" else None) if isinstance(args, Mapping) else None
+            )
             canonical = self.canonical_display(raw)
             return f"{full}:{canonical}" if canonical is not None else full
         return full
@@ -99,16 +101,30 @@ class FilesystemServer(MCPServerBase):
             return "."
         return path.relative_to(self.root).as_posix() if is_within(path, self.root) else str(path)
 
-    def resolve(self, args: Mapping[str, Any], ctx: CallContext, *, tool: str,
-                access: Literal["read", "write"], argument: str = "path",
-                default: str | None = None) -> tuple[ResolvedPath, Location]:
+    def resolve(
+        self,
+        args: Mapping[str, Any],
+        ctx: CallContext,
+        *,
+        tool: str,
+        access: Literal["read", "write"],
+        argument: str = "path",
+        default: str | None = None,
+    ) -> tuple[ResolvedPath, Location]:
         raw = args.get(argument)
         if raw is None:
             raw = default
         if raw is None:
             raise ToolError("invalid_args", f"'{argument}' is required: a path relative to the project root")
-        resolved = confine(raw, root=self.root, policy=self.settings.policy, tool=f"{self.name}.{tool}",
-                           access=access, ctx=ctx, argument=argument)
+        resolved = confine(
+            raw,
+            root=self.root,
+            policy=self.settings.policy,
+            tool=f"{self.name}.{tool}",
+            access=access,
+            ctx=ctx,
+            argument=argument,
+        )
         return resolved, locate(resolved, self.root)
 
     def refuse_ignored(self, resolved: ResolvedPath, loc: Location, *, write: bool = False) -> None:
@@ -118,8 +134,11 @@ class FilesystemServer(MCPServerBase):
         user runs git, outside every rule of this server; reading them is harmless.
         """
         if write and ".git" in loc.parts:
-            raise ToolError("ignored", f"{loc.display} is inside a .git directory, which the filesystem tools "
-                            "never write; use the git tools to change the repository")
+            raise ToolError(
+                "ignored",
+                f"{loc.display} is inside a .git directory, which the filesystem tools "
+                "never write; use the git tools to change the repository",
+            )
         if not resolved.inside or not loc.parts:
             return
         from ._fsio import open_dir
@@ -138,5 +157,8 @@ class FilesystemServer(MCPServerBase):
         for index in range(len(loc.parts)):
             probe = "/".join(loc.parts[: index + 1]) + ("/" if index < last else "")
             if rules.verdict(probe):
-                raise ToolError("ignored", f"{loc.display} is excluded by the project's .entropicignore, so the "
-                                "filesystem tools do not read or write it; ask the user if you need it")
+                raise ToolError(
+                    "ignored",
+                    f"{loc.display} is excluded by the project's .entropicignore, so the "
+                    "filesystem tools do not read or write it; ask the user if you need it",
+                )

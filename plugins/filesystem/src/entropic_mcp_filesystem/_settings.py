@@ -10,15 +10,17 @@ from entropic_mcp import ConfigError, PathPolicy
 
 KIB = 1024
 
-CONFIG_KEYS = frozenset({
-    "allow_outside_root",
-    "outside_root_allow",
-    "outside_root_deny",
-    "max_read_bytes",
-    "max_walk_entries",
-    "max_glob_results",
-    "max_grep_matches",
-})
+CONFIG_KEYS = frozenset(
+    {
+        "allow_outside_root",
+        "outside_root_allow",
+        "outside_root_deny",
+        "max_read_bytes",
+        "max_walk_entries",
+        "max_glob_results",
+        "max_grep_matches",
+    }
+)
 
 #: key -> (default, smallest accepted value)
 LIMITS = {

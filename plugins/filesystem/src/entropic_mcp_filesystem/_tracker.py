@@ -33,8 +33,9 @@ class ReadTracker:
     An evicted entry only means the model must read the file again before writing it.
     """
 
-    def __init__(self, *, max_conversations: int = MAX_CONVERSATIONS,
-                 max_files: int = MAX_FILES_PER_CONVERSATION) -> None:
+    def __init__(
+        self, *, max_conversations: int = MAX_CONVERSATIONS, max_files: int = MAX_FILES_PER_CONVERSATION
+    ) -> None:
         self.max_conversations = max_conversations
         self.max_files = max_files
         self._conversations: OrderedDict[str, OrderedDict[str, Seen]] = OrderedDict()

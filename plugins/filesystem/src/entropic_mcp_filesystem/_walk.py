@@ -78,13 +78,29 @@ class Walk:
     def cut_short(self) -> bool:
         return self.truncated or self.stopped
 
-    def walk(self, top_fd: int, top_rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None,
-             *, max_depth: int | None = None, sort: bool = True) -> Iterator[Dir]:
+    def walk(
+        self,
+        top_fd: int,
+        top_rel: str,
+        stack: tuple[Level, ...],
+        entropic: IgnoreFile | None,
+        *,
+        max_depth: int | None = None,
+        sort: bool = True,
+    ) -> Iterator[Dir]:
         """Yield the directories under ``top_fd`` (itself first), depth first, sorted by name."""
         yield from self._visit(top_fd, top_rel, stack, entropic, 1, max_depth, sort)
 
-    def _visit(self, fd: int, rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None,
-               depth: int, max_depth: int | None, sort: bool) -> Iterator[Dir]:
+    def _visit(
+        self,
+        fd: int,
+        rel: str,
+        stack: tuple[Level, ...],
+        entropic: IgnoreFile | None,
+        depth: int,
+        max_depth: int | None,
+        sort: bool,
+    ) -> Iterator[Dir]:
         if self.cancelled is not None and self.cancelled.is_set():
             self.stopped = True
             return
@@ -117,8 +133,17 @@ class Walk:
             rules = self.cache.load(fd, GITIGNORE)
             if rules is not None:
                 stack = (*stack, (len(rel) + 1 if rel else 0, rules))
-        current = Dir(fd=fd, rel=rel, depth=depth, files=files, file_names=names, dirs=subdirs, stack=stack,
-                      entropic=entropic, names=self._name_rules(entropic, stack))
+        current = Dir(
+            fd=fd,
+            rel=rel,
+            depth=depth,
+            files=files,
+            file_names=names,
+            dirs=subdirs,
+            stack=stack,
+            entropic=entropic,
+            names=self._name_rules(entropic, stack),
+        )
         if subdirs:
             current.dirs = subdirs = [d for d in subdirs if not current.ignored(current.join(d.name), True)]
             if sort:
@@ -212,8 +237,11 @@ def start(loc: Location, *, inside: bool, root: Path, cache: IgnoreCache) -> Sta
         stack: tuple[Level, ...] = ((0, exclude),) if exclude is not None else ()
         parts = loc.parts
         if ".git" in parts:
-            raise ToolError("ignored", f"{loc.display} is inside .git, which filesystem tools never walk; "
-                            "use the git tools for repository data")
+            raise ToolError(
+                "ignored",
+                f"{loc.display} is inside .git, which filesystem tools never walk; "
+                "use the git tools for repository data",
+            )
         rel = ""
         for index, part in enumerate(parts):
             try:
@@ -230,8 +258,10 @@ def start(loc: Location, *, inside: bool, root: Path, cache: IgnoreCache) -> Sta
             probe = rel + "/"
             verdict = entropic.verdict(probe) if entropic is not None else None
             if verdict:
-                raise ToolError("ignored", f"{loc.display} is excluded by the project's .entropicignore; "
-                                "the filesystem tools do not show it")
+                raise ToolError(
+                    "ignored",
+                    f"{loc.display} is excluded by the project's .entropicignore; the filesystem tools do not show it",
+                )
             if verdict is None and stack_verdict(stack, probe):
                 stack = ()  # asked for by name: walk it with the rules found inside it
         return Start(fd=top_fd, rel=rel, stack=stack, entropic=entropic, display_base="")

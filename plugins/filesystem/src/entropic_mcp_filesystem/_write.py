@@ -56,6 +56,7 @@ class WriteFile(FilesystemTool):
             return written_data
 
         written = write_atomic(loc, render)
-        fs.tracker.record(ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns,
-                          data_digest=digest(written_data))
+        fs.tracker.record(
+            ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(written_data)
+        )
         return ToolResult.json({"path": loc.display, "bytes_written": written.size, "created": written.created})
