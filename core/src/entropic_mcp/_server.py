@@ -132,7 +132,7 @@ class MCPServerBase:
         if is_async is None:  # a subclass that filled _tools itself
             is_async = inspect.iscoroutinefunction(run)
         if is_async:
-            value = await run(args, ctx)
+            value = await run(args, ctx)  # type: ignore[misc]  # an async def, checked above
         else:
             value = await _in_worker_thread(run, args, ctx)
         response = self._to_response(tool, value)

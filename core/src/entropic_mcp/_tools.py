@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -119,7 +119,7 @@ class ToolBase(abc.ABC):
         return self.definition.name
 
     @abc.abstractmethod
-    def execute(self, args: dict[str, Any], ctx: CallContext) -> str | ToolResult:
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> str | ToolResult | Awaitable[str | ToolResult]:
         """Run the call; may be ``async def`` in a subclass."""
 
     def anchor_key(self, args: dict[str, Any]) -> str | None:
