@@ -571,3 +571,28 @@ def test_a_nested_call_keeps_the_outer_calls_deadline(tmp_path):
         servers=[DemoServer(root=tmp_path), Nest(root=tmp_path)],
     )
     assert call(manager, "nest.outer", {}).kind == "timeout"
+
+
+def test_every_outcome_is_written_whole_to_the_audit_trail(tmp_path):
+    from entropic_mcp.testing import MemoryStorage
+
+    storage = MemoryStorage()
+    from entropic_mcp import ServerManager, config_from_dict
+    from entropic_mcp.testing import fresh_plugins
+
+    manager = ServerManager(config_from_dict(ALLOW, root=tmp_path), plugins=fresh_plugins(),
+                            servers=[DemoServer(root=tmp_path)], storage=storage)
+    call(manager, "demo.echo", {"text": "audited"})
+    call(manager, "demo.nope", {})
+    assert storage.stats()["tool_calls"] == 2
+
+
+def test_the_default_store_is_opened_for_the_audit_trail(tmp_path):
+    from entropic_mcp import ServerManager, config_from_dict
+    from entropic_mcp.testing import fresh_plugins
+
+    config = config_from_dict({**ALLOW, "storage": {"backend": "tinydb", "path": "store"}}, root=tmp_path)
+    manager = ServerManager(config, plugins=fresh_plugins(), servers=[DemoServer(root=tmp_path)])
+    call(manager, "demo.echo", {"text": "audited"})
+    assert manager.storage.stats()["tool_calls"] == 1
+    manager.close()

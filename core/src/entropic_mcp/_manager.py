@@ -62,6 +62,7 @@ class ServerManager:
         self.permissions = PermissionRules(self.config.permissions, self.config.local_path)
         self._storage = storage
         self._storage_opened = storage is not None
+        self._audit_unavailable = False
         self._validators: dict[str, SchemaValidator] = {}
         self._parts: dict[str, list[PermissionPart]] = {}
         self._tool_list: list[dict[str, Any]] | None = None
@@ -307,7 +308,18 @@ class ServerManager:
         return self._storage
 
     def audit(self, outcome: CallOutcome) -> None:
-        storage = self._storage if self._storage_opened else None
+        """Write the outcome whole to the audit trail of the configured store (opened on first use)."""
+        if self._storage_opened:
+            storage = self._storage
+        elif self._audit_unavailable or self.config.storage.backend == "none":
+            return
+        else:
+            try:
+                storage = self.storage
+            except Exception as exc:  # the tools that need storage report it; the audit only warns once
+                self._audit_unavailable = True
+                log.warning("no audit trail: the store could not be opened: %s", exc)
+                return
         if storage is not None:
             try:
                 storage.record_tool_call(outcome)
