@@ -580,8 +580,12 @@ def test_every_outcome_is_written_whole_to_the_audit_trail(tmp_path):
     from entropic_mcp import ServerManager, config_from_dict
     from entropic_mcp.testing import fresh_plugins
 
-    manager = ServerManager(config_from_dict(ALLOW, root=tmp_path), plugins=fresh_plugins(),
-                            servers=[DemoServer(root=tmp_path)], storage=storage)
+    manager = ServerManager(
+        config_from_dict(ALLOW, root=tmp_path),
+        plugins=fresh_plugins(),
+        servers=[DemoServer(root=tmp_path)],
+        storage=storage,
+    )
     call(manager, "demo.echo", {"text": "audited"})
     call(manager, "demo.nope", {})
     assert storage.stats()["tool_calls"] == 2
