@@ -101,3 +101,27 @@ def test_check_plugin_needs_a_server():
     module = types.ModuleType("empty_plugin")
     with pytest.raises(ConformanceError, match="registers no server"):
         check_plugin(module, examples=2)
+
+
+def test_served_client_lists_and_calls_through_mcp(tmp_path):
+    import anyio
+    from entropic_mcp.testing import make_manager, served_client
+
+    manager = make_manager(tmp_path, config={"permissions": {"default": "allow"}}, servers=[DemoServer(root=tmp_path)])
+
+    async def main():
+        async with served_client(manager) as client:
+            listing = await client.list_tools()
+            names = [tool.name for tool in listing.tools]
+            result = await client.call_tool("demo.echo", {"text": "over mcp"})
+            refused = await client.call_tool("demo.write", {"path": "a", "status": "done"})
+            return names, result, refused
+
+    names, result, refused = anyio.run(main)
+    assert "demo.echo" in names and "demo.write" in names
+    assert result.is_error is False and result.content[0].text == "over mcp"
+    assert result.meta["entropic-mcp/kind"] == "ok"
+    assert result.meta["entropic-mcp/directives"] == [
+        {"type": "context_anchor", "key": "echo:over mcp", "content": "over mcp"}
+    ]
+    assert refused.is_error is True and refused.meta["entropic-mcp/kind"] == "rejected_schema"

@@ -1,11 +1,13 @@
 """The plugin-author kit: conformance checks, fixtures and helpers for testing plugins.
 
 Installed as a pytest plugin, so ``entropic_plugins``, ``entropic_manager_factory`` and
-``entropic_call`` are available in any test once entropic-mcp is installed.
+``entropic_call`` are available in any test once entropic-mcp is installed; ``served_client``
+connects the official MCP client to a manager in memory.
 """
 
 from ._checks import JUNK, ConformanceError, check_plugin, check_server
 from ._fixtures import call, fresh_plugins, make_manager
+from ._mcp import served_client
 from ._memory_storage import MemoryStorage
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "check_server",
     "fresh_plugins",
     "make_manager",
+    "served_client",
 ]
 
 
