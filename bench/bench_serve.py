@@ -240,11 +240,34 @@ async def p5(project: Path) -> None:
         f"P5  process start -> first tools/list answered (ours with {len(FIRST_PARTY)} first-party plugins "
         f"[{', '.join(FIRST_PARTY) or 'none installed'}] + probe)"
     )
-    peer, ours = [], []
+    peer, ours, peer1 = [], [], []
+    # The spec's peer is the fastest minimal official-SDK stdio server: the 1.x FastMCP counts too.
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _common import peer_python
+
+    python1 = peer_python("mcp1", "mcp>=1.9,<2")
+    if python1:
+        (project / "peer1.py").write_text(
+            PEER.replace(
+                "from mcp.server.mcpserver import MCPServer", "from mcp.server.fastmcp import FastMCP as MCPServer"
+            )
+        )
     for _ in range(5):
         peer.append(await _first_list(peer_stdio(project)))
         ours.append(await _first_list(ours_stdio(project)))
-    row("start to first listing (median of 5)", statistics.median(peer), statistics.median(ours), "ms", "<= 1.0")
+        if python1:
+            from mcp import StdioServerParameters
+
+            peer1.append(
+                await _first_list(
+                    StdioServerParameters(
+                        command=python1, args=[str(project / "peer1.py")], cwd=str(project), env=env()
+                    )
+                )
+            )
+    row("start to first listing vs 2.x MCPServer", statistics.median(peer), statistics.median(ours), "ms", "<= 1.0")
+    if peer1:
+        row("start to first listing vs 1.x FastMCP", statistics.median(peer1), statistics.median(ours), "ms", "<= 1.0")
 
 
 # -- P12 ---------------------------------------------------------------------------------------------
