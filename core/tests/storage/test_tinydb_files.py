@@ -341,3 +341,22 @@ def test_a_journal_that_cannot_be_opened_for_writing_raises_and_changes_nothing(
     backend.save_messages(root, [{"role": "user", "content": "accepted"}])
     backend.close()
     assert TinyDBBackend(store).load_conversation(root)["messages"] == [{"role": "user", "content": "accepted"}]
+
+
+def test_the_store_directory_keeps_itself_out_of_git(tmp_path):
+    import subprocess
+
+    from entropic_mcp._storage._tinydb import TinyDBBackend
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    backend = TinyDBBackend(tmp_path / ".entropic-mcp" / "store")
+    backend.create_conversation("t")
+    backend.close()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert status == ""

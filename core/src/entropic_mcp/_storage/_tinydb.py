@@ -110,6 +110,12 @@ class TinyDBBackend:
             ) from None
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot create the store directory ({exc.strerror})") from None
+        # The store lives inside projects: keep it out of git (and so out of the filesystem
+        # server's walks, which honour .gitignore), as pytest and mypy do with their caches.
+        ignore = self.path / ".gitignore"
+        if not ignore.exists():
+            with contextlib.suppress(OSError):  # a read-only store still opens without it
+                ignore.write_text("# created by entropic-mcp: the store is local state\n*\n", encoding="utf-8")
         self._snapshot_path = self.path / SNAPSHOT
         self._lock = StoreLock(self.path / LOCK, lock_timeout)
         self._compact_bytes = compact_bytes
