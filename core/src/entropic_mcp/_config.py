@@ -235,6 +235,11 @@ def _validate_file(data: dict[str, Any], path: Path) -> dict[tuple[str, str], An
                             f"{path}: identities.{name}.keys.{pattern}", '"NONE", "READ" or "WRITE"', level
                         ) from None
                 flat[("identities", name)] = IdentityConfig(keys=levels)
+        elif section == "external":
+            raise ConfigError(
+                f"{path}: [external.*] (external MCP servers as plugins) is not available in this version "
+                "of entropic-mcp; configure that server directly in your MCP client beside entropic-mcp serve"
+            )
         else:
             known = [*SECTIONS, "servers", "identities"]
             raise ConfigError(f"{path}: unknown section [{section}]; expected one of: {', '.join(known)}")
