@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
@@ -11,7 +13,7 @@ from . import _args
 from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
 from ._fsio import Location, printable
 from ._globpat import compile_glob
-from ._walk import Walk, start
+from ._walk import NameDir, Walk, start
 
 
 class Glob(FilesystemTool):
@@ -50,27 +52,33 @@ class Glob(FilesystemTool):
                 return lead + rel
 
         suffixes = pattern.name_suffixes
-        name_match = pattern.name_regex.match if pattern.name_regex is not None else None
+        name_regex = pattern.name_regex
         path_match = pattern.regex.match
         found: list[str] = []
+        extend = found.extend
         try:
-            for directory in walk.walk(top.fd, top.rel, top.stack, top.entropic, max_depth=depth, sort=False):
+            for directory in walk.walk_names(top.fd, top.rel, top.stack, top.entropic, max_depth=depth):
+                if not directory.files:
+                    continue
+                # The matches of one directory depend only on its (cached) names: remembered with them.
                 if suffixes is not None:
-                    names = [n for n in directory.file_names if n.endswith(suffixes)]
-                elif name_match is not None:
-                    names = [n for n in directory.file_names if name_match(n) is not None]
+                    extend(directory.derived(("suffixes", suffixes), _by_suffix(directory, suffixes)))
+                elif name_regex is not None:
+                    extend(directory.derived(("name", name_regex.pattern), _by_name(directory, name_regex)))
                 else:
                     join = directory.join
-                    names = [n for n in directory.file_names if path_match(to_match(join(n))) is not None]
-                if names:
-                    ignored = directory.file_ignored
-                    lead = directory.rel + "/" if directory.rel else ""
-                    found.extend(lead + name for name in names if not ignored(name))
+                    extend(join(n) for n in directory.files if path_match(to_match(join(n))) is not None)
         finally:
             os.close(top.fd)
         found.sort()
         limit = settings.max_glob_results
-        results: list[Any] = [printable(top.display(r) if top.display_base else r) for r in found[:limit]]
+        shown = found[:limit]
+        if top.display_base:
+            results: list[Any] = [printable(top.display(r)) for r in shown]
+        elif "".join(shown).isascii():
+            results = shown  # nothing to make printable (the usual case: one check, not one per path)
+        else:
+            results = [printable(r) for r in shown]
         if len(found) > limit:
             results.append(
                 truncation(
@@ -87,3 +95,20 @@ class Glob(FilesystemTool):
         return ToolResult.json(
             fit_list(results, result_cap(ctx), "narrow the pattern or pass a sub-directory as 'path'")
         )
+
+
+def _by_suffix(directory: NameDir, suffixes: tuple[str, ...]) -> Callable[[], list[str]]:
+    def compute() -> list[str]:
+        lead = directory.rel + "/" if directory.rel else ""
+        return [lead + n for n in directory.files if n.endswith(suffixes)]
+
+    return compute
+
+
+def _by_name(directory: NameDir, regex: re.Pattern[str]) -> Callable[[], list[str]]:
+    def compute() -> list[str]:
+        lead = directory.rel + "/" if directory.rel else ""
+        match = regex.match
+        return [lead + n for n in directory.files if match(n) is not None]
+
+    return compute

@@ -96,15 +96,40 @@ class _SpecMatch:
 
 
 class IgnoreCache:
-    """Compiled ignore files keyed by (device, inode, size, mtime, ctime): edits are picked up."""
+    """Compiled ignore files keyed by (device, inode, size, mtime, ctime): edits are picked up.
+
+    An entry read within ``RACY_MARGIN_NS`` of the file's own timestamps is "racy" (an edit in
+    the same timestamp tick would keep the key): it keeps the bytes it was compiled from and is
+    re-read and compared on every use until it is old enough. The server's directory listing
+    cache (``listings``) lives here too, so that both are dropped together.
+    """
 
     def __init__(self, max_entries: int = MAX_CACHED) -> None:
+        from ._dircache import ListingCache
+
         self.max_entries = max_entries
-        self._files: OrderedDict[tuple[int, ...], IgnoreFile] = OrderedDict()
+        self._files: OrderedDict[tuple[int, ...], _Entry] = OrderedDict()
         self._lock = threading.Lock()
+        self.listings = ListingCache()
 
     def load(self, dir_fd: int, name: str) -> IgnoreFile | None:
         """The ignore file ``name`` in the directory ``dir_fd`` (never through a link); None if absent."""
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_FILE_BYTES:
+            return None
+        with self._lock:
+            cached = self._files.get(_key(st))
+        if cached is not None and cached.data is None:
+            with self._lock:
+                self._files.move_to_end(_key(st))
+            return cached.result()
+        return self._read(dir_fd, name)
+
+    def _read(self, dir_fd: int, name: str) -> IgnoreFile | None:
+        started = self.listings.clock()
         try:
             fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
         except OSError:
@@ -117,28 +142,47 @@ class IgnoreCache:
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_FILE_BYTES:
             os.close(fd)
             return None
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        with self._lock:
-            cached = self._files.get(key)
-            if cached is not None:
-                self._files.move_to_end(key)
-        if cached is not None:
-            os.close(fd)
-            return cached if cached.count else None
         try:
             data = read_all(fd)
         except OSError:
             return None
-        compiled = IgnoreFile(data.decode("utf-8", "replace").splitlines())
+        key = _key(st)
+        racy = started - max(st.st_mtime_ns, st.st_ctime_ns) < self.listings.margin_ns
         with self._lock:
-            self._files[key] = compiled
+            cached = self._files.get(key)
+        if cached is not None and (cached.data is None or cached.data == data):
+            compiled = cached.rules  # the same bytes: keep the same object (walks key on it)
+        else:
+            compiled = IgnoreFile(data.decode("utf-8", "replace").splitlines())
+        entry = _Entry(compiled, data if racy else None)
+        with self._lock:
+            self._files[key] = entry
+            self._files.move_to_end(key)
             while len(self._files) > self.max_entries:
                 self._files.popitem(last=False)
-        return compiled if compiled.count else None
+        return entry.result()
 
     def clear(self) -> None:
         with self._lock:
             self._files.clear()
+        self.listings.clear()
+
+
+def _key(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class _Entry:
+    """A compiled ignore file; ``data`` is kept (to compare on the next use) while it is racy."""
+
+    __slots__ = ("data", "rules")
+
+    def __init__(self, rules: IgnoreFile, data: bytes | None) -> None:
+        self.rules = rules
+        self.data = data
+
+    def result(self) -> IgnoreFile | None:
+        return self.rules if self.rules.count else None
 
 
 #: (length of the directory prefix to cut from a path, the ignore file of that directory)

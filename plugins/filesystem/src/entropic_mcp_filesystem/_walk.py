@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 
 import attrs
 from entropic_mcp import ToolError
 
+from ._dircache import Listing, ListingCache
 from ._fsio import DIR_FLAGS, Location, open_dir
 from ._ignore import ENTROPICIGNORE, GITIGNORE, IgnoreCache, IgnoreFile, Level, NameRules, stack_verdict
 
@@ -47,12 +48,39 @@ class Dir:
         return self.ignored(self.join(name), False)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
-        probe = path + "/" if is_dir else path
-        if self.entropic is not None:
-            verdict = self.entropic.verdict(probe)
-            if verdict is not None:
-                return verdict
-        return stack_verdict(self.stack, probe)
+        return _ignored(path, is_dir, self.stack, self.entropic)
+
+
+def _ignored(path: str, is_dir: bool, stack: tuple[Level, ...], entropic: IgnoreFile | None) -> bool:
+    probe = path + "/" if is_dir else path
+    if entropic is not None:
+        verdict = entropic.verdict(probe)
+        if verdict is not None:
+            return verdict
+    return stack_verdict(stack, probe)
+
+
+@attrs.define(kw_only=True, slots=True)
+class NameDir:
+    """One directory of a names-only walk: the names of its files that no ignore rule excludes.
+
+    ``files`` is sorted and shared with the listing cache: read it, never change it.
+    """
+
+    fd: int
+    rel: str
+    depth: int
+    files: list[str]
+    _listing: Listing
+    _key: tuple[object, ...]
+    _listings: ListingCache
+
+    def join(self, name: str) -> str:
+        return f"{self.rel}/{name}" if self.rel else name
+
+    def derived(self, tag: Hashable, compute: Callable[[], list[str]]) -> list[str]:
+        """``compute()`` (a list worked out from ``files`` alone), remembered with the listing."""
+        return self._listings.view(self._listing, (self._key, tag), compute, len)
 
 
 @attrs.define(kw_only=True)
@@ -67,6 +95,8 @@ class Walk:
     too_deep: bool = False
     stopped: bool = False
     _names: dict[tuple[object, ...], NameRules | None] = attrs.field(factory=dict)
+    _started: int = 0
+    _trusted: Callable[[int], bool] | None = None
 
     def _name_rules(self, entropic: IgnoreFile | None, stack: tuple[Level, ...]) -> NameRules | None:
         key = (entropic, *(rules for _, rules in stack))
@@ -165,6 +195,131 @@ class Walk:
                 yield from self._visit(child, current.join(entry.name), stack, entropic, depth + 1, max_depth, sort)
             finally:
                 os.close(child)
+
+    def walk_names(
+        self,
+        top_fd: int,
+        top_rel: str,
+        stack: tuple[Level, ...],
+        entropic: IgnoreFile | None,
+        *,
+        max_depth: int | None = None,
+    ) -> Iterator[NameDir]:
+        """Like ``walk``, yielding only the non-ignored file names of each directory (sorted).
+
+        Directory listings come from the server's listing cache when the directory's timestamps
+        prove them current (see ``_dircache``); directories are opened exactly as in ``walk``.
+        """
+        self._started = self.cache.listings.clock()  # before any directory of this walk is stat'ed
+        yield from self._visit_names(top_fd, top_rel, stack, entropic, 1, max_depth)
+
+    def _visit_names(
+        self,
+        fd: int,
+        rel: str,
+        stack: tuple[Level, ...],
+        entropic: IgnoreFile | None,
+        depth: int,
+        max_depth: int | None,
+    ) -> Iterator[NameDir]:
+        if self.cancelled is not None and self.cancelled.is_set():
+            self.stopped = True
+            return
+        listings = self.cache.listings
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return
+        listing = listings.get(st)
+        if listing is not None and self.entries + listing.count <= self.limit:
+            self.entries += listing.count
+        else:  # not cached, changed, or this directory exhausts the budget: read it as walk does
+            listing = self._read_listing(fd, st)
+            if listing is None:
+                return
+        if listing.has_gitignore:
+            rules = self.cache.load(fd, GITIGNORE)
+            if rules is not None:
+                stack = (*stack, (len(rel) + 1 if rel else 0, rules))
+        key = (rel, entropic, stack)
+        files, subdirs = listings.view(
+            listing, key, lambda: self._unignored(listing, rel, stack, entropic), _pair_weight
+        )
+        yield NameDir(fd=fd, rel=rel, depth=depth, files=files, listing=listing, key=key, listings=listings)
+        if self.truncated or (max_depth is not None and depth >= max_depth):
+            return
+        if depth >= MAX_DEPTH:
+            self.too_deep = self.too_deep or bool(subdirs)
+            return
+        for name in subdirs:
+            if self.truncated or self.stopped:
+                return
+            try:
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # replaced by a link, removed or unreadable since the listing: not followed
+            try:
+                yield from self._visit_names(
+                    child, f"{rel}/{name}" if rel else name, stack, entropic, depth + 1, max_depth
+                )
+            finally:
+                os.close(child)
+
+    def _read_listing(self, fd: int, st: os.stat_result) -> Listing | None:
+        """Read the directory ``fd`` (``st`` taken before); stored in the cache when complete and not racy."""
+        try:
+            with os.scandir(fd) as scan:
+                entries = list(scan)
+        except OSError:
+            return None  # vanished or unreadable mid-walk: nothing to report under it
+        count = len(entries)
+        self.entries += count
+        complete = True
+        if self.entries > self.limit:
+            entries = entries[: max(0, count - (self.entries - self.limit))]
+            self.entries = self.limit
+            self.truncated = True
+            complete = False
+        try:
+            subdirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+            files = (
+                [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
+                if subdirs
+                else [e.name for e in entries]
+            )
+        except OSError:  # an entry of unknown type vanished before it could be stat'ed
+            split_dirs, split_files = _split_slowly(entries)
+            subdirs, files = [e.name for e in split_dirs], [e.name for e in split_files]
+            complete = False
+        if ".git" in files:
+            files.remove(".git")
+        if ".git" in subdirs:
+            subdirs.remove(".git")
+        files.sort()
+        subdirs.sort()
+        listing = Listing(mtime=st.st_mtime_ns, ctime=st.st_ctime_ns, count=count, files=files, dirs=subdirs)
+        if complete:
+            if self._trusted is None:
+                self._trusted = self.cache.listings.trust_checker()
+            if self.cache.listings.storable(st, self._started, self._trusted):
+                self.cache.listings.put(st, listing)
+        return listing
+
+    def _unignored(
+        self, listing: Listing, rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None
+    ) -> tuple[list[str], list[str]]:
+        lead = rel + "/" if rel else ""
+        names = self._name_rules(entropic, stack)
+        if names is not None:
+            files = [n for n in listing.files if not names.ignored(n)]
+        else:
+            files = [n for n in listing.files if not _ignored(lead + n, False, stack, entropic)]
+        dirs = [d for d in listing.dirs if not _ignored(lead + d, True, stack, entropic)]
+        return files, dirs
+
+
+def _pair_weight(pair: tuple[list[str], list[str]]) -> int:
+    return len(pair[0]) + len(pair[1])
 
 
 def _name(entry: os.DirEntry[str]) -> str:

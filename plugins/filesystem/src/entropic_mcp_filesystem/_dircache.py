@@ -1,0 +1,206 @@
+"""Directory listings remembered between walks, validated the way git validates its index.
+
+A listing is keyed by the directory's (device, inode) and trusted only while the directory's
+``st_mtime_ns`` and ``st_ctime_ns`` are exactly those seen before it was read: creating,
+removing or renaming an entry changes both. Two rules keep that sound:
+
+* the "racy" rule: a listing is only stored when both timestamps are older than the walk's
+  start by ``margin_ns`` (2 s). A change made in the same timestamp tick as the listing's own
+  mtime would leave the timestamps unchanged; a directory that old cannot get such a change
+  after it was read.
+* only filesystems known to update directory timestamps on every change (``TRUSTED_FS``,
+  looked up in ``/proc/self/mountinfo``) are cached; anything else (proc, network and FUSE
+  filesystems, an unknown platform) is read afresh on every walk.
+
+The cache never replaces opening a directory: walks still open every directory relative to its
+verified parent with ``O_NOFOLLOW`` and validate the listing with one ``fstat`` of that
+descriptor. Memory is bounded by names held (LRU); the cache lives in the server's
+``IgnoreCache`` and is dropped with it (``set_working_dir``, ``close``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+#: Filesystems whose directory mtime/ctime change on every create, remove and rename.
+TRUSTED_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay", "zfs", "f2fs", "bcachefs"})
+MOUNTINFO = "/proc/self/mountinfo"
+RACY_MARGIN_NS = 2_000_000_000
+MAX_CACHED_NAMES = 500_000
+#: Derived results kept per listing (different ignore stacks or patterns); more are recomputed.
+MAX_VIEWS = 8
+
+
+class Listing:
+    """One directory as read: sorted file and sub-directory names (``.git`` left out)."""
+
+    __slots__ = ("count", "ctime", "dirs", "files", "has_gitignore", "key", "mtime", "views", "weight")
+
+    def __init__(self, *, mtime: int, ctime: int, count: int, files: list[str], dirs: list[str]) -> None:
+        self.mtime = mtime
+        self.ctime = ctime
+        self.count = count  # every entry the directory held (the walk budget counts them all)
+        self.files = files
+        self.dirs = dirs
+        self.has_gitignore = ".gitignore" in files
+        self.views: dict[Hashable, tuple[Any, int]] = {}  # key -> (value, names it holds)
+        self.weight = len(files) + len(dirs) + 1
+        self.key: tuple[int, int] | None = None
+
+
+class ListingCache:
+    """Listings by (device, inode); ``clock`` and ``margin_ns`` are the racy rule's inputs."""
+
+    def __init__(
+        self,
+        max_names: int = MAX_CACHED_NAMES,
+        *,
+        margin_ns: int = RACY_MARGIN_NS,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.max_names = max_names
+        self.margin_ns = margin_ns
+        self.clock = clock
+        self._entries: OrderedDict[tuple[int, int], Listing] = OrderedDict()
+        self._names = 0
+        self._lock = threading.Lock()
+        self._mountinfo: bytes | None = None
+        self._fs_types: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def names(self) -> int:
+        return self._names
+
+    # -- lookups and stores ---------------------------------------------------------------
+
+    def get(self, st: os.stat_result) -> Listing | None:
+        """The listing of the directory ``st`` describes, if it has not changed since it was read."""
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            listing = self._entries.get(key)
+            if listing is None:
+                return None
+            if listing.mtime != st.st_mtime_ns or listing.ctime != st.st_ctime_ns:
+                del self._entries[key]
+                self._names -= listing.weight
+                return None
+            self._entries.move_to_end(key)
+            return listing
+
+    def storable(self, st: os.stat_result, started_ns: int, trusted: Callable[[int], bool]) -> bool:
+        """May a listing read after ``st`` was taken (walk begun at ``started_ns``) be stored?"""
+        newest = max(st.st_mtime_ns, st.st_ctime_ns)
+        return started_ns - newest >= self.margin_ns and trusted(st.st_dev)
+
+    def put(self, st: os.stat_result, listing: Listing) -> None:
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._names -= old.weight
+            listing.key = key
+            self._entries[key] = listing
+            self._names += listing.weight
+            self._evict()
+
+    def view(self, listing: Listing, key: Hashable, compute: Callable[[], Any], weight: Callable[[Any], int]) -> Any:
+        """A result derived from ``listing`` alone (and ``key``), computed once and remembered."""
+        found = listing.views.get(key)
+        if found is not None:
+            return found[0]
+        value = compute()
+        cost = weight(value)
+        with self._lock:
+            if len(listing.views) >= MAX_VIEWS:
+                dropped = sum(held for _, held in listing.views.values())
+                listing.views.clear()
+                listing.weight -= dropped
+                if self._owned(listing):
+                    self._names -= dropped
+            listing.views[key] = (value, cost)
+            listing.weight += cost
+            if self._owned(listing):
+                self._names += cost
+                self._evict()
+        return value
+
+    def _owned(self, listing: Listing) -> bool:
+        # A listing evicted (or replaced) meanwhile no longer counts against the budget.
+        return listing.key is not None and self._entries.get(listing.key) is listing
+
+    def _evict(self) -> None:
+        while self._names > self.max_names and self._entries:
+            _, old = self._entries.popitem(last=False)
+            self._names -= old.weight
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._names = 0
+            self._fs_types.clear()
+            self._mountinfo = None
+
+    # -- which filesystems may be cached ----------------------------------------------------
+
+    def trust_checker(self) -> Callable[[int], bool]:
+        """A per-walk ``device -> bool``: is the filesystem one whose directory times are kept?
+
+        ``/proc/self/mountinfo`` is read once per walk that needs it (mounts come and go).
+        """
+        verdicts: dict[int, bool] = {}
+        read = False
+
+        def trusted(dev: int) -> bool:
+            nonlocal read
+            verdict = verdicts.get(dev)
+            if verdict is None:
+                if not read:
+                    self._refresh_mounts()
+                    read = True
+                with self._lock:
+                    fs_type = self._fs_types.get(dev)
+                verdict = verdicts[dev] = fs_type in TRUSTED_FS
+            return verdict
+
+        return trusted
+
+    def _refresh_mounts(self) -> None:
+        try:
+            with open(MOUNTINFO, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            data = b""
+        with self._lock:
+            if data == self._mountinfo:
+                return
+        types = parse_mountinfo(data)
+        with self._lock:
+            self._mountinfo = data
+            self._fs_types = types
+
+
+def parse_mountinfo(data: bytes) -> dict[int, str]:
+    """``device number -> filesystem type`` from ``/proc/self/mountinfo`` text."""
+    types: dict[int, str] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        fields = line.split(" ")
+        try:
+            separator = fields.index("-")
+            major, minor = fields[2].split(":")
+            fs_type = fields[separator + 1]
+            dev = os.makedev(int(major), int(minor))
+        except (ValueError, IndexError):
+            continue
+        if types.get(dev, fs_type) != fs_type:
+            types[dev] = ""  # the same device under two types: trust neither
+        else:
+            types[dev] = fs_type
+    return types
