@@ -37,7 +37,7 @@ MAX_VIEWS = 8
 
 
 class Listing:
-    """One directory as read: sorted file and sub-directory names (``.git`` left out)."""
+    """One directory as read: its file and sub-directory names, in directory order (``.git`` left out)."""
 
     __slots__ = ("count", "ctime", "dirs", "files", "has_gitignore", "key", "mtime", "views", "weight")
 

@@ -58,7 +58,7 @@ class Glob(FilesystemTool):
         extend = found.extend
         try:
             for directory in walk.walk_names(top.fd, top.rel, top.stack, top.entropic, max_depth=depth):
-                if not directory.files:
+                if not directory.names:
                     continue
                 # The matches of one directory depend only on its (cached) names: remembered with them.
                 if suffixes is not None:
@@ -67,7 +67,9 @@ class Glob(FilesystemTool):
                     extend(directory.derived(("name", name_regex.pattern), _by_name(directory, name_regex)))
                 else:
                     join = directory.join
-                    extend(join(n) for n in directory.files if path_match(to_match(join(n))) is not None)
+                    matched = [n for n in directory.names if path_match(to_match(join(n))) is not None]
+                    if matched:
+                        extend(join(n) for n in directory.kept(matched))
         finally:
             os.close(top.fd)
         found.sort()
@@ -99,16 +101,22 @@ class Glob(FilesystemTool):
 
 def _by_suffix(directory: NameDir, suffixes: tuple[str, ...]) -> Callable[[], list[str]]:
     def compute() -> list[str]:
+        matched = [n for n in directory.names if n.endswith(suffixes)]
+        if not matched:
+            return matched
         lead = directory.rel + "/" if directory.rel else ""
-        return [lead + n for n in directory.files if n.endswith(suffixes)]
+        return [lead + n for n in directory.kept(matched)]
 
     return compute
 
 
 def _by_name(directory: NameDir, regex: re.Pattern[str]) -> Callable[[], list[str]]:
     def compute() -> list[str]:
-        lead = directory.rel + "/" if directory.rel else ""
         match = regex.match
-        return [lead + n for n in directory.files if match(n) is not None]
+        matched = [n for n in directory.names if match(n) is not None]
+        if not matched:
+            return matched
+        lead = directory.rel + "/" if directory.rel else ""
+        return [lead + n for n in directory.kept(matched)]
 
     return compute

@@ -229,6 +229,14 @@ class NameRules:
         except re.error:
             return None
 
+    def keep(self, names: list[str]) -> list[str]:
+        """``names`` without the ignored ones (``ignored`` for a whole directory, without a call per name)."""
+        match = self._match
+        if match is None:
+            return list(names)
+        includes = self._includes
+        return [n for n in names if (found := match(n)) is None or not includes[found.lastgroup or ""]]
+
     def ignored(self, name: str) -> bool:
         if self._match is None:
             return False

@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 from entropic_mcp import ToolError
 
-from ._dircache import Listing, ListingCache
+from ._dircache import Listing
 from ._fsio import DIR_FLAGS, Location, open_dir
 from ._ignore import ENTROPICIGNORE, GITIGNORE, IgnoreCache, IgnoreFile, Level, NameRules, stack_verdict
 
@@ -62,25 +62,37 @@ def _ignored(path: str, is_dir: bool, stack: tuple[Level, ...], entropic: Ignore
 
 @attrs.define(kw_only=True, slots=True)
 class NameDir:
-    """One directory of a names-only walk: the names of its files that no ignore rule excludes.
+    """One directory of a names-only walk.
 
-    ``files`` is sorted and shared with the listing cache: read it, never change it.
+    ``names`` are all its non-directory entries (in directory order, ignore rules not applied yet; shared with
+    the listing cache: read it, never change it); ``kept`` drops the ignored ones from a subset.
     """
 
     fd: int
     rel: str
     depth: int
-    files: list[str]
+    names: list[str]
+    stack: tuple[Level, ...]
+    entropic: IgnoreFile | None
+    _walk: Walk
     _listing: Listing
     _key: tuple[object, ...]
-    _listings: ListingCache
 
     def join(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
 
+    def kept(self, names: list[str]) -> list[str]:
+        """``names`` (files of this directory) without those the ignore rules exclude."""
+        rules = self._walk._name_rules(self.entropic, self.stack)
+        if rules is not None:
+            return rules.keep(names)
+        lead = self.rel + "/" if self.rel else ""
+        stack, entropic = self.stack, self.entropic
+        return [n for n in names if not _ignored(lead + n, False, stack, entropic)]
+
     def derived(self, tag: Hashable, compute: Callable[[], list[str]]) -> list[str]:
-        """``compute()`` (a list worked out from ``files`` alone), remembered with the listing."""
-        return self._listings.view(self._listing, (self._key, tag), compute, len)
+        """``compute()`` (worked out from ``names`` and the ignore rules alone), kept with the listing."""
+        return self._walk.cache.listings.view(self._listing, (self._key, tag), compute, len)
 
 
 @attrs.define(kw_only=True)
@@ -205,7 +217,7 @@ class Walk:
         *,
         max_depth: int | None = None,
     ) -> Iterator[NameDir]:
-        """Like ``walk``, yielding only the non-ignored file names of each directory (sorted).
+        """Like ``walk``, yielding the file names of each directory (unsorted, like ``sort=False``).
 
         Directory listings come from the server's listing cache when the directory's timestamps
         prove them current (see ``_dircache``); directories are opened exactly as in ``walk``.
@@ -242,10 +254,22 @@ class Walk:
             if rules is not None:
                 stack = (*stack, (len(rel) + 1 if rel else 0, rules))
         key = (rel, entropic, stack)
-        files, subdirs = listings.view(
-            listing, key, lambda: self._unignored(listing, rel, stack, entropic), _pair_weight
+        subdirs = (
+            listings.view(listing, key, lambda: self._unignored_dirs(listing, rel, stack, entropic), len)
+            if listing.dirs
+            else listing.dirs
         )
-        yield NameDir(fd=fd, rel=rel, depth=depth, files=files, listing=listing, key=key, listings=listings)
+        yield NameDir(
+            fd=fd,
+            rel=rel,
+            depth=depth,
+            names=listing.files,
+            stack=stack,
+            entropic=entropic,
+            walk=self,
+            listing=listing,
+            key=key,
+        )
         if self.truncated or (max_depth is not None and depth >= max_depth):
             return
         if depth >= MAX_DEPTH:
@@ -295,8 +319,6 @@ class Walk:
             files.remove(".git")
         if ".git" in subdirs:
             subdirs.remove(".git")
-        files.sort()
-        subdirs.sort()
         listing = Listing(mtime=st.st_mtime_ns, ctime=st.st_ctime_ns, count=count, files=files, dirs=subdirs)
         if complete:
             if self._trusted is None:
@@ -305,21 +327,11 @@ class Walk:
                 self.cache.listings.put(st, listing)
         return listing
 
-    def _unignored(
+    def _unignored_dirs(
         self, listing: Listing, rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None
-    ) -> tuple[list[str], list[str]]:
+    ) -> list[str]:
         lead = rel + "/" if rel else ""
-        names = self._name_rules(entropic, stack)
-        if names is not None:
-            files = [n for n in listing.files if not names.ignored(n)]
-        else:
-            files = [n for n in listing.files if not _ignored(lead + n, False, stack, entropic)]
-        dirs = [d for d in listing.dirs if not _ignored(lead + d, True, stack, entropic)]
-        return files, dirs
-
-
-def _pair_weight(pair: tuple[list[str], list[str]]) -> int:
-    return len(pair[0]) + len(pair[1])
+        return [d for d in listing.dirs if not _ignored(lead + d, True, stack, entropic)]
 
 
 def _name(entry: os.DirEntry[str]) -> str:
