@@ -181,11 +181,19 @@ def _race(fs, root: Path, outside: Path, rounds: int) -> dict[str, int]:
     script = (
         "import os, sys\n"
         "real, parked, outside = sys.argv[1:4]\n"
+        "n = 0\n"
         "while True:\n"
         "    try:\n"
         "        os.rename(real, parked); os.symlink(outside, real); os.unlink(real); os.rename(parked, real)\n"
         "    except OSError:\n"
-        "        pass\n"
+        # write_file makes missing parents: while the directory was parked it may have made a new
+        # one in its place, which would wedge this loop (and end the swapping): set it aside.
+        "        if os.path.isdir(parked) and os.path.isdir(real) and not os.path.islink(real):\n"
+        "            n += 1\n"
+        "            try:\n"
+        "                os.rename(real, parked + '-made-' + str(n)); os.rename(parked, real)\n"
+        "            except OSError:\n"
+        "                pass\n"
     )
     swapper = subprocess.Popen([sys.executable, "-c", script, str(real), str(parked), str(outside)])
     codes: dict[str, int] = {}
