@@ -48,7 +48,7 @@ class Listing:
         self.files = files
         self.dirs = dirs
         self.has_gitignore = ".gitignore" in files
-        self.views: dict[Hashable, tuple[Any, int]] = {}  # key -> (value, names it holds)
+        self.views: dict[Hashable, tuple[Any, int]] | None = None  # key -> (value, names it holds)
         self.weight = len(files) + len(dirs) + 1
         self.key: tuple[int, int] | None = None
 
@@ -113,13 +113,16 @@ class ListingCache:
 
     def view(self, listing: Listing, key: Hashable, compute: Callable[[], Any], weight: Callable[[Any], int]) -> Any:
         """A result derived from ``listing`` alone (and ``key``), computed once and remembered."""
-        found = listing.views.get(key)
+        views = listing.views
+        found = views.get(key) if views is not None else None
         if found is not None:
             return found[0]
         value = compute()
         cost = weight(value)
         with self._lock:
-            if len(listing.views) >= MAX_VIEWS:
+            if listing.views is None:
+                listing.views = {}
+            elif len(listing.views) >= MAX_VIEWS:
                 dropped = sum(held for _, held in listing.views.values())
                 listing.views.clear()
                 listing.weight -= dropped
