@@ -383,3 +383,32 @@ def test_many_patterns_over_one_listing_keep_the_budget_exact(cached, tree):
         held += len(listing.files) + len(listing.dirs) + 1 + sum(n for _, n in views.values())
         assert listing.weight == len(listing.files) + len(listing.dirs) + 1 + sum(n for _, n in views.values())
     assert cache.names == held
+
+
+def test_concurrent_globs_on_one_server_agree_while_files_change(cached, make, tree):
+    import threading
+
+    import anyio
+    import orjson
+    from entropic_mcp import CallContext
+
+    expected = cached.ok("glob", {"pattern": "**/*.py"})
+    seen: list[object] = []
+
+    def worker(n: int) -> None:
+        for _ in range(15):
+            result = anyio.run(
+                cached.server.execute, "glob", {"pattern": "**/*.py"}, CallContext(conversation_id=f"w{n}")
+            )
+            seen.append(sorted(set(orjson.loads(result.result)) - {"src/pkg/extra.py"}))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for _ in range(10):  # a file appears and disappears meanwhile: never anything else changes
+        (tree / "src" / "pkg" / "extra.py").write_text("x\n")
+        (tree / "src" / "pkg" / "extra.py").unlink()
+    for thread in threads:
+        thread.join()
+    assert seen and all(result == expected for result in seen)
+    assert cached.ok("glob", {"pattern": "**/*.py"}, conversation="end") == expected == fresh_glob(make, "**/*.py")
