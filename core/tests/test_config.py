@@ -44,7 +44,7 @@ def test_explicit_path_and_environment_variable(tmp_path, monkeypatch):
         ("[pipeline]\nmax_result_bytes = 'big'\n", "pipeline.max_result_bytes: expected an integer >= 0, got 'big'"),
         ("[permissions]\nallow = 'git.*'\n", "permissions.allow: expected a list of strings"),
         ("[nonsense]\nx = 1\n", "unknown section [nonsense]"),
-    ("[external.fetch]\ncommand = 'uvx'\n", "[external.*] (external MCP servers as plugins) is not available"),
+        ("[external.fetch]\ncommand = 'uvx'\n", "[external.*] (external MCP servers as plugins) is not available"),
         ("[identities.r]\nkeys = { 'fs.*' = 'ADMIN' }\n", 'identities.r.keys.fs.*: expected "NONE", "READ" or "WRITE"'),
         ("not toml = = 1\n", "invalid TOML"),
     ],
