@@ -209,7 +209,7 @@ def group_alive(pgid: int) -> bool:
     try:
         with open(f"/proc/{pgid}/stat") as fh:
             return fh.read().split()[2] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # the leader exited between the two checks
         return False
 
 
