@@ -35,9 +35,18 @@ class TinyDBStorage:
         return StorageBackendSpec(name="tinydb", factory=factory)
 
 
+class DelegationHandlers:
+    """Host-side handlers that record delegations (``entropic_mcp._delegation``, loaded when asked)."""
+
+    # tryfirst: the built-ins register first, so a host's own handler for a type replaces them.
+    @hookimpl(tryfirst=True)
+    def entropic_mcp_directive_handlers(self) -> Any:
+        from ._delegation import default_handlers
+
+        return default_handlers()
+
+
 def builtin_plugins() -> Iterator[tuple[str, object]]:
     yield "builtin-policies", DefaultPolicies()
     yield "builtin-tinydb", TinyDBStorage()
-    from ._delegation import DelegationHandlers
-
     yield "builtin-delegation", DelegationHandlers()

@@ -16,7 +16,6 @@ import attrs
 
 from ._directives import Complete, Delegate, DirectiveHandlerSpec, Pipeline
 from ._errors import StorageError
-from ._plugins import hookimpl
 
 if TYPE_CHECKING:
     from ._manager import ServerManager
@@ -221,12 +220,3 @@ def default_handlers() -> list[DirectiveHandlerSpec]:
         DirectiveHandlerSpec(type=Pipeline.type, handler=handle_pipeline),  # type: ignore[arg-type]
         DirectiveHandlerSpec(type=Complete.type, handler=handle_complete),  # type: ignore[arg-type]
     ]
-
-
-class DelegationHandlers:
-    """The built-in plugin offering the default handlers."""
-
-    # tryfirst: the built-ins register first, so a host's own handler for a type replaces them.
-    @hookimpl(tryfirst=True)
-    def entropic_mcp_directive_handlers(self) -> list[DirectiveHandlerSpec]:
-        return default_handlers()
