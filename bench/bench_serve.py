@@ -439,41 +439,32 @@ async def p12(project: Path) -> None:
         f"P12 Streamable HTTP, 50 concurrent conversations, {calls} calls (scaled down from 10,000; "
         "set BENCH_P12_CALLS=10000 for the full load)"
     )
-    # Interleaved, twice each, best run kept: the machines are shared and noisy.
-    runs: dict[str, list[tuple[float, float, int]]] = {"peer": [], "ours": []}
-    for name, command, tool, ours in 2 * (
-        ("peer", [sys.executable, str(project / "peer.py")], "echo", False),
-        ("ours", [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0"], "probe.echo", True),
-    ):
-        process, url = _start_http(command, project, ours=ours)
-        try:
-            runs[name].append(await _http_load(url, tool, 50, calls))
-        finally:
-            process.terminate()
-            process.wait(10)
-    results = {name: max(found, key=lambda r: r[0]) for name, found in runs.items()}
-    (peer_rate, peer_p99, peer_errors), (ours_rate, ours_p99, ours_errors) = results["peer"], results["ours"]
-    row("throughput (clients in this process)", peer_rate, ours_rate, "call/s", ">= 1.0")
-    row("p99 latency (clients in this process)", peer_p99, ours_p99, "ms", "<= 1.0")
-    print(f"  errors: peer {peer_errors}, ours {ours_errors} (target 0)")
-    # The same load from 5 client processes (10 conversations each), so one client process is not
-    # the bottleneck of the measurement.
-    spread: dict[str, list[tuple[float, float, int]]] = {"peer": [], "ours": []}
-    for name, command, tool, ours in 2 * (
-        ("peer", [sys.executable, str(project / "peer.py")], "echo", False),
-        ("ours", [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0"], "probe.echo", True),
-    ):
-        process, url = _start_http(command, project, ours=ours)
-        try:
-            spread[name].append(await anyio.to_thread.run_sync(_http_load_processes, url, tool, 50, calls, 5))
-        finally:
-            process.terminate()
-            process.wait(10)
-    results = {name: max(found, key=lambda r: r[0]) for name, found in spread.items()}
-    (peer_rate, peer_p99, peer_errors), (ours_rate, ours_p99, ours_errors) = results["peer"], results["ours"]
-    row("throughput (5 client processes)", peer_rate, ours_rate, "call/s", ">= 1.0")
-    row("p99 latency (5 client processes)", peer_p99, ours_p99, "ms", "<= 1.0")
-    print(f"  errors: peer {peer_errors}, ours {ours_errors} (target 0)")
+
+    async def in_this_process(url: str, tool: str) -> tuple[float, float, int]:
+        return await _http_load(url, tool, 50, calls)
+
+    async def from_five_processes(url: str, tool: str) -> tuple[float, float, int]:
+        # 10 conversations per process, so one client process is not the bottleneck of the measurement
+        return await anyio.to_thread.run_sync(_http_load_processes, url, tool, 50, calls, 5)
+
+    for label, load in (("clients in this process", in_this_process), ("5 client processes", from_five_processes)):
+        # Interleaved, twice each, best run kept: the machines are shared and noisy.
+        runs: dict[str, list[tuple[float, float, int]]] = {"peer": [], "ours": []}
+        for name, command, tool, ours in 2 * (
+            ("peer", [sys.executable, str(project / "peer.py")], "echo", False),
+            ("ours", [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0"], "probe.echo", True),
+        ):
+            process, url = _start_http(command, project, ours=ours)
+            try:
+                runs[name].append(await load(url, tool))
+            finally:
+                process.terminate()
+                process.wait(10)
+        results = {name: max(found, key=lambda r: r[0]) for name, found in runs.items()}
+        (peer_rate, peer_p99, peer_errors), (ours_rate, ours_p99, ours_errors) = results["peer"], results["ours"]
+        row(f"throughput ({label})", peer_rate, ours_rate, "call/s", ">= 1.0")
+        row(f"p99 latency ({label})", peer_p99, ours_p99, "ms", "<= 1.0")
+        print(f"  errors: peer {peer_errors}, ours {ours_errors} (target 0)")
 
 
 # -- P13 ---------------------------------------------------------------------------------------------

@@ -214,30 +214,26 @@ class Pipeline:
         server = manager.servers.get(server_name)
         if server is None:
             known = ", ".join(sorted(manager.servers)) or "none"
-            return self._finish(
+            return self._refuse(
                 name,
                 {},
                 ctx,
                 started,
                 "error",
-                ServerResponse.refusal(
-                    "unknown_server",
-                    f"Error: unknown server '{server_name}'. Servers: {known}. "
-                    "Tool names are <server>.<tool>; list them with tools/list.",
-                ),
+                "unknown_server",
+                f"Error: unknown server '{server_name}'. Servers: {known}. Tool names are <server>.<tool>; "
+                "list them with tools/list.",
             )
         tool = server.get_tool(tool_name)
         if tool is None:
-            return self._finish(
+            return self._refuse(
                 name,
                 {},
                 ctx,
                 started,
                 "error",
-                ServerResponse.refusal(
-                    "unknown_tool",
-                    f"Error: unknown tool '{name}'. Tools of '{server_name}': {', '.join(server.tools) or 'none'}.",
-                ),
+                "unknown_tool",
+                f"Error: unknown tool '{name}'. Tools of '{server_name}': {', '.join(server.tools) or 'none'}.",
             )
 
         # 1. before hooks
@@ -246,13 +242,8 @@ class Pipeline:
                 ToolCall(name=name, server=server_name, tool=tool_name, args=normalize_args(raw_args), context=ctx)
             )
             if refusal is not None:
-                return self._finish(
-                    name,
-                    normalize_args(raw_args),
-                    ctx,
-                    started,
-                    "rejected_hook",
-                    ServerResponse.refusal("refused_by_hook", refusal),
+                return self._refuse(
+                    name, normalize_args(raw_args), ctx, started, "rejected_hook", "refused_by_hook", refusal
                 )
         # 2. normalise
         args = normalize_args(raw_args)
@@ -263,31 +254,27 @@ class Pipeline:
         same = state.same_tool + 1 if state.last_tool == name else 1
         state.last_tool, state.same_tool = name, same
         if same > self.config.same_tool_limit:
-            return self._finish(
+            return self._refuse(
                 name,
                 args,
                 ctx,
                 started,
                 "rejected_loop",
-                ServerResponse.refusal(
-                    "loop_detected",
-                    f"'{name}' has been called {same - 1} times in a row (limit {self.config.same_tool_limit}). "
-                    "Step back: use another tool or change approach before calling it again.",
-                ),
+                "loop_detected",
+                f"'{name}' has been called {same - 1} times in a row (limit {self.config.same_tool_limit}). "
+                "Step back: use another tool or change approach before calling it again.",
                 same_tool=same,
             )
         if state.failures.get(key, 0) >= self.config.identical_failure_limit:
-            return self._finish(
+            return self._refuse(
                 name,
                 args,
                 ctx,
                 started,
                 "rejected_loop",
-                ServerResponse.refusal(
-                    "loop_detected",
-                    f"'{name}' already failed {state.failures[key]} times with exactly these arguments; the "
-                    "failure is not transient. Take a different approach (other arguments or another tool).",
-                ),
+                "loop_detected",
+                f"'{name}' already failed {state.failures[key]} times with exactly these arguments; the "
+                "failure is not transient. Take a different approach (other arguments or another tool).",
                 same_tool=same,
             )
 
@@ -296,13 +283,14 @@ class Pipeline:
         args = validator.coerce(args)
         problem = validator.validate(args)
         if problem is not None:
-            return self._finish(
+            return self._refuse(
                 name,
                 args,
                 ctx,
                 started,
                 "rejected_schema",
-                ServerResponse.refusal("invalid_args", f"{problem}. Fix the arguments of '{name}' and call it again."),
+                "invalid_args",
+                f"{problem}. Fix the arguments of '{name}' and call it again.",
                 same_tool=same,
                 failure_key=key,
             )
@@ -312,17 +300,15 @@ class Pipeline:
         if ctx.identity is not None and manager.access_keys.has_keys(ctx.identity):
             held = manager.access_keys.level(ctx.identity, name)
             if held < level:
-                return self._finish(
+                return self._refuse(
                     name,
                     args,
                     ctx,
                     started,
                     "rejected_access",
-                    ServerResponse.refusal(
-                        "access_denied",
-                        f"'{ctx.identity}' holds {held.name} access to '{name}', which needs {level.name}. "
-                        "Use entropic.delegate to hand this work to a tier that has it.",
-                    ),
+                    "access_denied",
+                    f"'{ctx.identity}' holds {held.name} access to '{name}', which needs {level.name}. Use "
+                    "entropic.delegate to hand this work to a tier that has it.",
                     same_tool=same,
                 )
 
@@ -344,13 +330,15 @@ class Pipeline:
                         f"Tool '{name}' was already called with the same arguments. The previous "
                         "result is included; use it instead of calling again."
                     )
-                return self._finish(
+                return self._refuse(
                     name,
                     args,
                     ctx,
                     started,
                     "rejected_duplicate",
-                    ServerResponse.refusal("duplicate_call", message, previous_result=previous),
+                    "duplicate_call",
+                    message,
+                    extra={"previous_result": previous},
                     same_tool=same,
                     duplicates=count,
                 )
@@ -385,15 +373,14 @@ class Pipeline:
                         "call (e.g. plain commands instead of computed ones) or run it where a person can "
                         "approve it."
                     )
-                return self._finish(
+                return self._refuse(
                     name,
                     args,
                     ctx,
                     started,
                     "rejected_permission",
-                    ServerResponse.refusal(
-                        "permission_denied", f"'{name}' needs approval and no approver is available. {remedy}"
-                    ),
+                    "permission_denied",
+                    f"'{name}' needs approval and no approver is available. {remedy}",
                     same_tool=same,
                     permission="ask->deny",
                     pattern=pattern,
@@ -405,34 +392,30 @@ class Pipeline:
             permission = "ask->" + ("allow" if answer.answer in ("allow_once", "always_allow") else "deny")
             if permission == "ask->deny":
                 feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""
-                return self._finish(
+                return self._refuse(
                     name,
                     args,
                     ctx,
                     started,
                     "rejected_permission",
-                    ServerResponse.refusal(
-                        "permission_denied",
-                        f"The user denied '{name}'.{feedback} Do not retry it unchanged.",
-                        **({"feedback": answer.feedback} if answer.feedback else {}),
-                    ),
+                    "permission_denied",
+                    f"The user denied '{name}'.{feedback} Do not retry it unchanged.",
+                    extra={"feedback": answer.feedback} if answer.feedback else None,
                     same_tool=same,
                     permission=permission,
                     pattern=pattern,
                 )
         elif decision == "deny":
             rules = ", ".join(p.store for p in asking) or name
-            return self._finish(
+            return self._refuse(
                 name,
                 args,
                 ctx,
                 started,
                 "rejected_permission",
-                ServerResponse.refusal(
-                    "permission_denied",
-                    f"'{name}' is denied by the permission rules ({rules}). Do not retry it; choose another "
-                    "approach or ask the user to change [permissions].",
-                ),
+                "permission_denied",
+                f"'{name}' is denied by the permission rules ({rules}). Do not retry it; choose another "
+                "approach or ask the user to change [permissions].",
                 same_tool=same,
                 permission="deny",
                 pattern=pattern,
@@ -448,20 +431,19 @@ class Pipeline:
                 response = await _with_timeout(server.execute(tool_name, args, ctx), timeout)
         except TimeoutError:
             ctx.cancelled.set()
-            extra = {"output": ctx.partial} if ctx.partial else {}
-            return self._finish(
+            extra: dict[str, Any] = {"timeout_seconds": timeout}
+            if ctx.partial:
+                extra["output"] = ctx.partial
+            return self._refuse(
                 name,
                 args,
                 ctx,
                 started,
                 "timeout",
-                ServerResponse.refusal(
-                    "timeout",
-                    f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the "
-                    "request or raise the timeout in config.",
-                    timeout_seconds=timeout,
-                    **extra,
-                ),
+                "timeout",
+                f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the request or "
+                "raise the timeout in config.",
+                extra=extra,
                 same_tool=same,
                 permission=permission,
                 pattern=pattern,
@@ -471,13 +453,14 @@ class Pipeline:
             if type(exc).__name__ != "CancelledError":
                 raise
             ctx.cancelled.set()
-            self._finish(
+            self._refuse(
                 name,
                 args,
                 ctx,
                 started,
                 "cancelled",
-                ServerResponse.refusal("cancelled", f"'{name}' was cancelled."),
+                "cancelled",
+                f"'{name}' was cancelled.",
                 same_tool=same,
                 permission=permission,
                 pattern=pattern,
@@ -506,6 +489,38 @@ class Pipeline:
                 kind = "timeout"
         return self._finish(
             name, args, ctx, started, kind, response, same_tool=same, permission=permission, pattern=pattern
+        )
+
+    def _refuse(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        ctx: CallContext,
+        started: float,
+        kind: str,
+        code: str,
+        message: str,
+        *,
+        same_tool: int = 0,
+        duplicates: int = 0,
+        permission: str | None = None,
+        pattern: str | None = None,
+        failure_key: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> CallOutcome:
+        """End the call with ``{"error": code, "message": message, **extra}`` and the given kind."""
+        return self._finish(
+            name,
+            args,
+            ctx,
+            started,
+            kind,
+            ServerResponse.refusal(code, message, **(extra or {})),
+            same_tool=same_tool,
+            duplicates=duplicates,
+            permission=permission,
+            pattern=pattern,
+            failure_key=failure_key,
         )
 
     def _finish(

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 from entropic_mcp import ToolError
@@ -191,20 +192,39 @@ class Walk:
             if sort:
                 subdirs.sort(key=_name)
         yield current
+        yield from self._descend(
+            fd,
+            rel,
+            [entry.name for entry in subdirs],
+            depth,
+            max_depth,
+            lambda child, child_rel: self._visit(child, child_rel, stack, entropic, depth + 1, max_depth, sort),
+        )
+
+    def _descend(
+        self,
+        fd: int,
+        rel: str,
+        subdirs: list[str],
+        depth: int,
+        max_depth: int | None,
+        visit: Callable[[int, str], Iterator[Any]],
+    ) -> Iterator[Any]:
+        """Visit each sub-directory, opened relative to ``fd`` without following links, within the limits."""
         if self.truncated or (max_depth is not None and depth >= max_depth):
             return
         if depth >= MAX_DEPTH:
             self.too_deep = self.too_deep or bool(subdirs)
             return
-        for entry in subdirs:
+        for name in subdirs:
             if self.truncated or self.stopped:
                 return
             try:
-                child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
             except OSError:
-                continue  # replaced by a link, removed or unreadable since the scan: not followed
+                continue  # replaced by a link, removed or unreadable since it was listed: not followed
             try:
-                yield from self._visit(child, current.join(entry.name), stack, entropic, depth + 1, max_depth, sort)
+                yield from visit(child, f"{rel}/{name}" if rel else name)
             finally:
                 os.close(child)
 
@@ -270,24 +290,14 @@ class Walk:
             listing=listing,
             key=key,
         )
-        if self.truncated or (max_depth is not None and depth >= max_depth):
-            return
-        if depth >= MAX_DEPTH:
-            self.too_deep = self.too_deep or bool(subdirs)
-            return
-        for name in subdirs:
-            if self.truncated or self.stopped:
-                return
-            try:
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                continue  # replaced by a link, removed or unreadable since the listing: not followed
-            try:
-                yield from self._visit_names(
-                    child, f"{rel}/{name}" if rel else name, stack, entropic, depth + 1, max_depth
-                )
-            finally:
-                os.close(child)
+        yield from self._descend(
+            fd,
+            rel,
+            subdirs,
+            depth,
+            max_depth,
+            lambda child, child_rel: self._visit_names(child, child_rel, stack, entropic, depth + 1, max_depth),
+        )
 
     def _read_listing(self, fd: int, st: os.stat_result) -> Listing | None:
         """Read the directory ``fd`` (``st`` taken before); stored in the cache when complete and not racy."""
