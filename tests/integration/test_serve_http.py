@@ -182,3 +182,38 @@ def test_oversized_body_is_refused(tmp_path: Path) -> None:
         assert _post(served.url, {}).status_code == 200
     finally:
         stop(served.process)
+
+
+def _maps(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as fh:
+        return fh.read()
+
+
+@pytest.mark.parametrize("loop", ["auto", "asyncio"])
+async def test_event_loop_setting(tmp_path: Path, loop: str) -> None:
+    """uvloop by default where installed; the standard loop on request, with calls and cancellation intact."""
+    project = write_project(tmp_path / loop, BASE_CONFIG + f'[serve]\nevent_loop = "{loop}"\n')
+    served = start_http(project)
+    try:
+        assert ("uvloop" in _maps(served.process.pid)) is (loop == "auto")
+        async with connect(served.url, "2026-07-28") as peer:
+            assert (await peer.call("probe.echo", {"text": loop})).content[0].text == loop
+            marker = project / "pgid"
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(peer.call, "probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
+                while not marker.exists():
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+            pgid = int(marker.read_text())
+            assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
+    finally:
+        stop(served.process)
+
+
+def test_only_the_mcp_path_is_served(http_serve: HTTPServe) -> None:
+    import httpx2
+
+    other = http_serve.url.removesuffix("/mcp") + "/elsewhere"
+    answer = httpx2.post(other, json={}, timeout=10)
+    assert answer.status_code == 404 and "/mcp" in answer.text
+    assert _post(http_serve.url + "/", {}).status_code == 200

@@ -92,3 +92,20 @@ def test_http_rules() -> None:
 def test_serve_settings_come_from_the_config(tmp_path: Path) -> None:
     config = config_from_dict({"serve": {"tool_names": "underscored", "list_page_size": 5}}, root=tmp_path)
     assert config.serve.tool_names == "underscored" and config.serve.list_page_size == 5
+
+
+def test_event_loop_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from entropic_mcp._serve import use_uvloop
+
+    assert config_from_dict({}, root=tmp_path).serve.event_loop == "auto"
+    with pytest.raises(ConfigError, match="event_loop"):
+        config_from_dict({"serve": {"event_loop": "trio"}}, root=tmp_path)
+    installed = importlib.util.find_spec("uvloop") is not None
+    assert use_uvloop("auto") is installed and use_uvloop("asyncio") is False
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvloop" else real(name, *a))
+    assert use_uvloop("auto") is False
+    with pytest.raises(ConfigError, match='event_loop = "uvloop" but uvloop is not installed'):
+        use_uvloop("uvloop")

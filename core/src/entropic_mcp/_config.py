@@ -55,6 +55,7 @@ class ServeConfig:
     list_page_size: int = 100
     max_message_bytes: int = 4 * 1024 * 1024
     allowed_origins: tuple[str, ...] = ()
+    event_loop: str = "auto"
 
 
 @attrs.frozen(kw_only=True)
@@ -187,6 +188,7 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "list_page_size": _int(1),
         "max_message_bytes": _int(1024),
         "allowed_origins": _strings,
+        "event_loop": _choice("auto", "uvloop", "asyncio"),
     },
 }
 #: Lists that accumulate across the project and local file instead of being replaced.

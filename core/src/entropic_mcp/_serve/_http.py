@@ -113,19 +113,41 @@ async def _respond(send: Any, status: int, text: str, extra: list[tuple[bytes, b
     await send({"type": "http.response.body", "body": body})
 
 
-def build_app(serve_app: Any, *, host: str, token: str | None) -> Any:
-    """The ASGI app: the SDK's Streamable HTTP app behind the Guard."""
+class Endpoint:
+    """The one route: ``/mcp`` to the SDK's session manager, 404 for anything else.
+
+    The SDK's ``streamable_http_app`` wraps the same handler in a Starlette application (router,
+    error and exception middleware, lifespan); serve needs none of it and saves that work on
+    every request.
+    """
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"].rstrip("/") != PATH:
+            await _respond(send, 404, f"Not Found: the MCP endpoint is {PATH}")
+            return
+        await self.handler(scope, receive, send)
+
+
+def build_app(serve_app: Any, *, host: str, token: str | None) -> tuple[Any, Any]:
+    """(the ASGI app: the SDK's Streamable HTTP handler behind the Guard, its session manager)."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
     settings = serve_app.settings
-    starlette = serve_app.server.streamable_http_app(
-        streamable_http_path=PATH,
+    manager = StreamableHTTPSessionManager(
+        app=serve_app.server,
         # The Guard checks Host and Origin (for every address, not only loopback ones).
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        host=host,
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.max_message_bytes,
     )
-    return Guard(starlette, token=token, allowed_origins=settings.allowed_origins, loopback=is_loopback(host))
+    endpoint = Endpoint(StreamableHTTPASGIApp(manager))
+    guarded = Guard(endpoint, token=token, allowed_origins=settings.allowed_origins, loopback=is_loopback(host))
+    return guarded, manager
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -147,7 +169,7 @@ async def serve_http(serve_app: Any, *, host: str, port: int) -> None:
     import uvicorn
 
     token = token_for(host)
-    app = build_app(serve_app, host=host, token=token)
+    app, manager = build_app(serve_app, host=host, token=token)
     sock = bind(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -157,6 +179,8 @@ async def serve_http(serve_app: Any, *, host: str, port: int) -> None:
         file=sys.stderr,
         flush=True,
     )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # No proxy-header rewriting: the Guard's checks are about the peer actually connected.
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, proxy_headers=False)
     server = uvicorn.Server(config)
-    await server.serve(sockets=[sock])
+    async with manager.run():
+        await server.serve(sockets=[sock])

@@ -81,7 +81,14 @@ def _hoist_config(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> Any:
+    import gc
+
     from ._common import run
 
-    args = _hoist_config(list(sys.argv[1:] if argv is None else argv))
-    return run(cli, args, debug="--debug" in args)
+    # Off while plugins and (for serve) the MCP SDK load; ``_common.settle`` turns it back on.
+    gc.disable()
+    try:
+        args = _hoist_config(list(sys.argv[1:] if argv is None else argv))
+        return run(cli, args, debug="--debug" in args)
+    finally:
+        gc.enable()

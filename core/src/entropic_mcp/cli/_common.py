@@ -84,7 +84,23 @@ def build_manager(ctx: click.Context, *, setup: Callable[[Any], None] | None = N
     plugins.load_entry_points(config.plugins)
     manager = ServerManager.from_config(config, plugins=plugins)
     ctx.call_on_close(manager.close)
+    settle()
     return manager
+
+
+def settle() -> None:
+    """Start-up is over: turn the cycle collector back on (``main`` turned it off).
+
+    Start-up allocates hundreds of thousands of objects that live as long as the process (the
+    MCP SDK's models, plugins, compiled schemas); the collector would walk them again and again
+    while they are made, and later on every full collection. They are moved out of its
+    generations instead. Nothing happens when the collector is on, as in a test process.
+    """
+    import gc
+
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def echo_json(data: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import build_manager, load
+from ._common import build_manager, load, settle
 
 
 @click.command()
@@ -42,4 +42,5 @@ def demo(keep: bool) -> None:
     """Start `entropic-mcp serve` in a temporary project and drive it with the official MCP client."""
     from .._serve._demo import run_demo
 
+    settle()
     click.get_current_context().exit(run_demo(keep=keep))

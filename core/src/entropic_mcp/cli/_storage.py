@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ._common import CLIError, UsageProblem, echo_json, load
+from ._common import CLIError, UsageProblem, echo_json, load, settle
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _LIMIT = click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Rows to show.")
@@ -24,6 +24,7 @@ def _store(ctx: click.Context) -> Iterator[Any]:
     from .._plugins import Plugins
     from .._storage import open_storage
 
+    settle()
     try:
         config = load(ctx)
     except ConfigError as exc:
