@@ -109,3 +109,42 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all 7 steps behaved as expected" in done.stdout
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25", "2025-06-18"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_outside_root_path_is_asked_of_the_user(tmp_path: Path, era: str, transport: str) -> None:
+    """allow_outside_root = "optional": the client's user answers, for that call only."""
+    from mcp_types import ElicitResult
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "entropic-mcp.toml").write_text(CONFIG, encoding="utf-8")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("from outside\n", encoding="utf-8")
+    asked: list[str] = []
+    answers = iter(["allow_once", "deny_once"])
+
+    async def elicit(context: object, params: object) -> ElicitResult:
+        asked.append(params.message)  # type: ignore[attr-defined]
+        return ElicitResult(action="accept", content={"decision": next(answers)})
+
+    served = start_http(repo) if transport == "http" else None
+    target = served.url if served is not None else stdio_params(repo)
+    try:
+        async with connect(target, era, elicitation=elicit) as peer:
+            allowed = await peer.call("filesystem.read_file", {"path": str(outside)})
+            assert allowed.is_error is False and allowed.structured_content["lines"] == ["from outside"]
+            assert str(outside) in asked[0] and "outside the project root" in asked[0]
+            rejected = await peer.call("filesystem.read_file", {"path": str(outside), "offset": 1})
+            assert rejected.is_error is True
+            assert json.loads(rejected.content[0].text)["error"] == "outside_root_rejected"
+        async with connect(target, era) as peer:
+            # A client that cannot be asked: refused, naming the settings that would allow the path.
+            unasked = await peer.call("filesystem.read_file", {"path": str(outside), "limit": 5})
+            refusal = json.loads(unasked.content[0].text)
+            assert refusal["error"] == "outside_root_approval_required" and "outside_root_allow" in refusal["message"]
+        assert len(asked) == 2
+    finally:
+        if served is not None:
+            stop(served.process)

@@ -109,3 +109,35 @@ def test_event_loop_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert use_uvloop("auto") is False
     with pytest.raises(ConfigError, match='event_loop = "uvloop" but uvloop is not installed'):
         use_uvloop("uvloop")
+
+
+def test_answers_to_the_two_questions() -> None:
+    from entropic_mcp import OutsideRootRequest
+    from entropic_mcp._serve._approval import (
+        INPUT_KEY,
+        answer_from,
+        decision_from,
+        input_required,
+        outside_root_answer,
+        outside_root_question,
+    )
+
+    request = OutsideRootRequest(path=Path("/etc/hosts"), tool="filesystem.read_file", access="read", root=Path("/p"))
+    message, schema = outside_root_question(request)
+    assert "/etc/hosts" in message and "outside_root_allow" in message
+    assert schema["properties"]["decision"]["enum"] == ["allow_once", "deny_once"]
+    assert outside_root_answer(("accept", {"decision": "allow_once"})) is True
+    assert outside_root_answer(("accept", {"decision": "deny_once"})) is False
+    assert outside_root_answer(("decline", None)) is False and outside_root_answer(("cancel", None)) is False
+    assert outside_root_answer(("accept", {"decision": "always_allow"})) is None
+    assert outside_root_answer(None) is None
+    wire = input_required((message, schema), "state-1")
+    assert wire["requestState"] == "state-1" and wire["inputRequests"][INPUT_KEY]["params"]["message"] == message
+    assert answer_from({INPUT_KEY: {"action": "accept", "content": {"decision": "deny_once"}}}) == (
+        "accept",
+        {"decision": "deny_once"},
+    )
+    assert answer_from({}) is None and answer_from({INPUT_KEY: {"content": {}}}) is None
+    decision = decision_from("accept", {"decision": "always_allow", "feedback": "ok"})
+    assert decision is not None and decision.answer == "always_allow" and decision.feedback == "ok"
+    assert decision_from("accept", {"decision": "maybe"}) is None

@@ -29,13 +29,17 @@ async def _in_worker_thread(function: Any, *args: Any) -> Any:
     The thread itself runs on (Python cannot stop it); the tool sees ``ctx.cancelled``.
     """
     import asyncio
+    import contextvars
 
     global _EXECUTOR
     if _EXECUTOR is None:
         from concurrent.futures import ThreadPoolExecutor
 
         _EXECUTOR = ThreadPoolExecutor(max_workers=32, thread_name_prefix="entropic-mcp-tool")
-    return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, function, *args)
+    # The tool sees the caller's context variables (what asyncio.to_thread does), so a hook it
+    # triggers from the thread — an outside-root approval — knows which call it belongs to.
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, context.run, function, *args)
 
 
 def normalize_args(raw: object) -> dict[str, Any]:

@@ -151,6 +151,8 @@ class ServeApp:
             raise
         finally:
             CURRENT.reset(token)
+            if channel is not None:
+                channel.close()
         if relay is not None:
             await relay.close()
         return call_result(outcome)

@@ -6,17 +6,23 @@ middle of the call. 2026-07-28: servers may not send requests, so the call is su
 (with ``inputResponses`` and the echoed ``requestState``) resumes the same call. A client that did
 not declare elicitation gets no question: the approver answers None and the pipeline refuses the
 call naming the rule that would allow it.
+
+Two questions are asked this way: the approval of a tool call (``entropic_mcp_approve_tool_call``)
+and, for a tool running in a worker thread, the approval of one path outside the project root
+(``entropic_mcp_approve_outside_root``, a synchronous hook: the thread waits while the event loop
+asks).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
 
-from .._calls import ApprovalDecision, ApprovalRequest
+from .._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest
 from .._envelope import dumps
 from .._plugins import hookimpl
 
@@ -31,6 +37,11 @@ DECISIONS = ("allow_once", "always_allow", "deny_once", "always_deny")
 
 #: The channel of the ``tools/call`` being served in this task (None: nobody to ask).
 CURRENT: ContextVar[Any] = ContextVar("entropic_mcp_serve_channel", default=None)
+
+#: An elicitation form: (message, requested schema).
+Form = tuple[str, dict[str, Any]]
+#: A user's answer to a form: (action, content).
+Answer = tuple[Any, Any]
 
 
 def question(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
@@ -64,6 +75,45 @@ def question(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
     return message, schema
 
 
+OUTSIDE_DECISIONS = ("allow_once", "deny_once")
+
+
+def outside_root_question(request: OutsideRootRequest) -> Form:
+    """The message and form schema for one path outside the project root (this call only)."""
+    message = (
+        f"The tool {request.tool} wants to {request.access} {request.path}, outside the project root "
+        f"{request.root}. Allow it for this call?\n"
+        "To allow such paths for good, list them in outside_root_allow of the server's config table."
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "description": "allow or deny this path for this call",
+                "enum": list(OUTSIDE_DECISIONS),
+                "default": "deny_once",
+            }
+        },
+        "required": ["decision"],
+    }
+    return message, schema
+
+
+def outside_root_answer(answer: Answer | None) -> bool | None:
+    """An elicitation answer as the hook's tri-state: decline and cancel reject."""
+    if answer is None:
+        return None
+    action, content = answer
+    if action == "accept" and isinstance(content, Mapping):
+        decision = content.get("decision")
+        return {"allow_once": True, "deny_once": False}.get(decision) if isinstance(decision, str) else None
+    if action in ("decline", "cancel"):
+        return False
+    return None
+
+
 def decision_from(action: object, content: object) -> ApprovalDecision | None:
     """An elicitation answer as an approval; decline and cancel deny once."""
     if action == "accept" and isinstance(content, Mapping):
@@ -93,15 +143,22 @@ class ElicitingChannel:
     def __init__(self, session: Any, request_id: Any) -> None:
         self.session = session
         self.request_id = request_id
+        self.loop = asyncio.get_running_loop()
+        self.pending: set[concurrent.futures.Future[Any]] = set()
 
-    async def ask(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        message, schema = question(request)
+    async def elicit(self, form: Form) -> Answer | None:
+        message, schema = form
         try:
             result = await self.session.elicit_form(message, schema, related_request_id=self.request_id)
         except Exception as exc:
-            log.warning("could not ask the client to approve %s: %s", request.tool, exc)
+            log.warning("could not ask the client: %s", exc)
             return None
-        return decision_from(result.action, result.content)
+        return result.action, result.content
+
+    def close(self) -> None:
+        """The call is over: questions asked from its worker thread are abandoned."""
+        for future in list(self.pending):
+            future.cancel()
 
 
 class SuspendedCall:
@@ -116,9 +173,11 @@ class SuspendedCall:
         self.arguments = arguments
         self.conversation = conversation
         self.task: asyncio.Task[Any] | None = None
-        self.round: asyncio.Future[ApprovalRequest | None] = asyncio.get_running_loop().create_future()
-        self._answer: asyncio.Future[ApprovalDecision | None] | None = None
+        self.loop = asyncio.get_running_loop()
+        self.round: asyncio.Future[Form | None] = self.loop.create_future()
+        self._answer: asyncio.Future[Answer | None] | None = None
         self.relay: Any = None
+        self.pending: set[concurrent.futures.Future[Any]] = set()
 
     def start(self, coroutine: Any) -> None:
         self.task = asyncio.get_running_loop().create_task(coroutine)
@@ -129,35 +188,39 @@ class SuspendedCall:
             self.round.set_result(None)
         if self._answer is not None and not self._answer.done():
             self._answer.cancel()
+        for future in list(self.pending):
+            future.cancel()
 
-    def next_round(self) -> asyncio.Future[ApprovalRequest | None]:
+    def next_round(self) -> asyncio.Future[Form | None]:
         self.round = asyncio.get_running_loop().create_future()
         if self.task is not None and self.task.done():
             self.round.set_result(None)
         return self.round
 
-    def answer(self, decision: ApprovalDecision | None) -> None:
+    def answer(self, answer: Answer | None) -> None:
         if self._answer is not None and not self._answer.done():
-            self._answer.set_result(decision)
+            self._answer.set_result(answer)
 
     def cancel(self) -> None:
         if self.task is not None:
             self.task.cancel()
+        for future in list(self.pending):
+            future.cancel()
 
-    async def ask(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        self._answer = asyncio.get_running_loop().create_future()
+    async def elicit(self, form: Form) -> Answer | None:
+        self._answer = self.loop.create_future()
         if not self.round.done():
-            self.round.set_result(request)
+            self.round.set_result(form)
         try:
             return await asyncio.wait_for(self._answer, ANSWER_TIMEOUT)
         except TimeoutError:
-            log.warning("no answer to the approval of %s within %g s; refused", request.tool, ANSWER_TIMEOUT)
+            log.warning("no answer within %g s; refused", ANSWER_TIMEOUT)
             return None
 
 
-def input_required(request: ApprovalRequest, state: str) -> dict[str, Any]:
-    """The ``InputRequiredResult`` (wire form) asking the approval of ``request``."""
-    message, schema = question(request)
+def input_required(form: Form, state: str) -> dict[str, Any]:
+    """The ``InputRequiredResult`` (wire form) asking ``form``."""
+    message, schema = form
     return {
         "resultType": "input_required",
         "inputRequests": {
@@ -170,7 +233,7 @@ def input_required(request: ApprovalRequest, state: str) -> dict[str, Any]:
     }
 
 
-def answer_from(input_responses: Mapping[str, Any] | None) -> ApprovalDecision | None:
+def answer_from(input_responses: Mapping[str, Any] | None) -> Answer | None:
     """Our answer inside a retried call's ``inputResponses`` (None when missing or malformed)."""
     if not input_responses:
         return None
@@ -181,7 +244,9 @@ def answer_from(input_responses: Mapping[str, Any] | None) -> ApprovalDecision |
     content = getattr(response, "content", None)
     if action is None and isinstance(response, Mapping):
         action, content = response.get("action"), response.get("content")
-    return decision_from(action, content)
+    if action is None:
+        return None
+    return action, content
 
 
 class ServeApprover:
@@ -192,4 +257,35 @@ class ServeApprover:
         channel = CURRENT.get()
         if channel is None:
             return None
-        return await channel.ask(request)
+        answer = await channel.elicit(question(request))
+        return decision_from(*answer) if answer is not None else None
+
+    @hookimpl
+    def entropic_mcp_approve_outside_root(self, request: OutsideRootRequest) -> bool | None:
+        """Ask from the tool's worker thread while the event loop carries the question.
+
+        A tool running on the event loop itself (an async tool) cannot wait here without
+        stopping the loop that would carry the answer: it gets None, and the tool's refusal names
+        the config keys that allow the path.
+        """
+        channel = CURRENT.get()
+        if channel is None:
+            return None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return None
+        future = asyncio.run_coroutine_threadsafe(channel.elicit(outside_root_question(request)), channel.loop)
+        channel.pending.add(future)
+        try:
+            return outside_root_answer(future.result(ANSWER_TIMEOUT + 30))
+        except (concurrent.futures.CancelledError, concurrent.futures.TimeoutError):
+            future.cancel()
+            return None
+        except Exception as exc:
+            log.warning("could not ask the client about %s: %s", request.path, exc)
+            return None
+        finally:
+            channel.pending.discard(future)
