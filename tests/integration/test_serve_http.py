@@ -217,3 +217,84 @@ def test_only_the_mcp_path_is_served(http_serve: HTTPServe) -> None:
     answer = httpx2.post(other, json={}, timeout=10)
     assert answer.status_code == 404 and "/mcp" in answer.text
     assert _post(http_serve.url + "/", {}).status_code == 200
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _modern_call(tool: str, arguments: dict[str, Any], **meta: Any) -> tuple[dict[str, str], bytes]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": {**MODERN_META, **meta}},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": tool,
+    }
+    return headers, json.dumps(body).encode()
+
+
+def test_modern_calls_answer_json_and_stream_only_when_progress_is_asked(http_serve: HTTPServe) -> None:
+    import httpx2
+
+    headers, body = _modern_call("probe.echo", {"text": "plain"})
+    plain = httpx2.post(http_serve.url, content=body, headers=headers, timeout=10)
+    assert plain.status_code == 200 and plain.headers["content-type"].startswith("application/json")
+    assert plain.json()["result"]["content"][0]["text"] == "plain"
+    # A body that arrives in several pieces is read whole before the call is routed.
+    headers, body = _modern_call("probe.echo", {"text": "in pieces"})
+    chunked = httpx2.post(http_serve.url, content=iter([body[:20], body[20:]]), headers=headers, timeout=10)
+    assert chunked.status_code == 200 and chunked.json()["result"]["content"][0]["text"] == "in pieces"
+    headers, body = _modern_call("probe.sleep", {"seconds": 0.6}, progressToken="tok-1")
+    streamed = httpx2.post(http_serve.url, content=body, headers=headers, timeout=10)
+    assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
+    assert any(e.get("method") == "notifications/progress" for e in events)
+    assert events[-1]["id"] == 7 and events[-1]["result"]["isError"] is False
+
+
+def test_modern_call_is_cancelled_when_the_client_closes_the_request(http_serve: HTTPServe, project: Path) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    import httpx2
+
+    marker = project / "pgid-closed"
+    headers, body = _modern_call("probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
+    url = urlsplit(http_serve.url)
+    head = f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+        sock.sendall(head.encode() + body)
+        assert wait_until(marker.exists)
+    # The connection closed under the waiting request: the call is cancelled, its process group killed.
+    pgid = int(marker.read_text())
+    assert wait_until(lambda: not group_alive(pgid))
+    headers, body = _modern_call("probe.echo", {"text": "still serving"})
+    after = httpx2.post(http_serve.url, content=body, headers=headers, timeout=10)
+    assert after.json()["result"]["content"][0]["text"] == "still serving"
+
+
+def test_modern_oversized_body_is_refused(tmp_path: Path) -> None:
+    import httpx2
+
+    project = write_project(tmp_path / "small", BASE_CONFIG + "[serve]\nmax_message_bytes = 2048\n")
+    served = start_http(project)
+    try:
+        headers, body = _modern_call("probe.echo", {"text": "x" * 5000})
+        assert httpx2.post(served.url, content=body, headers=headers, timeout=10).status_code == 413
+        streamed = httpx2.post(served.url, content=iter([body[:1500], body[1500:]]), headers=headers, timeout=10)
+        assert streamed.status_code == 413
+        headers, body = _modern_call("probe.echo", {"text": "small"})
+        assert httpx2.post(served.url, content=body, headers=headers, timeout=10).status_code == 200
+    finally:
+        stop(served.process)
