@@ -158,14 +158,19 @@ async def test_token_is_required_when_set(project: Path) -> None:
 async def test_cancelled_call_over_http_kills_its_process_group(http_serve: HTTPServe, project: Path, era: str) -> None:
     marker = project / f"pgid-cancel-{era}"
     async with connect(http_serve.url, era) as peer:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(peer.call, "probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
-            while not marker.exists():
-                await anyio.sleep(0.02)
-            tg.cancel_scope.cancel()
-        pgid = int(marker.read_text())
-        assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
+        await _cancel_sleep(peer, marker)
         assert (await peer.call("probe.echo", {"text": "after cancel"})).content[0].text == "after cancel"
+
+
+async def _cancel_sleep(peer: Any, marker: Path) -> None:
+    """Start a long probe.sleep, cancel it once running, and see its process group gone."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.call, "probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
+        while not marker.exists():
+            await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    pgid = int(marker.read_text())
+    assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
 
 
 def test_oversized_body_is_refused(tmp_path: Path) -> None:
@@ -198,14 +203,7 @@ async def test_event_loop_setting(tmp_path: Path, loop: str) -> None:
         assert ("uvloop" in _maps(served.process.pid)) is (loop == "auto")
         async with connect(served.url, "2026-07-28") as peer:
             assert (await peer.call("probe.echo", {"text": loop})).content[0].text == loop
-            marker = project / "pgid"
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(peer.call, "probe.sleep", {"seconds": 60, "pgid_file": str(marker)})
-                while not marker.exists():
-                    await anyio.sleep(0.02)
-                tg.cancel_scope.cancel()
-            pgid = int(marker.read_text())
-            assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
+            await _cancel_sleep(peer, project / "pgid")
     finally:
         stop(served.process)
 

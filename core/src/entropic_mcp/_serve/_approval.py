@@ -44,6 +44,23 @@ Form = tuple[str, dict[str, Any]]
 Answer = tuple[Any, Any]
 
 
+def _decision_form(description: str, choices: tuple[str, ...], default: str) -> dict[str, Any]:
+    """A form with one required ``decision`` among ``choices``."""
+    return {
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "description": description,
+                "enum": list(choices),
+                "default": default,
+            }
+        },
+        "required": ["decision"],
+    }
+
+
 def question(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
     """The message and form schema shown to the user."""
     args = dumps(dict(request.args))
@@ -54,24 +71,13 @@ def question(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
         f"Arguments: {args}\n"
         f"'always' stores the rule: {', '.join(request.patterns or (request.pattern,))}"
     )
-    schema = {
-        "type": "object",
-        "properties": {
-            "decision": {
-                "type": "string",
-                "title": "Decision",
-                "description": "allow or deny this call once, or store a rule (always)",
-                "enum": list(DECISIONS),
-                "default": "allow_once",
-            },
-            "feedback": {
-                "type": "string",
-                "title": "Feedback for the model",
-                "description": "optional; shown to the model with a denial",
-            },
-        },
-        "required": ["decision"],
+    feedback = {
+        "type": "string",
+        "title": "Feedback for the model",
+        "description": "optional; shown to the model with a denial",
     }
+    schema = _decision_form("allow or deny this call once, or store a rule (always)", DECISIONS, "allow_once")
+    schema["properties"]["feedback"] = feedback
     return message, schema
 
 
@@ -85,19 +91,7 @@ def outside_root_question(request: OutsideRootRequest) -> Form:
         f"{request.root}. Allow it for this call?\n"
         "To allow such paths for good, list them in outside_root_allow of the server's config table."
     )
-    schema = {
-        "type": "object",
-        "properties": {
-            "decision": {
-                "type": "string",
-                "title": "Decision",
-                "description": "allow or deny this path for this call",
-                "enum": list(OUTSIDE_DECISIONS),
-                "default": "deny_once",
-            }
-        },
-        "required": ["decision"],
-    }
+    schema = _decision_form("allow or deny this path for this call", OUTSIDE_DECISIONS, "deny_once")
     return message, schema
 
 
