@@ -108,7 +108,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         [str(ENTROPIC_MCP), "demo"], cwd=tmp_path, env=serve_env(), capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "all 7 steps behaved as expected" in done.stdout
+    assert "all 8 steps behaved as expected" in done.stdout
+    assert "the user answers: allow_once" in done.stdout and "the user answers: deny_once" in done.stdout
 
 
 @pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25", "2025-06-18"])

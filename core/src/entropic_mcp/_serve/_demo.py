@@ -58,10 +58,20 @@ class Narrator:
 async def _drive(project: Path, narrator: Narrator) -> None:
     from mcp import Client, StdioServerParameters
 
+    from mcp_types import ElicitResult
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
     command = serve_command()
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(project), env=env)
-    async with Client(params) as client:
+
+    async def user(context: Any, request: Any) -> ElicitResult:
+        """The demo's scripted user: allows tool calls once, refuses paths outside the project."""
+        answer = "deny_once" if "outside the project root" in request.message else "allow_once"
+        click.echo(f"        the server asks the user: {_short(request.message, 160)}")
+        click.echo(f"        the user answers: {answer}")
+        return ElicitResult(action="accept", content={"decision": answer})
+
+    async with Client(params, elicitation_callback=user) as client:
         click.echo(f"connected over stdio with the official MCP SDK client; protocol {client.protocol_version}\n")
         tools = []
         cursor = None
@@ -109,10 +119,18 @@ async def _drive(project: Path, narrator: Narrator) -> None:
             lambda r, t: not r.is_error and "demo-says-hi" in t,
         )
         await call(
-            "a path outside the project is refused",
+            'a rule says "ask": the user is asked, allows it once',
+            "filesystem.edit_file",
+            {"path": "hello.txt", "old_string": "Hello", "new_string": "Hi"},
+            lambda r, t: not r.is_error,
+        )
+        await call(
+            "a path outside the project: the user is asked, refuses",
             "filesystem.read_file",
             {"path": "/etc/passwd"},
-            lambda r, t: r.is_error and not (r.meta or {}).get("entropic-mcp/directives"),
+            lambda r, t: (
+                r.is_error and "outside_root_rejected" in t and not (r.meta or {}).get("entropic-mcp/directives")
+            ),
         )
         todo = await call(
             "keep a todo list",
