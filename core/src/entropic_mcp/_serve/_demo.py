@@ -57,17 +57,16 @@ class Narrator:
 
 async def _drive(project: Path, narrator: Narrator) -> None:
     from mcp import Client, StdioServerParameters
-
     from mcp_types import ElicitResult
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
     command = serve_command()
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(project), env=env)
 
-    async def user(context: Any, request: Any) -> ElicitResult:
+    async def user(context: Any, params: Any) -> ElicitResult:
         """The demo's scripted user: allows tool calls once, refuses paths outside the project."""
-        answer = "deny_once" if "outside the project root" in request.message else "allow_once"
-        click.echo(f"        the server asks the user: {_short(request.message, 160)}")
+        answer = "deny_once" if "outside the project root" in params.message else "allow_once"
+        click.echo(f"        the server asks the user: {_short(params.message, 160)}")
         click.echo(f"        the user answers: {answer}")
         return ElicitResult(action="accept", content={"decision": answer})
 
