@@ -199,8 +199,11 @@ class Endpoint:
         answered = False
 
         async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
+            try:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+            except Exception:  # a server that cannot tell us any more: treat it as gone
+                log.debug("receive failed while watching a request", exc_info=True)
             gone.set()
             if not answered:
                 task.cancel()
