@@ -315,6 +315,12 @@ def _start_http(command: list[str], project: Path, *, ours: bool) -> tuple[subpr
     raise RuntimeError("peer did not start")
 
 
+def _rate_and_p99(latencies: list[float], elapsed: float, errors: int) -> tuple[float, float, int]:
+    """(calls per second, p99 latency in ms, errors) of one load run."""
+    latencies.sort()
+    return len(latencies) / elapsed, latencies[int(len(latencies) * 0.99) - 1] * 1000, errors
+
+
 async def _http_load(url: str, tool: str, conversations: int, calls: int) -> tuple[float, float, int]:
     """(calls/s, p99 ms, errors) with ``conversations`` clients calling concurrently."""
     from mcp import Client
@@ -341,8 +347,7 @@ async def _http_load(url: str, tool: str, conversations: int, calls: int) -> tup
         for index in range(conversations):
             tg.start_soon(conversation, index)
     elapsed = time.perf_counter() - started
-    latencies.sort()
-    return len(latencies) / elapsed, latencies[int(len(latencies) * 0.99) - 1] * 1000, errors
+    return _rate_and_p99(latencies, elapsed, errors)
 
 
 LOAD_WORKER = textwrap.dedent("""\
@@ -431,9 +436,9 @@ def _http_load_processes(
         worker.stdin.flush()
     reports = [json.loads(worker.communicate(timeout=600)[0].strip().splitlines()[-1]) for worker in workers]
     elapsed = time.perf_counter() - started
-    latencies = sorted(x for report in reports for x in report["latencies"])
+    latencies = [x for report in reports for x in report["latencies"]]
     errors = sum(report["errors"] for report in reports)
-    return len(latencies) / elapsed, latencies[int(len(latencies) * 0.99) - 1] * 1000, errors
+    return _rate_and_p99(latencies, elapsed, errors)
 
 
 RAW_REQUEST = (
@@ -503,8 +508,7 @@ async def _raw_http_load(url: str, tool: str, conversations: int, calls: int) ->
     started = time.perf_counter()
     await asyncio.gather(*(conversation(index) for index in range(conversations)))
     elapsed = time.perf_counter() - started
-    latencies.sort()
-    return len(latencies) / elapsed, latencies[int(len(latencies) * 0.99) - 1] * 1000, errors
+    return _rate_and_p99(latencies, elapsed, errors)
 
 
 async def p12(project: Path) -> None:

@@ -141,3 +141,15 @@ def test_answers_to_the_two_questions() -> None:
     decision = decision_from("accept", {"decision": "always_allow", "feedback": "ok"})
     assert decision is not None and decision.answer == "always_allow" and decision.feedback == "ok"
     assert decision_from("accept", {"decision": "maybe"}) is None
+
+
+def test_only_requests_asking_for_progress_are_streamed() -> None:
+    from entropic_mcp._serve._http import _wants_stream
+
+    assert _wants_stream(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"t"}}}')
+    assert _wants_stream(b'{"params":{"_meta":{"progressToken":7}}}')
+    assert not _wants_stream(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}')
+    # The key appearing elsewhere (an argument's text) is not a request for progress.
+    assert not _wants_stream(b'{"params":{"arguments":{"text":"\\"progressToken\\""}}}')
+    assert not _wants_stream(b'{"params":{"arguments":{"progressToken":"t"}}}')
+    assert not _wants_stream(b'not json "progressToken"') and not _wants_stream(b'["progressToken"]')

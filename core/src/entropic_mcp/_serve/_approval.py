@@ -61,7 +61,7 @@ def _decision_form(description: str, choices: tuple[str, ...], default: str) -> 
     }
 
 
-def question(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
+def question(request: ApprovalRequest) -> Form:
     """The message and form schema shown to the user."""
     args = dumps(dict(request.args))
     if len(args) > 600:

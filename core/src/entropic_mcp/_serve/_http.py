@@ -131,6 +131,8 @@ def _modern(scope: dict[str, Any]) -> bool:
 
 def _wants_stream(body: bytes) -> bool:
     """Whether the request asked for progress (``params._meta.progressToken``), which needs SSE."""
+    if b'"progressToken"' not in body:
+        return False  # the common case, decided without parsing the body a second time
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
