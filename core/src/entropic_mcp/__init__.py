@@ -42,7 +42,15 @@ if TYPE_CHECKING:
     from ._keys import AccessKeyError, AccessKeys
     from ._manager import ServerManager
     from ._paths import PathPolicy, ResolvedPath, confine, is_within
-    from ._permissions import PermissionPart
+    from ._permissions import (
+        POLICY_FILES,
+        READ_PATH_TOOLS,
+        WRITE_PATH_TOOLS,
+        PermissionPart,
+        escape_glob,
+        path_part,
+        path_refused,
+    )
     from ._pipeline import BatchOutcome, CallOutcome
     from ._plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, Plugins, hookimpl
     from ._server import MCPServerBase, normalize_args
@@ -113,6 +121,12 @@ _LAZY: dict[str, str] = {
     "load_config": "._config",
     "load_tool_definition": "._tools",
     "normalize_args": "._server",
+    "POLICY_FILES": "._permissions",
+    "READ_PATH_TOOLS": "._permissions",
+    "WRITE_PATH_TOOLS": "._permissions",
+    "escape_glob": "._permissions",
+    "path_part": "._permissions",
+    "path_refused": "._permissions",
 }
 
 
@@ -129,6 +143,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "POLICY_FILES",
+    "READ_PATH_TOOLS",
+    "WRITE_PATH_TOOLS",
     "AccessKeyError",
     "AccessKeys",
     "AccessLevel",
@@ -184,9 +201,12 @@ __all__ = [
     "config_from_dict",
     "confine",
     "directive_from_dict",
+    "escape_glob",
     "hookimpl",
     "is_within",
     "load_config",
     "load_tool_definition",
     "normalize_args",
+    "path_part",
+    "path_refused",
 ]

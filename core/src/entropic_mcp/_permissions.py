@@ -8,11 +8,14 @@ import threading
 from collections.abc import Iterable, Sequence
 from fnmatch import translate
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from ._config import PermissionsConfig
+
+if TYPE_CHECKING:
+    from ._context import CallContext
 
 Decision = Literal["allow", "ask", "deny"]
 
@@ -32,12 +35,16 @@ class PermissionPart:
             never allows it (it asks).
         neutral: True for a part that only matters when a rule names it (a bash redirection
             checked as a file write): unmatched, it neither asks nor allows.
+        protected: True for a write to one of entropic-mcp's own policy files: denied unless an
+            allow rule names it explicitly (no default, ``allow_read``, ``auto_approve`` or
+            approval opens it — the agent must not rewrite its own permissions).
     """
 
     names: tuple[str, ...] = attrs.field(converter=_names)
     store: str
     understood: bool = True
     neutral: bool = False
+    protected: bool = False
 
 
 def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
@@ -47,6 +54,48 @@ def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
     # fnmatch.translate gives an anchored, case-sensitive regex per glob; one alternation
     # matches a name against every rule of a list in a single pass.
     return re.compile("|".join(f"(?:{translate(p)})" for p in patterns))
+
+
+@attrs.frozen(kw_only=True)
+class PartVerdict:
+    """How the rules answered one part: the decision and the rule that decided it (None: default)."""
+
+    part: PermissionPart
+    decision: Decision | None
+    rule: str | None = None
+    kind: str | None = None  # deny | ask | allow | allow_read | default | protected | not_understood
+
+
+@attrs.frozen(kw_only=True)
+class Verdict:
+    """How the rules answered a whole call.
+
+    ``asking`` holds the parts that need approval (deny: the denied parts); ``verdicts`` every
+    part's own answer, so messages can name the rule that matched.
+    """
+
+    decision: Decision
+    asking: tuple[PermissionPart, ...] = ()
+    verdicts: tuple[PartVerdict, ...] = ()
+
+    def rules(self) -> list[str]:
+        """The rules that matched the parts in ``asking``, in order, without repeats."""
+        wanted = set(self.asking)
+        return list(dict.fromkeys(v.rule for v in self.verdicts if v.part in wanted and v.rule))
+
+    @property
+    def always_effective(self) -> bool:
+        """Whether an "always allow" answer would take effect on the next identical call.
+
+        It would not when an explicit ``ask`` rule matched (ask is checked before allow), when
+        a part was not fully understood (allow rules never allow those), or for protected parts.
+        """
+        wanted = set(self.asking)
+        return all(
+            v.kind not in ("ask", "not_understood") and v.part.understood and not v.part.protected
+            for v in self.verdicts
+            if v.part in wanted
+        )
 
 
 class PermissionRules:
@@ -65,54 +114,86 @@ class PermissionRules:
 
     def _recompile(self) -> None:
         self._compiled = {kind: _compile(rules) for kind, rules in self.lists.items()}
-        self._cache: dict[tuple[object, ...], Decision | None] = {}
+        self._single = {
+            kind: [(rule, re.compile(translate(rule))) for rule in rules] for kind, rules in self.lists.items()
+        }
+        self._cache: dict[tuple[object, ...], PartVerdict] = {}
 
-    def _matches(self, kind: str, names: Sequence[str]) -> bool:
+    def _match(self, kind: str, names: Sequence[str]) -> str | None:
+        """The first rule of ``kind`` matching any of ``names`` (None when none does)."""
         regex = self._compiled[kind]
-        return regex is not None and any(regex.match(name) for name in names)
+        if regex is None or not any(regex.match(name) for name in names):
+            return None
+        for rule, single in self._single[kind]:
+            if any(single.match(name) for name in names):
+                return rule
+        return None  # pragma: no cover - the alternation and the single rules agree
 
-    def decide_part(self, part: PermissionPart, *, read_only: bool) -> Decision | None:
-        key = (part.names, part.understood, part.neutral, read_only)
+    def verdict(self, part: PermissionPart, *, read_only: bool) -> PartVerdict:
+        """One part's decision and the rule behind it (cached: rules change only by ``add``)."""
+        key = (part, read_only)
         try:
             return self._cache[key]
         except KeyError:
             pass
-        decision = self._decide_part(part, read_only=read_only)
+        verdict = self._verdict(part, read_only=read_only)
         if len(self._cache) > 8192:
             self._cache.clear()
-        self._cache[key] = decision
-        return decision
+        self._cache[key] = verdict
+        return verdict
 
-    def _decide_part(self, part: PermissionPart, *, read_only: bool) -> Decision | None:
-        if self._matches("deny", part.names):
-            return "deny"
-        if self._matches("ask", part.names):
-            return "ask"
-        if self._matches("allow", part.names) or (read_only and self.config.allow_read):
-            return "allow" if part.understood else "ask"
+    def decide_part(self, part: PermissionPart, *, read_only: bool) -> Decision | None:
+        return self.verdict(part, read_only=read_only).decision
+
+    def _verdict(self, part: PermissionPart, *, read_only: bool) -> PartVerdict:
+        rule = self._match("deny", part.names)
+        if rule is not None:
+            return PartVerdict(part=part, decision="deny", rule=rule, kind="deny")
+        if part.protected:
+            # Only a rule that names the policy file itself opens it: `filesystem.*` does not.
+            base = part.store.rpartition("/")[2].rpartition(":")[2]
+            rule = self._match("allow", part.names)
+            if rule is not None and base and base in rule and part.understood:
+                return PartVerdict(part=part, decision="allow", rule=rule, kind="allow")
+            return PartVerdict(part=part, decision="deny", kind="protected")
+        rule = self._match("ask", part.names)
+        if rule is not None:
+            return PartVerdict(part=part, decision="ask", rule=rule, kind="ask")
+        rule = self._match("allow", part.names)
+        if rule is not None or (read_only and self.config.allow_read):
+            if part.understood:
+                return PartVerdict(part=part, decision="allow", rule=rule, kind="allow" if rule else "allow_read")
+            return PartVerdict(part=part, decision="ask", rule=rule, kind="not_understood")
         if part.neutral:
-            return None
+            return PartVerdict(part=part, decision=None)
         default: Decision = self.config.default  # type: ignore[assignment]  # validated at load
-        return "ask" if default == "allow" and not part.understood else default
+        if default == "allow" and not part.understood:
+            return PartVerdict(part=part, decision="ask", kind="not_understood")
+        return PartVerdict(part=part, decision=default, kind="default")
+
+    def judge(self, parts: Sequence[PermissionPart], *, read_only: bool) -> Verdict:
+        """The call's verdict: deny if any part is denied, else ask if any asks, else allow."""
+        verdicts = tuple(self.verdict(part, read_only=read_only) for part in parts)
+        denied = tuple(v.part for v in verdicts if v.decision == "deny")
+        if denied:
+            return Verdict(decision="deny", asking=denied, verdicts=verdicts)
+        asking = tuple(v.part for v in verdicts if v.decision == "ask")
+        if asking and not self.config.auto_approve:
+            return Verdict(decision="ask", asking=asking, verdicts=verdicts)
+        return Verdict(decision="allow", verdicts=verdicts)
 
     def decide(self, parts: Sequence[PermissionPart], *, read_only: bool) -> tuple[Decision, list[PermissionPart]]:
         """The call's decision and the parts that need approval (for "always" answers)."""
-        if len(parts) == 1:
-            decision = self.decide_part(parts[0], read_only=read_only)
-            if decision == "allow" or decision is None:
-                return "allow", []
-            if decision == "ask" and self.config.auto_approve:
-                return "allow", []
-            return decision, list(parts)
-        decisions = [(part, self.decide_part(part, read_only=read_only)) for part in parts]
-        if any(d == "deny" for _, d in decisions):
-            return "deny", [p for p, d in decisions if d == "deny"]
-        asking = [p for p, d in decisions if d == "ask"]
-        if asking:
-            if self.config.auto_approve:
-                return "allow", []
-            return "ask", asking
-        return "allow", []
+        verdict = self.judge(parts, read_only=read_only)
+        return verdict.decision, list(verdict.asking)
+
+    def path_refused(self, access: str, path: str, *, also: Iterable[str] = ()) -> str | None:
+        """The deny or ask rule matching one file a walking tool would open (None: not refused)."""
+        part = path_part(access, path, also=also, neutral=True)  # type: ignore[arg-type]
+        verdict = self.verdict(part, read_only=access == "read")
+        if verdict.decision in ("deny", "ask") and verdict.kind in ("deny", "ask"):
+            return verdict.rule
+        return None
 
     def add(self, kind: Literal["allow", "deny"], patterns: Iterable[str]) -> list[str]:
         """Add rules in memory and in the local file (atomically, never duplicated)."""
@@ -125,6 +206,77 @@ class PermissionRules:
             self.lists[kind].extend(added)
             self._recompile()
             return added
+
+
+# -- path rules by kind of access -------------------------------------------------------------
+
+#: Tools that read files: a read rule on a path covers every one of them.
+READ_PATH_TOOLS = ("read_file", "read_files", "grep", "glob", "list_directory", "file_info")
+#: Tools that change files: a write rule on a path covers every one of them (and bash redirections).
+WRITE_PATH_TOOLS = ("write_file", "edit_file", "move_file", "delete_file", "create_directory")
+#: entropic-mcp's own policy: an agent must not rewrite the rules it is held to.
+POLICY_FILES = frozenset({"entropic-mcp.toml", "entropic-mcp.local.toml", ".entropicignore"})
+FILE_SERVER = "filesystem"
+_GLOB_SPECIAL = re.compile(r"([*?\[])")
+
+
+def escape_glob(text: str) -> str:
+    """``text`` as a glob that matches only itself."""
+    return _GLOB_SPECIAL.sub(r"[\1]", text)
+
+
+def path_part(
+    access: Literal["read", "write"],
+    path: str,
+    *,
+    tool: str | None = None,
+    also: Iterable[str] = (),
+    understood: bool = True,
+    neutral: bool = False,
+) -> PermissionPart:
+    """The permission part of one file access, matched by every rule of its kind of access.
+
+    Args:
+        access: ``"read"`` or ``"write"``.
+        path: the canonical display form: root-relative POSIX (``"src/a.py"``, ``"."``), or the
+            absolute path outside the root.
+        tool: the filesystem tool making the access (adds the bare ``filesystem.<tool>`` name
+            and is what "always allow" stores); None for another server's access (a bash
+            redirection).
+        also: other spellings of the same path to match (the absolute form of an inside path).
+        understood: False when the path could not be established (asks; never allowed by a rule).
+        neutral: True when only rules naming the path matter (unmatched: neither ask nor allow).
+
+    Returns:
+        A part named ``filesystem.<access>:<p>`` and ``filesystem.<t>:<p>`` for every tool ``t``
+        of that kind and every spelling ``p``: ``deny = ["filesystem.write_file:secrets/*"]``
+        stops ``edit_file``, ``move_file`` and shell redirections alike.
+    """
+    tools = READ_PATH_TOOLS if access == "read" else WRITE_PATH_TOOLS
+    names: list[str] = [f"{FILE_SERVER}.{tool}"] if tool and not neutral else []
+    for spelling in (path, *also):
+        names.append(f"{FILE_SERVER}.{access}:{spelling}")
+        names.extend(f"{FILE_SERVER}.{t}:{spelling}" for t in tools)
+    base = path.rstrip("/").rpartition("/")[2]
+    return PermissionPart(
+        names=tuple(dict.fromkeys(names)),
+        store=f"{FILE_SERVER}.{tool or access}:{escape_glob(path)}",
+        understood=understood,
+        neutral=neutral,
+        protected=access == "write" and base in POLICY_FILES,
+    )
+
+
+def path_refused(
+    ctx: CallContext, access: Literal["read", "write"], path: str, *, also: Iterable[str] = ()
+) -> str | None:
+    """For walking tools: the deny or ask rule that matches one file or directory, so the tool
+    skips it; None when nothing refuses it or the context has no manager (a server used bare).
+    Never asks anyone."""
+    manager = ctx.manager
+    if manager is None:
+        return None
+    return manager.permissions.path_refused(access, path, also=also)
 
 
 def persist_rules(path: Path, kind: str, patterns: Iterable[str]) -> None:
