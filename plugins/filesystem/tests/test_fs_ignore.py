@@ -192,3 +192,34 @@ def test_name_rules_agree_with_pathspec_for_files(lines, name):
     assert rules is not None
     expected = GitIgnoreSpec.from_lines([line for line in lines if not line.endswith("/")]).check_file(name).include
     assert rules.ignored(name) is bool(expected)
+
+
+@pytest.mark.parametrize(
+    ("line", "hidden", "shown"),
+    [
+        ("**/node_modules/**", ["node_modules/a.js", "web/node_modules/pkg/b.js"], ["web/app.js"]),
+        ("src/**", ["src/a.py", "src/deep/b.py"], ["lib/c.py"]),
+        ("gen/**/*.py", ["gen/x/a.py", "gen/a.py"], ["gen/keep.txt"]),
+        ("**/cache/**\n!**/cache/keep.txt", ["cache/a.txt"], ["lib/c.py"]),
+    ],
+)
+def test_lines_ending_in_double_star_work_in_every_walk(fs, root, line, hidden, shown):
+    # These lines carry no directory-marker group in pathspec's regexes; a matcher built on its
+    # private group names failed every walk with "no such group".
+    write(root, ".gitignore", line + "\n")
+    for rel in hidden + shown:
+        write(root, rel, "needle\n")
+    globbed = fs.ok("glob", {"pattern": "**/*"})
+    grepped = {m["path"] for m in fs.ok("grep", {"pattern": "needle"})}
+    listed = {e["path"] for e in fs.ok("list_directory", {"recursive": True, "max_depth": 8}) if e["type"] == "file"}
+    for found in (set(globbed), grepped, listed):
+        assert set(shown) <= found, (line, found)
+        assert not set(hidden) & found, (line, found)
+
+
+@pytest.mark.parametrize("line", ["**/node_modules/**", "src/**", "a/**/b/**", "**/**", "/**"])
+def test_double_star_lines_agree_with_pathspec(line):
+    from pathspec import GitIgnoreSpec
+
+    for path in ["src/a", "src/", "x/node_modules/y", "node_modules/", "a/q/b/c", "top", "a/b/"]:
+        assert IgnoreFile([line]).verdict(path) == GitIgnoreSpec.from_lines([line]).check_file(path).include

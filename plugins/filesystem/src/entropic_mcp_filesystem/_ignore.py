@@ -1,18 +1,17 @@
 """Ignore rules: nested .gitignore files, the root .entropicignore, and .git/info/exclude.
 
-Each ignore file is compiled once (and cached by inode and mtime) into a single regular
-expression: pathspec's gitignore patterns, alternated last-first so that the first alternative
-that matches is the last matching line of the file — git's "last match wins" in one ``match``.
+Each ignore file is compiled once (and cached by inode and mtime) into a pathspec
+``GitIgnoreSpec``; matching uses its public ``check_file`` only (git's "last match wins", with
+a line naming the path itself ranked above one naming a parent directory).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ._fsio import FILE_FLAGS, read_all
 
@@ -20,79 +19,66 @@ GITIGNORE = ".gitignore"
 ENTROPICIGNORE = ".entropicignore"
 MAX_IGNORE_FILE_BYTES = 1 << 20
 MAX_CACHED = 4096
-#: How pathspec spells "in any directory": a pattern with no inner '/' (``*.log``, ``**/x``).
-BASENAME_PREFIX = "^(?:.+/)?"
+#: File-name verdicts remembered per ignore file (names repeat across directories).
+MAX_REMEMBERED_NAMES = 16384
 
 
 class IgnoreFile:
-    """The patterns of one ignore file; ``verdict`` is True (ignored), False (re-included) or None."""
+    """The patterns of one ignore file; ``verdict`` is True (ignored), False (re-included) or None.
 
-    __slots__ = ("_includes", "_match", "_spec", "count", "name_patterns")
+    Matching goes through pathspec's public ``GitIgnoreSpec.check_file`` (its RE2 backend when
+    ``google-re2`` is installed): an earlier version combined pathspec's private regex groups into
+    one expression and broke on lines ending in ``/**``, which carry no such group.
+    """
+
+    __slots__ = ("_check", "_names", "count", "name_only")
 
     def __init__(self, lines: Sequence[str]) -> None:
         from pathspec import GitIgnoreSpec
 
-        spec = GitIgnoreSpec.from_lines(lines)
-        active = [p for p in spec.patterns if p.include is not None and getattr(p, "regex", None) is not None]
-        self.count = len(active)
-        self._spec = spec
-        self._includes: dict[str, bool] = {}
-        self._match: Callable[[str], re.Match[str] | _SpecMatch | None] | None
-        alternatives = []
-        #: For files: (regex on the bare file name, include), last line first; None when some
-        #: line depends on the directory (then every file is checked by full path).
-        names: list[tuple[str, bool]] | None = []
-        for pattern in reversed(active):
-            raw = pattern.regex.pattern  # type: ignore[union-attr]
-            if raw.endswith("(?P<ps_d>/)"):
-                continue  # directory-only ("build/"): files under it are pruned with the directory
-            rest = raw[len(BASENAME_PREFIX) :] if raw.startswith(BASENAME_PREFIX) else None
-            if rest is None or "/" in rest.replace("[^/]", "").replace("(?P<ps_d>/)", ""):
-                names = None
-                break
-            if names is not None:
-                names.append((rest.replace("(?P<ps_d>/)", "/"), bool(pattern.include)))
-        self.name_patterns = names
-        for index, pattern in enumerate(reversed(active)):
-            # Each alternative keeps its own "matched as the contents of a directory" group: git
-            # ranks a line that names the path itself above one that names a parent directory
-            # (``!keep.log`` does not re-include ``keep.log/x1`` that ``x?`` ignores).
-            source = pattern.regex.pattern.replace("(?P<ps_d>/)", f"(?P<d{index}>/)")  # type: ignore[union-attr]
-            name = f"p{index}"
-            self._includes[name] = bool(pattern.include)
-            alternatives.append(f"(?P<{name}>{source})")
-        try:
-            combined = re.compile("|".join(alternatives)) if alternatives else None
-            self._match = combined.match if combined is not None else None
-        except re.error:  # a pattern form we do not know how to combine: ask pathspec line by line
-            self._match = self._spec_match
-
-    def _spec_match(self, path: str) -> _SpecMatch | None:
-        result = self._spec.check_file(path)
-        return None if result.include is None else _SpecMatch(result.include)
+        active = [line for line in (_clean(raw) for raw in lines) if line]
+        spec = GitIgnoreSpec.from_lines(active)
+        self.count = sum(1 for p in spec.patterns if p.include is not None)
+        self._check = spec.check_file
+        #: True when every line decides a file by its bare name (``*.log``, ``!keep.log``,
+        #: ``**/gen``, directory-only ``build/``): a file's verdict then depends on its name alone.
+        self.name_only = all(_name_only(line) for line in active)
+        self._names: dict[str, bool | None] = {}
 
     def verdict(self, path: str) -> bool | None:
         """``path`` is relative to the ignore file's directory, with a trailing ``/`` for directories."""
-        if self._match is None:
+        if not self.count:
             return None
-        found = self._match(path)
-        if found is None:
-            return None
-        if isinstance(found, _SpecMatch):
-            return found.include
-        name = found.lastgroup or ""
-        if found.group("d" + name[1:]) is not None:
-            # matched through a parent directory: a later line may name the path itself
-            exact = self._spec_match(path)
-            return None if exact is None else exact.include
-        return self._includes[name]
+        return self._check(path).include
+
+    def name_verdict(self, name: str) -> bool | None:
+        """The verdict for a file called ``name`` (only meaningful when ``name_only``), remembered."""
+        try:
+            return self._names[name]
+        except KeyError:
+            pass
+        found = self.verdict(name)
+        if len(self._names) < MAX_REMEMBERED_NAMES:
+            self._names[name] = found
+        return found
 
 
-class _SpecMatch:
-    __slots__ = ("include",)
+def _clean(line: str) -> str:
+    """``line`` without what git ignores in it (comments, blank lines; trailing unescaped spaces)."""
+    stripped = line.rstrip("\r\n")
+    if not stripped.strip() or stripped.startswith("#"):
+        return ""
+    return stripped
 
-    def __init__(self, include: bool) -> None:
-        self.include = include
+
+def _name_only(line: str) -> bool:
+    body = line[1:] if line.startswith("!") else line
+    body = body.rstrip(" ")
+    if body.startswith("**/"):
+        body = body[3:]
+    if body.endswith("/"):
+        body = body[:-1]
+    return bool(body) and "/" not in body
 
 
 class IgnoreCache:
@@ -199,46 +185,35 @@ def stack_verdict(stack: Sequence[Level], path: str) -> bool:
 
 
 class NameRules:
-    """The file verdicts of a whole stack of ignore files as one regex on the bare file name.
+    """The file verdicts of a whole stack of ignore files, decided by the bare file name.
 
     Only built when every ignore file in the stack decides files by name alone (the usual
-    ``*.log`` / ``!keep.log`` kind); alternatives run deepest file first, last line first, so the
-    first alternative that matches is the line git would apply.
+    ``*.log`` / ``!keep.log`` kind); the root ``.entropicignore`` first, then the deepest
+    ``.gitignore`` with an opinion decides — as ``stack_verdict`` does with full paths.
     """
 
-    __slots__ = ("_includes", "_match")
+    __slots__ = ("_files",)
 
     def __init__(self, files: Sequence[IgnoreFile]) -> None:
-        alternatives: list[str] = []
-        self._includes: dict[str, bool] = {}
-        for rules in files:
-            assert rules.name_patterns is not None
-            for source, include in rules.name_patterns:
-                name = f"n{len(alternatives)}"
-                self._includes[name] = include
-                alternatives.append(f"(?P<{name}>{source})")
-        self._match = re.compile("|".join(alternatives)).match if alternatives else None
+        self._files = tuple(files)
 
     @classmethod
     def for_stack(cls, entropic: IgnoreFile | None, stack: Sequence[Level]) -> NameRules | None:
         files = ([entropic] if entropic is not None else []) + [rules for _, rules in reversed(stack)]
-        if any(rules.name_patterns is None for rules in files):
+        if any(not rules.name_only for rules in files):
             return None
-        try:
-            return cls(files)
-        except re.error:
-            return None
+        return cls(files)
 
     def keep(self, names: list[str]) -> list[str]:
-        """``names`` without the ignored ones (``ignored`` for a whole directory, without a call per name)."""
-        match = self._match
-        if match is None:
+        """``names`` without the ignored ones."""
+        if not self._files:
             return list(names)
-        includes = self._includes
-        return [n for n in names if (found := match(n)) is None or not includes[found.lastgroup or ""]]
+        ignored = self.ignored
+        return [n for n in names if not ignored(n)]
 
     def ignored(self, name: str) -> bool:
-        if self._match is None:
-            return False
-        found = self._match(name)
-        return found is not None and self._includes[found.lastgroup or ""]
+        for rules in self._files:
+            verdict = rules.name_verdict(name)
+            if verdict is not None:
+                return verdict
+        return False
