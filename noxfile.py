@@ -19,14 +19,14 @@ DOCS_DEPS = ["mkdocs>=1.6"]
 
 
 def install_all(session: nox.Session) -> None:
-    session.install(*TEST_DEPS, "-e", "core", *(arg for name in PLUGINS for arg in ("-e", f"plugins/{name}")))
+    session.install(*TEST_DEPS, "-e", "core[testing]", *(arg for name in PLUGINS for arg in ("-e", f"plugins/{name}")))
 
 
 @nox.session(name="tests")
 @nox.parametrize("package", PACKAGES, ids=[p.replace("plugins/", "") for p in PACKAGES])
 def tests(session: nox.Session, package: str) -> None:
     """One package's tests, with only the core and that package installed."""
-    editable = ["-e", "core"] if package == "core" else ["-e", "core", "-e", package]
+    editable = ["-e", "core[testing]"] if package == "core" else ["-e", "core[testing]", "-e", package]
     session.install(*TEST_DEPS, *editable)
     session.run("pytest", f"{package}/tests", "-m", "not slow", *session.posargs)
 
