@@ -16,14 +16,21 @@ from entropic_mcp_filesystem import FilesystemServer
 class Harness:
     """One manager with one filesystem server; ``call`` returns (outcome, parsed result)."""
 
-    def __init__(self, root: Path, table: dict[str, Any], plugins: Any = None, result_cap: int = 0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        table: dict[str, Any],
+        plugins: Any = None,
+        result_cap: int = 0,
+        permissions: dict[str, Any] | None = None,
+    ) -> None:
         from entropic_mcp.testing import fresh_plugins
 
         self.root = root
         config = config_from_dict(
             {
                 "storage": {"backend": "none"},
-                "permissions": {"default": "allow"},
+                "permissions": permissions or {"default": "allow"},
                 "pipeline": {"max_result_bytes": result_cap},
                 "servers": {"filesystem": table},
             },
@@ -70,9 +77,14 @@ def make(root: Path) -> Iterator[Callable[..., Harness]]:
     made: list[Harness] = []
 
     def factory(
-        table: dict[str, Any] | None = None, *, plugins: Any = None, at: Path | None = None, result_cap: int = 0
+        table: dict[str, Any] | None = None,
+        *,
+        plugins: Any = None,
+        at: Path | None = None,
+        result_cap: int = 0,
+        permissions: dict[str, Any] | None = None,
     ) -> Harness:
-        harness = Harness(at or root, dict(table or {}), plugins, result_cap)
+        harness = Harness(at or root, dict(table or {}), plugins, result_cap, permissions)
         made.append(harness)
         return harness
 

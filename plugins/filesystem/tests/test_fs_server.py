@@ -50,12 +50,13 @@ def test_skip_duplicate_check_only_for_read_file(root):
         ("edit_file", {"path": "x"}, "filesystem.edit_file:x"),
         ("list_directory", {}, "filesystem.list_directory:."),
         ("list_directory", {"path": "docs/"}, "filesystem.list_directory:docs"),
-        ("glob", {"pattern": "**/*.py"}, "filesystem.glob:**/*.py"),
-        ("grep", {"pattern": "TODO|FIXME", "path": "src"}, "filesystem.grep:TODO|FIXME"),
+        ("glob", {"pattern": "**/*.py"}, "filesystem.glob:."),
+        ("grep", {"pattern": "TODO|FIXME", "path": "src"}, "filesystem.grep:src"),
         ("write_file", {}, "filesystem.write_file"),
         ("write_file", {"path": 5}, "filesystem.write_file"),
         ("write_file", {"path": "a\x00b"}, "filesystem.write_file"),
-        ("grep", {}, "filesystem.grep"),
+        ("grep", {}, "filesystem.grep:."),
+        ("read_file", {"path": "a[1]*.txt"}, "filesystem.read_file:a[[]1][*].txt"),
     ],
 )
 def test_permission_pattern(root, tool, args, pattern):

@@ -13,6 +13,7 @@ from . import _args
 from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
 from ._fsio import Location, printable
 from ._globpat import compile_glob
+from ._rules import WalkGate
 from ._walk import NameDir, Walk, start
 
 
@@ -72,6 +73,9 @@ class Glob(FilesystemTool):
                         extend(join(n) for n in directory.kept(matched))
         finally:
             os.close(top.fd)
+        gate = WalkGate(ctx, fs.root)
+        if gate.active:
+            found = [r for r in found if not gate.refused(top.display(r))]
         found.sort()
         limit = settings.max_glob_results
         shown = found[:limit]
@@ -81,6 +85,9 @@ class Glob(FilesystemTool):
             results = shown  # nothing to make printable (the usual case: one check, not one per path)
         else:
             results = [printable(r) for r in shown]
+        skipped = gate.note()
+        if skipped is not None:
+            results.append(skipped)
         if len(found) > limit:
             results.append(
                 truncation(

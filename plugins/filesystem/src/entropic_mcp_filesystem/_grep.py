@@ -19,6 +19,7 @@ from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
 from ._fsio import FILE_FLAGS, printable
 from ._globpat import compile_glob
 from ._read import SNIFF
+from ._rules import WalkGate
 from ._walk import Walk, start
 
 READ_CHUNK = 1 << 18
@@ -158,6 +159,7 @@ class Grep(FilesystemTool):
                 raise
             return self._fit(self._one_file(resolved, loc, matcher, context, want), ctx)
         walk = Walk(limit=settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
+        gate = WalkGate(ctx, fs.root)
         cut = len(top.rel) + 1 if top.rel else 0
         try:
             for directory in walk.walk(top.fd, top.rel, top.stack, top.entropic):
@@ -172,6 +174,8 @@ class Grep(FilesystemTool):
                         continue
                     if directory.file_ignored(entry.name):
                         continue
+                    if gate.refused(top.display(rel)):
+                        continue
                     data = read_file_at(directory.fd, entry.name)
                     if data is None:
                         continue
@@ -182,7 +186,7 @@ class Grep(FilesystemTool):
                     break
         finally:
             os.close(top.fd)
-        return self._fit(self._finish(found, walk), ctx)
+        return self._fit(self._finish(found, walk, gate), ctx)
 
     def _fit(self, results: list[Any], ctx: CallContext) -> ToolResult:
         note = "narrow the search with a more specific pattern, 'glob' or 'path', or less context"
@@ -209,9 +213,12 @@ class Grep(FilesystemTool):
         found = grep_bytes(read_all(fd), matcher, loc.display, want, context)
         return self._finish(found, None)
 
-    def _finish(self, found: list[dict[str, Any]], walk: Walk | None) -> list[Any]:
+    def _finish(self, found: list[dict[str, Any]], walk: Walk | None, gate: WalkGate | None = None) -> list[Any]:
         limit = self.fs.settings.max_grep_matches
         results: list[Any] = found[:limit]
+        skipped = gate.note() if gate is not None else None
+        if skipped is not None:
+            results.append(skipped)
         if len(found) > limit:
             results.append(
                 truncation(

@@ -10,6 +10,7 @@ from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definit
 from . import _args
 from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
 from ._fsio import printable
+from ._rules import WalkGate
 from ._walk import Walk, start
 
 MAX_ENTRIES = 2000
@@ -36,6 +37,7 @@ class ListDirectory(FilesystemTool):
         max_depth = _args.integer(args, "max_depth", default=3, minimum=1, maximum=64)
         top = start(loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
         walk = Walk(limit=fs.settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
+        gate = WalkGate(ctx, fs.root)
         entries: list[dict[str, Any]] = []
         try:
             for directory in walk.walk(
@@ -43,7 +45,7 @@ class ListDirectory(FilesystemTool):
             ):
                 for entry in directory.files:
                     rel = directory.join(entry.name)
-                    if directory.file_ignored(entry.name):
+                    if directory.file_ignored(entry.name) or gate.refused(top.display(rel)):
                         continue
                     try:
                         kind = "symlink" if entry.is_symlink() else "file"
@@ -51,13 +53,18 @@ class ListDirectory(FilesystemTool):
                         continue
                     entries.append(_entry(entry, top.display(rel), kind))
                 for entry in directory.dirs:
-                    entries.append(_entry(entry, top.display(directory.join(entry.name)), "directory"))
+                    shown = top.display(directory.join(entry.name))
+                    if not gate.refused(shown):
+                        entries.append(_entry(entry, shown, "directory"))
                 if len(entries) > MAX_ENTRIES:
                     break
         finally:
             os.close(top.fd)
         entries.sort(key=(lambda e: e["path"]) if recursive else (lambda e: e["name"]))
         results: list[Any] = entries[:MAX_ENTRIES]
+        skipped = gate.note()
+        if skipped is not None:
+            results.append(skipped)
         if len(entries) > MAX_ENTRIES:
             results.append(
                 truncation(

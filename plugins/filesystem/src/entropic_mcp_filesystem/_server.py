@@ -7,15 +7,53 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from entropic_mcp import CallContext, MCPServerBase, ResolvedPath, ToolError, confine, is_within
+import attrs
+from entropic_mcp import (
+    CallContext,
+    MCPServerBase,
+    PermissionPart,
+    ResolvedPath,
+    ToolError,
+    confine,
+    is_within,
+    path_part,
+)
 
 from ._fsio import Location, locate
 from ._ignore import ENTROPICIGNORE, IgnoreCache
+from ._pins import PinKey, pin, take
 from ._settings import CONFIG_KEYS, Settings, settings_from_table
 from ._tracker import ReadTracker
 
-PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_directory"})
 PATTERN_TOOLS = frozenset({"glob", "grep"})
+Access = Literal["read", "write"]
+#: tool -> (access, argument, default, neutral) for every path it touches. A move reads its
+#: source as well as removing it: a read rule on the source must stop moving it into view.
+PATH_ARGUMENTS: dict[str, tuple[tuple[Access, str, str | None, bool], ...]] = {
+    "read_file": (("read", "path", None, False),),
+    "read_files": (("read", "paths", None, False),),
+    "file_info": (("read", "path", None, False),),
+    "list_directory": (("read", "path", ".", False),),
+    "glob": (("read", "path", ".", False),),
+    "grep": (("read", "path", ".", False),),
+    "write_file": (("write", "path", None, False),),
+    "edit_file": (("write", "path", None, False),),
+    "delete_file": (("write", "path", None, False),),
+    "create_directory": (("write", "path", None, False),),
+    "move_file": (
+        ("write", "source", None, False),
+        ("read", "source", None, True),
+        ("write", "destination", None, False),
+    ),
+}
+
+
+def _raw_paths(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, str)]
+    return []
 
 
 class FilesystemServer(MCPServerBase):
@@ -68,38 +106,65 @@ class FilesystemServer(MCPServerBase):
 
     # -- pipeline queries -----------------------------------------------------------------------
 
-    def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
-        """``<tool>:<canonical root-relative path>`` (glob, grep: ``<tool>:<pattern>``)."""
+    def permission_parts(self, tool_name: str, args: Mapping[str, Any]) -> list[PermissionPart]:
+        """One part per file access, by kind: ``path_part("read" | "write", <canonical path>)``.
+
+        The canonical path judged here is pinned for the tool to use (``_pins``), so a link
+        flipped after the check cannot redirect the operation. glob and grep also carry their
+        pattern as a name (``filesystem.grep:<pattern>``), as rules written for them before did.
+        """
         full = f"{self.name}.{tool_name}"
-        if tool_name in PATTERN_TOOLS:
-            pattern = args.get("pattern") if isinstance(args, Mapping) else None
-            return f"{full}:{pattern}" if isinstance(pattern, str) and pattern else full
-        if tool_name in PATH_TOOLS:
-            raw = (
-                args.get("path", "." if tool_name == "list_directory" else None) if isinstance(args, Mapping) else None
-            )
-            canonical = self.canonical_display(raw)
-            return f"{full}:{canonical}" if canonical is not None else full
-        return full
+        accesses = PATH_ARGUMENTS.get(tool_name)
+        if accesses is None or not isinstance(args, Mapping):
+            return [PermissionPart(names=(full,), store=full)]
+        parts: list[PermissionPart] = []
+        pins: dict[PinKey, Path] = {}
+        root = str(self.root)
+        for access, argument, default, neutral in accesses:
+            for raw in _raw_paths(args.get(argument, default)):
+                canonical = self.canonical_path(raw)
+                if canonical is None:
+                    continue  # the tool refuses it with invalid_args before touching anything
+                pins[(root, tool_name, argument, raw)] = canonical
+                display = self.display_of(canonical)
+                also = (str(canonical),) if display != str(canonical) else ()
+                part = path_part(access, display, tool=tool_name, also=also, neutral=neutral)
+                if tool_name in PATTERN_TOOLS and isinstance(args.get("pattern"), str) and args["pattern"]:
+                    part = attrs.evolve(part, names=(*part.names, f"{full}:{args['pattern']}"))
+                parts.append(part)
+        pin(pins)
+        return parts or [PermissionPart(names=(full,), store=full)]
+
+    def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
+        """The first part's stored rule: ``filesystem.<tool>:<canonical root-relative path>``."""
+        return self.permission_parts(tool_name, args)[0].store
 
     def skip_duplicate_check(self, tool_name: str) -> bool:
         # read_file must always run: it refreshes the read tracker for a later write.
-        return tool_name == "read_file"
+        return tool_name in ("read_file", "read_files")
 
     # -- shared by the tools --------------------------------------------------------------------------
 
-    def canonical_display(self, raw: object) -> str | None:
-        """The canonical root-relative form of ``raw`` (absolute outside the root); None if unusable."""
+    def canonical_path(self, raw: object) -> Path | None:
+        """``raw`` resolved against the root, every link followed; None if unusable."""
         if not isinstance(raw, str) or not raw or "\x00" in raw:
             return None
         try:
             os.fsencode(raw)
-            path = Path(os.path.realpath(self.root / raw))
-        except (ValueError, OSError):
+            raw.encode("utf-8")
+            return Path(os.path.realpath(self.root / raw))
+        except (ValueError, OSError, UnicodeEncodeError):
             return None
+
+    def display_of(self, path: Path) -> str:
         if path == self.root:
             return "."
         return path.relative_to(self.root).as_posix() if is_within(path, self.root) else str(path)
+
+    def canonical_display(self, raw: object) -> str | None:
+        """The canonical root-relative form of ``raw`` (absolute outside the root); None if unusable."""
+        path = self.canonical_path(raw)
+        return None if path is None else self.display_of(path)
 
     def resolve(
         self,
@@ -116,6 +181,12 @@ class FilesystemServer(MCPServerBase):
             raw = default
         if raw is None:
             raise ToolError("invalid_args", f"'{argument}' is required: a path relative to the project root")
+        pinned = take((str(self.root), tool, argument, raw)) if isinstance(raw, str) else None
+        if pinned is not None and is_within(pinned, self.root):
+            # The permission stage judged this canonical path: operate on exactly it (opened
+            # component by component without following links), never on a fresh resolution.
+            resolved = ResolvedPath(path=pinned, inside=True, display=self.display_of(pinned))
+            return resolved, locate(resolved, self.root)
         resolved = confine(
             raw,
             root=self.root,
@@ -125,6 +196,13 @@ class FilesystemServer(MCPServerBase):
             ctx=ctx,
             argument=argument,
         )
+        if pinned is not None and resolved.path != pinned:
+            raise ToolError(
+                "unsafe_path",
+                f"{raw!r} resolved to {resolved.display} now but to {self.display_of(pinned)} when its "
+                "permission was checked (a symbolic link changed meanwhile); nothing was read or "
+                "written. Check the path with filesystem.list_directory and call again",
+            )
         return resolved, locate(resolved, self.root)
 
     def refuse_ignored(self, resolved: ResolvedPath, loc: Location, *, write: bool = False) -> None:

@@ -1,0 +1,273 @@
+"""Path rules by kind of access (issue 13): every spelling, every tool of the kind, every walk.
+
+The corpus: for each rule form and each way of spelling the protected path, every tool of the
+kind is refused (or, in walks, silently keeps the path out and says how many it skipped), and
+nothing on disk changes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from entropic_mcp import CallContext
+
+SECRET = "TOPSECRET-key\n"
+
+
+@pytest.fixture
+def tree(root: Path) -> Path:
+    (root / "secrets" / "deep").mkdir(parents=True)
+    (root / "secrets" / "key.txt").write_text(SECRET)
+    (root / "secrets" / "deep" / "more.txt").write_text(SECRET)
+    (root / "public").mkdir()
+    (root / "public" / "a.txt").write_text("public TOPSECRET-free\n")
+    (root / "alias").symlink_to("secrets")
+    (root / "key_link").symlink_to("secrets/key.txt")
+    return root
+
+
+def spellings(root: Path, rel: str) -> list[str]:
+    """Ways to name ``rel`` (a path under secrets/) that all resolve to it."""
+    tail = rel.removeprefix("secrets/")
+    return [
+        rel,
+        f"./{rel}",
+        f"public/../{rel}",
+        f"secrets//{tail}",
+        f"alias/{tail}",
+        str(root / rel),
+        f"{root}/public/../{rel}",
+        f"secrets/deep/../{tail}",
+    ]
+
+
+WRITE_RULES = [
+    "filesystem.write_file:secrets/*",
+    "filesystem.edit_file:secrets/*",
+    "filesystem.write:secrets/*",
+    "filesystem.write:secrets/key.txt",
+    "filesystem.write_file:*/secrets/*",
+]
+READ_RULES = [
+    "filesystem.read:secrets/*",
+    "filesystem.read_file:secrets/*",
+    "filesystem.grep:secrets/*",
+    "filesystem.read:*/secrets/*",
+    "filesystem.list_directory:secrets/*",
+]
+
+
+def write_calls(path: str) -> list[tuple[str, dict]]:
+    return [
+        ("write_file", {"path": path, "content": "pwned\n"}),
+        ("edit_file", {"path": path, "old_string": "TOPSECRET", "new_string": "pwned"}),
+        ("edit_file", {"path": path, "insert_line": 0, "new_string": "pwned"}),
+    ]
+
+
+@pytest.mark.parametrize("rule", WRITE_RULES)
+def test_a_write_rule_stops_every_write_tool_under_every_spelling(make, tree, rule):
+    fs = make(permissions={"default": "allow", "deny": [rule]})
+    for path in [*spellings(tree, "secrets/key.txt"), "key_link"]:
+        fs.ok("read_file", {"path": path})  # reading is not what the rule is about
+        for tool, args in write_calls(path):
+            outcome, data = fs.call(tool, args)
+            assert outcome.kind == "rejected_permission", (rule, tool, path, data)
+    assert (tree / "secrets" / "key.txt").read_text() == SECRET
+    fs.ok("write_file", {"path": "public/new.txt", "content": "ok\n"})
+
+
+@pytest.mark.parametrize("rule", WRITE_RULES[:3])
+def test_an_ask_write_rule_with_no_approver_refuses_every_write_tool(make, tree, rule):
+    fs = make(permissions={"default": "allow", "ask": [rule]})
+    for tool, args in write_calls("alias/key.txt"):
+        outcome, _ = fs.call(tool, args)
+        assert outcome.kind == "rejected_permission", (rule, tool)
+    assert (tree / "secrets" / "key.txt").read_text() == SECRET
+
+
+def assert_no_secret(value: object) -> None:
+    assert "TOPSECRET-key" not in str(value)
+
+
+@pytest.mark.parametrize("rule", READ_RULES)
+def test_a_read_rule_stops_every_read_tool_and_every_walk(make, tree, rule):
+    fs = make(permissions={"default": "allow", "deny": [rule]})
+    for path in [*spellings(tree, "secrets/key.txt"), "key_link"]:
+        for tool, args in (
+            ("read_file", {"path": path}),
+            ("grep", {"pattern": "TOPSECRET", "path": path}),
+        ):
+            outcome, data = fs.call(tool, args)
+            assert outcome.kind == "rejected_permission", (rule, tool, path, data)
+            assert_no_secret(outcome.response.result)
+    # Walks over the tree, or over the directory itself, leave the files out and say so.
+    for args in ({"pattern": "TOPSECRET"}, {"pattern": "TOPSECRET", "path": "secrets"}, {"pattern": "T", "path": "."}):
+        found = fs.ok("grep", args)
+        assert_no_secret(found)
+        assert not any(str(m.get("path", "")).startswith("secrets/") for m in found), found
+        assert found[-1]["skipped_by_rules"] >= 1
+    for args in ({"pattern": "**/*"}, {"pattern": "*", "path": "secrets"}, {"pattern": "secrets/**"}):
+        found = fs.ok("glob", args)
+        assert not any(isinstance(p, str) and p.startswith("secrets/") for p in found), (args, found)
+        assert found[-1]["skipped_by_rules"] >= 1
+    for args in ({"recursive": True}, {"path": "secrets"}, {"path": "alias", "recursive": True}):
+        listed = fs.ok("list_directory", args)
+        assert not any(str(e.get("path", "")).startswith("secrets/") for e in listed), (args, listed)
+        assert listed[-1]["skipped_by_rules"] >= 1
+    # Public files are untouched by the rule.
+    assert fs.ok("grep", {"pattern": "public"})[0]["path"] == "public/a.txt"
+
+
+def test_a_directory_read_rule_hides_everything_below_it_in_walks(make, tree):
+    fs = make(permissions={"default": "allow", "deny": ["filesystem.read:secrets"]})
+    assert fs.call("list_directory", {"path": "secrets"})[0].kind == "rejected_permission"
+    assert fs.call("list_directory", {"path": "alias"})[0].kind == "rejected_permission"
+    found = fs.ok("grep", {"pattern": "TOPSECRET"})
+    assert_no_secret(found)
+    assert not any(p.startswith("secrets") for p in fs.ok("glob", {"pattern": "**/*"}) if isinstance(p, str))
+    listed = fs.ok("list_directory", {"recursive": True})
+    assert not any(str(e.get("path", "")).startswith("secrets") for e in listed)
+
+
+def test_an_ask_read_rule_keeps_files_out_of_walks_without_asking(make, tree):
+    fs = make(permissions={"default": "allow", "ask": ["filesystem.read:secrets/*"]})
+    found = fs.ok("grep", {"pattern": "TOPSECRET"})
+    assert_no_secret(found)
+    assert found[-1]["skipped_by_rules"] == 2
+
+
+def test_walks_without_read_rules_show_everything(make, tree):
+    fs = make(permissions={"default": "allow", "deny": ["bash.execute:rm *", "filesystem.write:secrets/*"]})
+    found = fs.ok("grep", {"pattern": "TOPSECRET-key"})
+    assert {m["path"] for m in found} == {"secrets/key.txt", "secrets/deep/more.txt"}
+
+
+def test_the_grep_pattern_is_still_a_name_rules_can_use(make, tree):
+    fs = make(permissions={"default": "allow", "deny": ["filesystem.grep:password*"]})
+    assert fs.call("grep", {"pattern": "password="})[0].kind == "rejected_permission"
+    assert fs.ok("grep", {"pattern": "public"})
+
+
+# -- the project's own policy files -----------------------------------------------------------
+
+POLICY = ["entropic-mcp.toml", "entropic-mcp.local.toml", ".entropicignore"]
+
+
+@pytest.fixture
+def policy_tree(root: Path) -> Path:
+    for name in POLICY:
+        (root / name).write_text("# policy\n")
+    (root / "sub").mkdir()
+    (root / "cfg").symlink_to("entropic-mcp.toml")
+    (root / "ign").symlink_to(".entropicignore")
+    (root / "up").symlink_to(".")
+    return root
+
+
+def policy_spellings(root: Path, name: str) -> list[str]:
+    return [name, f"./{name}", f"sub/../{name}", f"./x/../{name}", str(root / name), f"up/{name}", f"up/up/{name}"]
+
+
+@pytest.mark.parametrize("default", ["allow", "ask"])
+@pytest.mark.parametrize("name", POLICY)
+def test_policy_files_are_write_protected_under_every_spelling(make, policy_tree, name, default):
+    fs = make(permissions={"default": default, "allow": ["filesystem.*", "filesystem.write:*"], "auto_approve": True})
+    links = {"entropic-mcp.toml": ["cfg"], ".entropicignore": ["ign"]}.get(name, [])
+    for path in [*policy_spellings(policy_tree, name), *links]:
+        fs.ok("read_file", {"path": path})  # reading the policy is fine
+        for tool, args in write_calls(path):
+            outcome, data = fs.call(tool, {**args, "old_string": "policy"} if "old_string" in args else args)
+            assert outcome.kind == "rejected_permission", (tool, path, data)
+    assert (policy_tree / name).read_text() == "# policy\n"
+    assert (policy_tree / "cfg").is_symlink()
+
+
+def test_policy_file_names_are_protected_in_sub_directories_too(make, policy_tree):
+    fs = make()
+    outcome, _ = fs.call("write_file", {"path": "sub/entropic-mcp.toml", "content": "[permissions]\n"})
+    assert outcome.kind == "rejected_permission"
+    assert not (policy_tree / "sub" / "entropic-mcp.toml").exists()
+
+
+def test_a_rule_naming_the_policy_file_opens_it(make, policy_tree):
+    fs = make(permissions={"default": "allow", "allow": ["filesystem.write_file:entropic-mcp.toml"]})
+    fs.ok("read_file", {"path": "entropic-mcp.toml"})
+    fs.ok("write_file", {"path": "entropic-mcp.toml", "content": "# changed\n"})
+    assert (policy_tree / "entropic-mcp.toml").read_text() == "# changed\n"
+    assert fs.call("write_file", {"path": ".entropicignore", "content": ""})[0].kind == "rejected_permission"
+
+
+# -- the path checked is the path used ----------------------------------------------------------
+
+FLIPPER = """
+import os, sys
+link, ok, denied = sys.argv[1:4]
+tmp = link + ".tmp"
+while True:
+    for target in (ok, denied):
+        try:
+            os.symlink(target, tmp)
+        except FileExistsError:
+            os.unlink(tmp)
+            continue
+        os.replace(tmp, link)
+"""
+
+
+def flip_race(fs, root: Path, attempts: int) -> dict[str, int]:
+    """write_file/edit_file to link/x while another process flips link between ok/ and denied/."""
+    (root / "ok").mkdir()
+    (root / "denied").mkdir()
+    (root / "ok" / "x").write_text("original\n")
+    (root / "denied" / "x").write_text("original\n")
+    (root / "link").symlink_to("ok")
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(root / "link"), "ok", "denied"])
+    kinds: dict[str, int] = {}
+
+    async def run() -> None:
+        for i in range(attempts):
+            # One conversation per read/write/edit/create round: the pipeline's duplicate and
+            # loop guards would otherwise answer repeats without running them.
+            ctx = CallContext(conversation_id=f"race{i // 4}")
+            step = i % 4
+            if step == 0:
+                name, args = "read_file", {"path": "link/x"}
+            elif step == 1:
+                name, args = "write_file", {"path": "link/x", "content": "written\n"}
+            elif step == 2:
+                name, args = "edit_file", {"path": "link/x", "insert_line": 0, "new_string": "edited"}
+            else:
+                name, args = "write_file", {"path": f"link/new{i}", "content": "new\n"}
+            outcome = await fs.manager.call(f"filesystem.{name}", args, ctx)
+            kinds[f"{name}:{outcome.kind}"] = kinds.get(f"{name}:{outcome.kind}", 0) + 1
+
+    try:
+        anyio.run(run)
+    finally:
+        flipper.kill()
+        flipper.wait()
+    return kinds
+
+
+def check_race(root: Path, kinds: dict[str, int]) -> None:
+    assert sorted(os.listdir(root / "denied")) == ["x"]
+    assert (root / "denied" / "x").read_text() == "original\n"
+    assert kinds.get("write_file:ok", 0) > 0 and kinds.get("write_file:rejected_permission", 0) > 0, kinds
+    assert kinds.get("edit_file:ok", 0) > 0 and kinds.get("edit_file:rejected_permission", 0) > 0, kinds
+
+
+def test_symlink_flipped_between_check_and_write_never_lands_in_a_denied_directory(make, root):
+    fs = make(permissions={"default": "allow", "deny": ["filesystem.write:denied/*"]})
+    check_race(root, flip_race(fs, root, 5000))
+
+
+@pytest.mark.slow
+def test_symlink_flip_race_soak(make, root):
+    fs = make(permissions={"default": "allow", "deny": ["filesystem.write:denied/*"]})
+    check_race(root, flip_race(fs, root, 20000))
