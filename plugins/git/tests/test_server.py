@@ -155,10 +155,13 @@ def test_configured_program_gets_an_argument_list_and_a_safe_environment(tmp_pat
 def test_work_tree_discovery_is_cached_and_each_read_is_one_process(tmp_path, repo):
     fake = _fake_git(tmp_path, 'exec REAL_GIT "$@"\n')
     server = make_server(repo.path, git=str(fake))
+    server.runner.racy_seconds = 0  # the fixture's config files were written a moment ago
     for tool in ("status", "log", "diff", "branch"):
         ok(server, tool)
     args = [line for line in (tmp_path / "calls.log").read_text().splitlines() if line.startswith("ARGS ")]
-    assert len(args) == 6
+    # version, discovery, one config listing (cached: the files it read are unchanged), 4 reads
+    assert len(args) == 7
+    assert sum(" config --list" in line for line in args) == 1
     assert sum("rev-parse --show-toplevel" in line for line in args) == 1
     assert sum(line.endswith(" version") for line in args) == 1
 
@@ -200,11 +203,11 @@ def test_a_repository_removed_after_discovery_is_reported(tmp_path):
     assert refused(server, "status")["error"] == "not_a_repository"
 
 
-def test_a_git_older_than_2_24_is_refused_with_a_clear_error(tmp_path, repo):
-    fake = _fake_git(tmp_path, 'case "$*" in *" version") echo "git version 2.20.1";; *) exec REAL_GIT "$@";; esac\n')
+def test_a_git_older_than_2_31_is_refused_with_a_clear_error(tmp_path, repo):
+    fake = _fake_git(tmp_path, 'case "$*" in *" version") echo "git version 2.30.9";; *) exec REAL_GIT "$@";; esac\n')
     server = make_server(repo.path, git=str(fake))
     error = refused(server, "status")
-    assert error["error"] == "git_too_old" and "2.20" in error["message"] and "2.24" in error["message"]
+    assert error["error"] == "git_too_old" and "2.30" in error["message"] and "2.31" in error["message"]
 
 
 def test_a_missing_git_program_is_reported_not_raised(repo):
@@ -220,7 +223,7 @@ def test_a_missing_git_program_is_reported_not_raised(repo):
 def test_git_failures_carry_exit_code_and_stderr(tmp_path, repo):
     fake = _fake_git(
         tmp_path,
-        'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n',
+        'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n',
     )
     server = make_server(repo.path, git=str(fake))
     error = refused(server, "status")
@@ -244,7 +247,7 @@ def _pid_gone(pid: int) -> bool:
 def _hanging_git(tmp_path: Path) -> Path:
     return _fake_git(
         tmp_path,
-        f'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n',
+        f'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n',
     )
 
 
@@ -270,7 +273,8 @@ def test_a_cancelled_call_kills_git(tmp_path, repo):
     pipe = tmp_path / "started"
     os.mkfifo(pipe)
     fake = _fake_git(
-        tmp_path, f'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\necho $$ > {pipe}\nexec sleep 30\n'
+        tmp_path,
+        f'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\necho $$ > {pipe}\nexec sleep 30\n',
     )
     server = make_server(repo.path, git=str(fake))
 
@@ -287,7 +291,8 @@ def test_a_cancelled_call_kills_git(tmp_path, repo):
 
 def test_huge_output_is_cut_and_git_stopped(tmp_path, repo):
     fake = _fake_git(
-        tmp_path, 'case "$*" in *rev-parse*|*" version") exec REAL_GIT "$@";; esac\nexec yes "+ a line of diff"\n'
+        tmp_path,
+        'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\nexec yes "+ a line of diff"\n',
     )
     server = make_server(repo.path, git=str(fake), max_output_bytes=8192)
     text = execute(server, "diff").result

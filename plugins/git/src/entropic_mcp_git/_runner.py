@@ -12,19 +12,20 @@ from pathlib import Path
 import attrs
 from entropic_mcp import ToolError
 
-#: Config given to every git invocation (``-c``). It keeps git from starting a pager, colouring
-#: output, quoting non-ASCII paths, running hooks the work tree could plant, asking an fsmonitor
-#: daemon or an external diff; ``log.showRoot`` makes ``show`` include the root commit's patch.
-SAFE_CONFIG: tuple[str, ...] = (
-    "core.pager=cat",
-    "color.ui=false",
-    "core.quotepath=false",
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    "diff.external=",
-    "log.showSignature=false",
-    "log.showRoot=true",
+from ._safety import (
+    NETWORK_PROTOCOLS,
+    NO_PROTOCOLS,
+    RACY_SECONDS,
+    STATIC_CONFIG,
+    Listing,
+    build_listing,
+    cacheable,
+    now,
 )
+
+#: Config given to every git invocation (``-c``): no pager, colour or path quoting, the root
+#: commit's patch in ``show``, and every fixed key that names a program neutralised (see _safety).
+SAFE_CONFIG: tuple[str, ...] = STATIC_CONFIG
 GLOBAL_OPTIONS: tuple[str, ...] = ("--no-pager", *(arg for item in SAFE_CONFIG for arg in ("-c", item)))
 
 #: Variables that would point git at another repository, index or diff program than the work
@@ -45,16 +46,39 @@ _DROPPED_ENV = frozenset(
         "GIT_EDITOR",
         "GIT_SEQUENCE_EDITOR",
         "GIT_SSH_COMMAND",
+        "GIT_SSH",
+        "GIT_PROXY_COMMAND",
         "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        # config given through the environment is the host's -c: it must not outrank ours
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG",
+        # where git finds its own sub-programs and templates, and what it may talk to
+        "GIT_EXEC_PATH",
+        "GIT_TEMPLATE_DIR",
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_PROTOCOL_FROM_USER",
+        "GIT_ATTR_SOURCE",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_SHALLOW_FILE",
+        "GIT_GRAFT_FILE",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_PREFIX",
     }
 )
+#: Prefixes of variables dropped the same way (GIT_CONFIG_KEY_0, GIT_TRACE2_EVENT, ...).
+_DROPPED_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_", "GIT_TRACE")
 
 _FORCED_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_PAGER": "cat",
     "PAGER": "cat",
-    "GIT_EDITOR": "true",
-    "GIT_SEQUENCE_EDITOR": "true",
+    # ':' is the editor git knows not to start
+    "GIT_EDITOR": ":",
+    "GIT_SEQUENCE_EDITOR": ":",
+    # no transport until network operations are enabled (then https, http, ssh, local paths)
+    "GIT_ALLOW_PROTOCOL": NO_PROTOCOLS,
     # status and diff must not take the index lock a user's own git might be waiting on
     "GIT_OPTIONAL_LOCKS": "0",
     # paths reach git already confined; magic like ':(top)' or globs would widen them again
@@ -65,13 +89,16 @@ _FORCED_ENV = {
 }
 
 DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
-MINIMUM_GIT = (2, 24)
+#: 2.31: GIT_CONFIG_COUNT, which carries the overrides of repository-named drivers.
+MINIMUM_GIT = (2, 31)
 
 
 def git_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every git process gets: the host's, minus redirections, plus safety settings."""
     source = os.environ if base is None else base
-    env = {key: value for key, value in source.items() if key not in _DROPPED_ENV}
+    env = {
+        key: value for key, value in source.items() if key not in _DROPPED_ENV and not key.startswith(_DROPPED_PREFIXES)
+    }
     env.update(_FORCED_ENV)
     return env
 
@@ -136,8 +163,44 @@ class GitRunner:
     env: dict[str, str] = attrs.field(factory=git_environment)
     _executable: str | None = attrs.field(default=None, init=False)
     _version_checked: bool = attrs.field(default=False, init=False)
+    network: bool = False
+    #: config files changed this recently are re-read on the next call (timestamp granularity)
+    racy_seconds: float = RACY_SECONDS
     # positive answers only: a root that becomes a repository later (git init) is noticed
     _worktrees: dict[Path, WorkTree] = attrs.field(factory=dict, init=False)
+    #: the config overrides of each git directory, while the files they came from are unchanged
+    _listings: dict[Path, Listing] = attrs.field(factory=dict, init=False)
+
+    def set_network(self, enabled: bool) -> None:
+        self.network = enabled
+        self.env["GIT_ALLOW_PROTOCOL"] = NETWORK_PROTOCOLS if enabled else NO_PROTOCOLS
+
+    async def guard(self, tree: WorkTree) -> Mapping[str, str]:
+        """The environment entries that neutralise the drivers this repository's config names.
+
+        Read with ``git config --list`` (which runs nothing) and cached until a file it read,
+        an include target or HEAD changes; ``ToolError('config_unreadable')`` when git cannot
+        read the config (then no other command would be safe to start either).
+        """
+        found = self._listings.get(tree.git_dir)
+        if found is not None and found.current():
+            return found.env
+        started = now()
+        out = await self.run(tree.top, ("config", "--list", "--show-origin", "--show-scope", "-z"))
+        if out.exit_code != 0 or out.truncated:
+            self._listings.pop(tree.git_dir, None)
+            raise ToolError(
+                "config_unreadable",
+                f"git cannot read this repository's config ({out.stderr.strip() or 'git config --list failed'}); "
+                "the server runs nothing in a repository whose config it cannot check. Fix the config file "
+                f"(git config --list --show-origin shows where) in {tree.git_dir}",
+            )
+        listing = build_listing(out.stdout, tree.top, tree.git_dir, self.env)
+        if cacheable(listing, started, self.racy_seconds):
+            self._listings[tree.git_dir] = listing
+        else:
+            self._listings.pop(tree.git_dir, None)
+        return listing.env
 
     def set_program(self, program: str) -> None:
         self.program = program
@@ -160,8 +223,11 @@ class GitRunner:
         """Drop the cached work tree of ``root`` (every root when ``None``)."""
         if root is None:
             self._worktrees.clear()
+            self._listings.clear()
         else:
-            self._worktrees.pop(root, None)
+            tree = self._worktrees.pop(root, None)
+            if tree is not None:
+                self._listings.pop(tree.git_dir, None)
 
     async def worktree(self, root: Path) -> WorkTree:
         """The work tree containing ``root``, or ``ToolError('not_a_repository')``."""
@@ -183,8 +249,9 @@ class GitRunner:
         return found
 
     async def _check_version(self, cwd: Path) -> None:
-        # once per program: every revision is passed after --end-of-options (git 2.24) and
-        # checkout uses git switch (2.23); an older git would misread them, so refuse it
+        # once per program: every revision is passed after --end-of-options (git 2.24), checkout
+        # uses git switch (2.23) and driver overrides travel in GIT_CONFIG_COUNT (2.31); an older
+        # git would misread or ignore them, so refuse it
         out = await self.run(cwd if cwd.is_dir() else Path("/"), ("version",))
         match = re.match(r"git version (\d+)\.(\d+)", out.text)
         if out.exit_code != 0 or match is None:
@@ -197,7 +264,7 @@ class GitRunner:
             raise ToolError(
                 "git_too_old",
                 f"git {found[0]}.{found[1]} is too old: the git server needs git "
-                f"{MINIMUM_GIT[0]}.{MINIMUM_GIT[1]} or newer (for --end-of-options); upgrade git or set "
+                f"{MINIMUM_GIT[0]}.{MINIMUM_GIT[1]} or newer (for --end-of-options and GIT_CONFIG_COUNT); upgrade git or set "
                 "[servers.git] git to a newer one",
             )
         self._version_checked = True
@@ -209,8 +276,12 @@ class GitRunner:
         *,
         limit: int | None = None,
         timeout: float | None = None,
+        tree: WorkTree | None = None,
     ) -> GitOutput:
         """Run ``git <GLOBAL_OPTIONS> <args>`` in ``cwd``; stdout is read up to ``limit`` bytes.
+
+        With ``tree``, the drivers its config names are neutralised first (``guard``): every
+        command that may read files, diff, merge, sign or talk to a remote passes it.
 
         Past the limit the process is killed and the output marked truncated. Past the timeout
         the process group is killed and ``ToolError('timeout')`` raised; a cancelled call kills
@@ -223,9 +294,14 @@ class GitRunner:
 
         limit = self.max_output_bytes if limit is None else limit
         timeout = self.timeout if timeout is None else timeout
+        env = self.env
+        if tree is not None:
+            extra = await self.guard(tree)
+            if extra:
+                env = {**env, **extra}
         argv = [self.executable(), *GLOBAL_OPTIONS, *args]
         try:
-            process = Process(asyncio.get_running_loop(), argv, cwd, self.env, limit)
+            process = Process(asyncio.get_running_loop(), argv, cwd, env, limit)
         except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
             self._executable = None
             if not cwd.is_dir():

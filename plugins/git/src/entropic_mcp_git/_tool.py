@@ -43,7 +43,7 @@ class GitTool(ToolBase):
     ) -> GitOutput:
         # inside the pipeline its deadline governs (per-tool timeouts may exceed the server's)
         remaining = ctx.remaining()
-        out = await self.server.runner.run(tree.top, args, limit=limit, timeout=remaining)
+        out = await self.server.runner.run(tree.top, args, limit=limit, timeout=remaining, tree=tree)
         if out.exit_code == 128 and _NOT_A_REPOSITORY.search(out.stderr):
             # the repository went away since it was found: forget it and say so
             self.server.runner.forget(self.server.root)

@@ -1,0 +1,250 @@
+"""Keeping git from running programs named in a repository's config.
+
+git runs commands that its config names: filter drivers (``filter.<d>.clean/smudge/process``),
+diff drivers (``diff.<d>.command/textconv``), merge drivers, signing programs, credential
+helpers, an fsmonitor, hooks, pagers, editors, ssh and proxy commands... A repository's own
+``.git/config`` (and any file it includes) is written by whoever made the repository, so opening
+a hostile one must run none of them.
+
+Two layers, both applied to every git process:
+
+* ``STATIC_CONFIG``: fixed keys, overridden with ``-c key=value`` (command-line config comes after
+  every file, so it wins whatever the files or their includes say).
+* ``dynamic overrides``: keys whose name carries a driver or remote name chosen by the
+  repository (``filter.<d>.clean``). The names are read from ``git config --list`` (which runs
+  nothing) and each found name is overridden through ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_<n>``/
+  ``GIT_CONFIG_VALUE_<n>`` — key and value travel apart, so a name containing ``=`` or ``.`` is
+  still overridden exactly. The listing is cached per git directory and re-read as soon as any
+  file it came from (or an include target, or HEAD for ``includeIf "onbranch:"``) changes.
+
+Transports are limited by ``GIT_ALLOW_PROTOCOL`` (which overrides every ``protocol.*.allow``):
+nothing at all unless network operations are enabled, then https, http, ssh and local paths —
+never ``ext::`` (runs a command) or ``git://`` (whose ``core.gitProxy`` takes the *first*
+configured value, so a command-line override could not win).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+#: ``-c`` overrides given to every git process. Empty values disable a command (git skips an empty
+#: filter, askpass or credential helper list); ``:`` is the editor git knows to skip.
+STATIC_CONFIG: tuple[str, ...] = (
+    # output shape
+    "core.pager=cat",
+    "color.ui=false",
+    "core.quotepath=false",
+    "log.showRoot=true",
+    # hooks and the file-system monitor
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    # diff and merge programs
+    "diff.external=",
+    "interactive.diffFilter=",
+    # editors (GIT_EDITOR/GIT_SEQUENCE_EDITOR are ':' too)
+    "core.editor=:",
+    "sequence.editor=:",
+    # transports, credentials and prompts
+    "core.sshCommand=ssh",
+    "core.askPass=",
+    "core.gitProxy=none",
+    "credential.helper=",
+    "core.alternateRefsCommand=",
+    # signing and signature checks (each runs gpg.program / gpg.<format>.program)
+    "gpg.program=",
+    "gpg.openpgp.program=",
+    "gpg.x509.program=",
+    "gpg.ssh.program=",
+    "gpg.ssh.defaultKeyCommand=",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "tag.forceSignAnnotated=false",
+    "push.gpgSign=false",
+    "merge.verifySignatures=false",
+    "log.showSignature=false",
+    # submodule commands (submodule.<n>.update = !cmd) and background processes
+    "submodule.recurse=false",
+    "fetch.recurseSubmodules=false",
+    "push.recurseSubmodules=no",
+    "gc.auto=0",
+    "maintenance.auto=false",
+)
+
+#: Keys ``<section>.<name>.<variable>`` whose ``<name>`` the repository chooses, that name a
+#: program (or make a missing one fatal): for each name found, every variable listed is set.
+DYNAMIC_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
+    "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
+    "diff": (("command", ""), ("textconv", "")),
+    "merge": (("driver", ""),),
+    "remote": (("uploadpack", "git-upload-pack"), ("receivepack", "git-receive-pack"), ("vcs", "")),
+    "submodule": (("update", "none"),),
+    "trailer": (("command", ""), ("cmd", "")),
+    "hook": (("command", ""),),
+    "difftool": (("cmd", ""),),
+    "mergetool": (("cmd", ""),),
+    "gpg": (("program", ""),),
+    "credential": (("helper", ""),),
+    "man": (("cmd", ""),),
+    "browser": (("cmd", ""),),
+    "guitool": (("cmd", ""),),
+}
+#: Which of a section's variables make its name worth overriding (a ``remote.origin.url`` alone
+#: needs nothing; ``remote.origin.uploadpack`` does).
+_TRIGGERS: dict[str, frozenset[str]] = {
+    "filter": frozenset({"clean", "smudge", "process", "required"}),
+    "diff": frozenset({"command", "textconv"}),
+    "merge": frozenset({"driver"}),
+    "remote": frozenset({"uploadpack", "receivepack", "vcs"}),
+    "submodule": frozenset({"update"}),
+    "trailer": frozenset({"command", "cmd"}),
+    "hook": frozenset({"command", "event"}),
+    "difftool": frozenset({"cmd", "path"}),
+    "mergetool": frozenset({"cmd", "path"}),
+    "gpg": frozenset({"program"}),
+    "credential": frozenset({"helper"}),
+    "man": frozenset({"cmd", "path"}),
+    "browser": frozenset({"cmd", "path"}),
+    "guitool": frozenset({"cmd"}),
+}
+#: ``pager.<command>`` (two-part keys) may name a program; ``false`` turns each off.
+_PAGER = "pager"
+
+#: Transports when network operations are off: none (a name no transport has).
+NO_PROTOCOLS = "none"
+#: Transports when they are on. Not ``ext`` (runs a command), not ``git`` (core.gitProxy).
+NETWORK_PROTOCOLS = "https:http:ssh:file"
+
+#: A file changed this recently may change again within the same timestamp tick: not cached.
+RACY_SECONDS = 1.0
+
+
+def overrides_for(keys: Sequence[str]) -> list[tuple[str, str]]:
+    """The ``(key, value)`` overrides that neutralise every program-naming key in ``keys``.
+
+    ``keys`` are as ``git config --list`` prints them: section and variable lower-cased, the
+    middle name (``filter "Name"``) as written.
+    """
+    seen: dict[str, str] = {}
+    for key in keys:
+        section, dot, rest = key.partition(".")
+        if not dot:
+            continue
+        if section == _PAGER and "." not in rest:
+            seen[f"pager.{rest}"] = "false"
+            continue
+        name, dot, variable = rest.rpartition(".")
+        if not dot or not name or section not in DYNAMIC_KEYS or variable not in _TRIGGERS[section]:
+            continue
+        for var, value in DYNAMIC_KEYS[section]:
+            seen[f"{section}.{name}.{var}"] = value
+    return list(seen.items())
+
+
+def config_env(overrides: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The ``GIT_CONFIG_COUNT`` environment entries carrying ``overrides``."""
+    env = {"GIT_CONFIG_COUNT": str(len(overrides))}
+    for index, (key, value) in enumerate(overrides):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+@attrs.frozen
+class Listing:
+    """One read of a repository's config: the overrides it calls for, and what it depended on."""
+
+    env: Mapping[str, str]
+    keys: tuple[str, ...]
+    watched: tuple[tuple[Path, tuple[int, ...] | None], ...]
+
+    def current(self) -> bool:
+        return all(_signature(path) == signature for path, signature in self.watched)
+
+
+def parse_listing(data: bytes, cwd: Path) -> tuple[list[str], list[tuple[str, str, str]], set[Path]]:
+    """``git config --list --show-origin --show-scope -z`` output: keys, (key, value, origin
+    file) for includes, and every origin file (relative origins taken from ``cwd``)."""
+    fields = data.split(b"\x00")
+    keys: list[str] = []
+    includes: list[tuple[str, str, str]] = []
+    origins: set[Path] = set()
+    for index in range(0, len(fields) - 2, 3):
+        scope = fields[index].decode("utf-8", "surrogateescape")
+        origin = fields[index + 1].decode("utf-8", "surrogateescape")
+        key, _, value = fields[index + 2].decode("utf-8", "surrogateescape").partition("\n")
+        if scope == "command":
+            continue  # the server's own -c settings
+        keys.append(key)
+        if origin.startswith("file:"):
+            file = origin[len("file:") :]
+            origins.add(Path(file) if os.path.isabs(file) else cwd / file)
+            low = key.lower()
+            if low == "include.path" or (low.startswith("includeif.") and low.endswith(".path")):
+                includes.append((key, value, file))
+    return keys, includes, origins
+
+
+def include_target(value: str, origin: str, cwd: Path) -> Path:
+    """Where an ``include.path`` points: ``~`` expanded, relative to the including file."""
+    path = os.path.expanduser(value)
+    if os.path.isabs(path):
+        return Path(path)
+    base = Path(origin) if os.path.isabs(origin) else cwd / origin
+    return base.parent / path
+
+
+def default_config_files(git_dir: Path, env: Mapping[str, str]) -> list[Path]:
+    """Config files git would read even when absent now (a later one must invalidate the cache)."""
+    home = env.get("HOME", "")
+    xdg = env.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
+    files = [git_dir / "config", git_dir / "config.worktree", git_dir / "commondir", git_dir / "HEAD"]
+    if env.get("GIT_CONFIG_GLOBAL"):
+        files.append(Path(env["GIT_CONFIG_GLOBAL"]))
+    else:
+        if home:
+            files.append(Path(home) / ".gitconfig")
+        if xdg:
+            files.append(Path(xdg) / "git" / "config")
+    if not env.get("GIT_CONFIG_NOSYSTEM"):
+        files.append(Path(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"))
+    return files
+
+
+def build_listing(data: bytes, cwd: Path, git_dir: Path, env: Mapping[str, str]) -> Listing:
+    keys, includes, origins = parse_listing(data, cwd)
+    files = set(origins)
+    files.update(include_target(value, origin, cwd) for _, value, origin in includes)
+    files.update(default_config_files(git_dir, env))
+    # a linked work tree keeps its config in the common directory
+    try:
+        common = (git_dir / "commondir").read_text("utf-8").strip()
+    except OSError:
+        common = ""
+    if common:
+        files.add((git_dir / common / "config").resolve())
+    watched = tuple((path, _signature(path)) for path in sorted(files))
+    overrides = overrides_for(keys)
+    return Listing(env=config_env(overrides) if overrides else {}, keys=tuple(keys), watched=watched)
+
+
+def cacheable(listing: Listing, started: float, racy_seconds: float = RACY_SECONDS) -> bool:
+    """A listing may be reused only if nothing it read changed close to (or during) the read."""
+    newest = max((max(sig[3], sig[4]) for _, sig in listing.watched if sig is not None), default=0)
+    return newest / 1e9 < started - racy_seconds and listing.current()
+
+
+def now() -> float:
+    return time.time()
