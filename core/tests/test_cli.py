@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -97,4 +98,63 @@ def test_config_error_is_one_line_with_exit_status_2(tmp_path):
 
 def test_check_plugin_reports_a_conforming_plugin(project):
     result = invoke("check-plugin", "fakegood", "--examples", "5", "--json")
-    assert json.loads(result.stdout) == [{"server": "good", "ok": True, "problems": []}]
+    assert json.loads(result.stdout) == {"plugin": "fakegood", "ok": True, "problems": []}
+    assert result.exit_code == 0
+    assert "fakegood: checking server 'good'" in result.stderr
+
+
+BROKEN_SITE = Path(__file__).parent / "broken_plugins"
+
+
+@pytest.fixture
+def broken_project(project, monkeypatch):
+    monkeypatch.syspath_prepend(str(BROKEN_SITE))
+    return project
+
+
+@pytest.mark.parametrize(
+    ("plugin", "expected"),
+    [
+        ("weather_no_hooks", "not marked @hookimpl"),
+        ("weather_misspelled_hook", "did you mean entropic_mcp_servers"),
+        ("weather_raising_tool", "raised ConnectionError"),
+        ("weather_first_party_name", "'git' is also registered by plugin 'git'"),
+    ],
+)
+def test_check_plugin_is_check_plugin_with_progress_and_fails_on_any_problem(broken_project, plugin, expected):
+    result = CliRunner().invoke(cli, ["check-plugin", plugin, "--examples", "5", "--timeout", "0.3"], obj={})
+    assert result.exit_code == 1, result.output
+    assert expected in result.stdout
+    assert f"{plugin}: importing plugin {plugin!r}" in result.stderr
+
+
+def test_check_plugin_of_a_plugin_that_is_not_installed_is_a_usage_error(project):
+    result = CliRunner().invoke(cli, ["check-plugin", "nosuch"], obj={})
+    assert result.exit_code == 2
+    assert "no installed plugin 'nosuch'" in result.output and "fakegood" in result.output
+
+
+def test_check_plugin_finishes_on_a_tool_that_never_returns(broken_project):
+    """The blocked tool's thread is abandoned: the command reports and the process exits."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from entropic_mcp.cli import main; main()",
+            "check-plugin",
+            "weather_blocking_tool",
+            "--timeout",
+            "0.3",
+            "--examples",
+            "3",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=broken_project,
+        env={**__import__("os").environ, "PYTHONPATH": str(BROKEN_SITE)},
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "did not return within 0.3 s" in result.stdout
+    assert result.stderr == ""

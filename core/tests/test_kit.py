@@ -69,7 +69,7 @@ def test_check_server_fails_on_broken_servers(tmp_path, server_class, problem):
 
 def test_check_server_passes_a_good_server(tmp_path):
     server = DemoServer(root=tmp_path)
-    for name in ("slow", "slow_sync"):  # tools that sleep for as long as they are told
+    for name in ("slow", "slow_sync", "boom"):  # tools that sleep as long as told, or always raise
         del server._tools[name]
     assert check_server(server, examples=10) == []
 
@@ -82,7 +82,10 @@ def test_check_server_reports_configure_accepting_anything(tmp_path):
             pass
 
     problems = check_server(Lax(root=tmp_path), examples=2, raise_on_failure=False)
-    assert problems == ["lax: configure accepted an unknown key"]
+    assert problems == [
+        "lax: the server has no tools (register_tool in __init__)",
+        "lax: configure accepted an unknown key",
+    ]
 
 
 def test_check_plugin_builds_the_servers_of_a_module(tmp_path):
@@ -125,3 +128,264 @@ def test_served_client_lists_and_calls_through_mcp(tmp_path):
         {"type": "context_anchor", "key": "echo:over mcp", "content": "over mcp"}
     ]
     assert refused.is_error is True and refused.meta["entropic-mcp/kind"] == "rejected_schema"
+
+
+# -- the broken weather plugins (core/tests/broken_plugins): each fault reported by plugin, hook and file --
+
+BROKEN_SITE = __import__("pathlib").Path(__file__).parent / "broken_plugins"
+
+#: variant -> (what names the place, the file and line, what the fault is)
+BROKEN = {
+    "import_error": (
+        "import of entry point",
+        "weather_import_error/__init__.py:3",
+        "No module named 'weather_api_client'",
+    ),
+    "raising_servers": ("hook entropic_mcp_servers", "weather_raising_servers/__init__.py:7", "raised RuntimeError"),
+    "raising_pattern": (
+        "hook entropic_mcp_permission_pattern",
+        "weather_raising_pattern/__init__.py:",
+        "raised KeyError",
+    ),
+    "raising_duplicate_hook": (
+        "hook entropic_mcp_skip_duplicate_check",
+        "weather_raising_duplicate_hook/__init__.py:",
+        "raised ValueError",
+    ),
+    "misspelled_hook": (
+        "hook entropic_mcp_server ",
+        "weather_misspelled_hook/__init__.py:7",
+        "did you mean entropic_mcp_servers",
+    ),
+    "servers_wrong_type": (
+        "hook entropic_mcp_servers",
+        "weather_servers_wrong_type/__init__.py:7",
+        "returned str, not an MCPServerBase",
+    ),
+    "servers_class": ("hook entropic_mcp_servers", "weather_servers_class/__init__.py:", "did you mean an instance"),
+    "pattern_wrong_type": (
+        "hook entropic_mcp_permission_pattern",
+        "weather_pattern_wrong_type/__init__.py:",
+        "returned 42 (int)",
+    ),
+    "duplicate_check_wrong_type": (
+        "hook entropic_mcp_skip_duplicate_check",
+        "weather_duplicate_check_wrong_type/__init__.py:",
+        "returned 'yes' (str)",
+    ),
+    "duplicate_server": (
+        "hook entropic_mcp_servers",
+        "weather_duplicate_server/__init__.py:7",
+        "two servers named 'w_duplicate_server'",
+    ),
+    "first_party_name": (
+        "hook entropic_mcp_servers",
+        "weather_first_party_name/__init__.py:7",
+        "'git' is also registered by plugin 'git'",
+    ),
+    "invalid_schema": (
+        "server w_invalid_schema.forecast",
+        "weather_invalid_schema/tools/forecast.json",
+        "inputSchema.properties.city.minLength",
+    ),
+    "missing_tool_file": ("hook entropic_mcp_servers", "weather_missing_tool_file/tools/forecast.json", "not found"),
+    "malformed_tool_file": (
+        "hook entropic_mcp_servers",
+        "weather_malformed_tool_file/tools/forecast.json",
+        "invalid JSON",
+    ),
+    "raising_tool": ("server w_raising_tool.forecast", "weather_raising_tool/__init__.py:8", "raised ConnectionError"),
+    "garbage_tool": ("server w_garbage_tool.forecast", "weather_garbage_tool/__init__.py:8", "returned set"),
+    "blocking_tool": (
+        "server w_blocking_tool.forecast",
+        "weather_blocking_tool/__init__.py:",
+        "did not return within 0.3 s",
+    ),
+    "pattern_for_others": (
+        "hook entropic_mcp_permission_pattern",
+        "weather_pattern_for_others/__init__.py:",
+        "for server 'kit_probe_other', which is not the plugin's",
+    ),
+    "no_hooks": ("entropic_mcp_servers", "weather_no_hooks/__init__.py:6", "not marked @hookimpl"),
+    "raising_configure": (
+        "configure",
+        "weather_raising_configure/__init__.py:8",
+        "raised ValueError: units must be set",
+    ),
+}
+
+
+@pytest.fixture
+def broken_site(monkeypatch):
+    monkeypatch.syspath_prepend(str(BROKEN_SITE))
+    return BROKEN_SITE
+
+
+def test_the_working_weather_plugin_passes(broken_site):
+    assert check_plugin("weather", examples=10, call_timeout=5) == []
+
+
+@pytest.mark.parametrize("variant", sorted(BROKEN))
+def test_each_broken_plugin_is_reported_by_plugin_hook_and_file(broken_site, variant):
+    place, location, fault = BROKEN[variant]
+    problems = check_plugin(
+        f"weather_{variant}", examples=8, call_timeout=0.3, raise_on_failure=False, taken={"git": "git"}
+    )
+    assert problems, f"weather_{variant} passed the check"
+    matching = [p for p in problems if place in p and location in p and fault in p]
+    assert matching, "\n".join(problems)
+    assert all(p.startswith(f"plugin 'weather_{variant}': ") for p in problems)
+
+
+def test_the_committed_variants_are_every_fault_the_issue_names():
+    packages = {
+        p.name.removeprefix("weather_") for p in BROKEN_SITE.iterdir() if p.is_dir() and p.name.startswith("weather_")
+    }
+    assert packages - {"ok", "plugins-1.0.dist-info"} == set(BROKEN)
+    assert len(BROKEN) >= 18
+
+
+# -- argument generation ----------------------------------------------------------------------
+
+SCHEMAS = [
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 3}}, "required": ["n"]},
+    {
+        "type": "object",
+        "properties": {"x": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}},
+        "required": ["x"],
+    },
+    {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 4}}, "required": ["s"]},
+    {"type": "object", "properties": {"p": {"type": "string", "pattern": "^[a-z]+\\.py$"}}, "required": ["p"]},
+    {"type": "object", "properties": {"e": {"enum": ["a", "b", 3]}, "c": {"const": "fixed"}}, "required": ["e", "c"]},
+    {
+        "type": "object",
+        "properties": {"l": {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 2}},
+        "required": ["l"],
+    },
+    {
+        "type": "object",
+        "properties": {"u": {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 5}]}},
+        "required": ["u"],
+    },
+    {
+        "type": "object",
+        "properties": {"o": {"oneOf": [{"type": "string", "maxLength": 0}, {"type": "boolean"}]}},
+        "required": ["o"],
+    },
+    {
+        "type": "object",
+        "properties": {"t": {"type": ["string", "null"], "default": None}},
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {"nested": {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]}},
+        "required": ["nested"],
+    },
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=[next(iter(s["properties"])) for s in SCHEMAS])
+def test_the_built_in_generator_only_makes_schema_valid_arguments(schema):
+    import jsonschema_rs
+    from entropic_mcp.testing import schema_strategy
+    from entropic_mcp.testing._strategies import draw_values
+
+    values = draw_values(schema_strategy(schema), 40)
+    validator = jsonschema_rs.validator_for(schema)
+    assert values and all(validator.is_valid(v) for v in values), [v for v in values if not validator.is_valid(v)]
+
+
+def test_arguments_are_generated_when_hypothesis_jsonschema_fails(monkeypatch):
+    from entropic_mcp.testing import _strategies, valid_arguments
+
+    monkeypatch.setattr(_strategies, "library_strategy", lambda schema: __import__("hypothesis").strategies.integers())
+    valid, problems = valid_arguments(SCHEMAS[0], 10)
+    assert problems == [] and {v["n"] for v in valid} <= {1, 2, 3} and valid
+
+
+def test_a_schema_no_argument_satisfies_is_a_reported_problem(tmp_path):
+    class Impossible(ToolBase):
+        definition = ToolDefinition(
+            name="impossible",
+            description="",
+            input_schema={
+                "type": "object",
+                "properties": {"s": {"type": "string", "minLength": 5, "maxLength": 2}},
+                "required": ["s"],
+            },
+        )
+
+        def execute(self, args, ctx):
+            return "never"
+
+    class Server(MCPServerBase):
+        name = "impossible"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Impossible())
+
+    problems = check_server(Server(root=tmp_path), examples=5, raise_on_failure=False)
+    assert any("could not generate schema-valid arguments" in p and "minLength 5 > maxLength 2" in p for p in problems)
+
+
+def test_a_tool_that_stops_when_cancelled_is_still_reported_with_the_cancel_seen(tmp_path):
+    seen = []
+
+    class Patient(ToolBase):
+        definition = ToolDefinition(name="patient", description="", input_schema={"type": "object"})
+
+        def execute(self, args, ctx):
+            ctx.cancelled.wait()
+            seen.append(ctx.cancelled.is_set())
+            return "stopped"
+
+    class Server(MCPServerBase):
+        name = "patient"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Patient())
+
+    problems = check_server(Server(root=tmp_path), examples=3, call_timeout=0.2, raise_on_failure=False)
+    assert seen == [True]
+    assert any("did not return within 0.2 s" in p and "ctx.cancelled was set and it stopped" in p for p in problems)
+
+
+def test_an_async_tool_is_cancelled_at_the_limit(tmp_path):
+    import asyncio
+
+    cancelled = []
+
+    class Sleeper(ToolBase):
+        definition = ToolDefinition(name="sleeper", description="", input_schema={"type": "object"})
+
+        async def execute(self, args, ctx):
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.append(ctx.cancelled.is_set())
+                raise
+            return "woke"
+
+    class Server(MCPServerBase):
+        name = "sleeper"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Sleeper())
+
+    problems = check_server(Server(root=tmp_path), examples=3, call_timeout=0.2, raise_on_failure=False)
+    assert cancelled == [True]
+    assert any("sleeper.sleeper" in p and "did not return within" in p for p in problems)
+
+
+def test_the_kit_says_how_to_install_hypothesis_when_it_is_missing(monkeypatch):
+    import sys
+
+    from entropic_mcp.testing import valid_arguments
+
+    monkeypatch.setitem(sys.modules, "hypothesis", None)
+    with pytest.raises(ImportError, match=r"pip install entropic-mcp\[testing\]"):
+        valid_arguments(SCHEMAS[0], 3)

@@ -1,38 +1,65 @@
-"""``entropic-mcp check-plugin``: the plugin-author kit's conformance checks, as a report."""
+"""``entropic-mcp check-plugin``: ``entropic_mcp.testing.check_plugin`` on an installed plugin, with progress."""
 
 from __future__ import annotations
 
 import click
 
-from ._common import CLIError, build_manager, echo_json
+from ._common import echo_json, load
 
 
 @click.command("check-plugin")
 @click.argument("name")
-@click.option("--examples", default=60, show_default=True, help="Generated calls per tool.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--examples", default=50, show_default=True, help="Generated argument sets per tool.")
+@click.option(
+    "--timeout",
+    "call_timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds one tool call may take before it is cancelled and reported.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @click.pass_context
-def check_plugin(ctx: click.Context, name: str, examples: int, as_json: bool) -> None:
-    """Run the conformance checks against the installed plugin NAME."""
-    from ..testing import check_server
+def check_plugin(ctx: click.Context, name: str, examples: int, call_timeout: float, as_json: bool, quiet: bool) -> None:
+    """Run the plugin-author kit's checks against the installed plugin NAME.
 
-    manager = build_manager(ctx)
-    info = manager.plugins.infos.get(name)
-    if info is None:
-        raise click.UsageError(f"no plugin {name!r}; see `entropic-mcp plugins`")
-    if info.status != "active":
-        raise CLIError(f"plugin {name!r} is {info.status}: {info.error}")
-    report = []
-    for server_name in info.servers:
-        problems = check_server(manager.servers[server_name], examples=examples, raise_on_failure=False)
-        report.append({"server": server_name, "ok": not problems, "problems": problems})
+    Imports the plugin, calls every hook it implements, and calls every tool of every server
+    with generated schema-valid arguments and with junk. Progress goes to stderr, the report
+    to stdout; exit status 1 when there is any problem.
+    """
+    try:
+        from ..testing import NoSuchPlugin
+        from ..testing import check_plugin as run_checks
+        from ..testing._plugin_checks import installed_server_names
+    except ImportError as exc:
+        raise click.ClickException(str(exc)) from None
+
+    config = load(ctx)
+
+    def progress(line: str) -> None:
+        if not quiet:
+            click.echo(f"{name}: {line}", err=True)
+
+    progress("finding the server names other installed plugins register")
+    taken = installed_server_names(exclude=name, config=config)
+    try:
+        problems = run_checks(
+            name,
+            config=config,
+            examples=examples,
+            call_timeout=call_timeout,
+            raise_on_failure=False,
+            progress=progress,
+            taken=taken,
+        )
+    except NoSuchPlugin as exc:
+        raise click.UsageError(f"{exc}; see `entropic-mcp plugins`") from None
     if as_json:
-        echo_json(report)
+        echo_json({"plugin": name, "ok": not problems, "problems": problems})
     else:
-        for entry in report:
-            status = "ok" if entry["ok"] else f"{len(entry['problems'])} problem(s)"
-            click.echo(f"{name}: server {entry['server']}: {status}")
-            for problem in entry["problems"]:
-                click.echo(f"  - {problem}")
-    if any(not entry["ok"] for entry in report):
+        click.echo(f"{name}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+        for problem in problems:
+            click.echo(f"  - {problem}")
+    if problems:
         ctx.exit(1)

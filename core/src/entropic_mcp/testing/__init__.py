@@ -3,24 +3,33 @@
 Installed as a pytest plugin, so ``entropic_plugins``, ``entropic_manager_factory`` and
 ``entropic_call`` are available in any test once entropic-mcp is installed; ``served_client``
 connects the official MCP client to a manager in memory.
+
+The checks generate arguments with hypothesis, an optional dependency: install the kit with
+``pip install entropic-mcp[testing]``.
 """
 
-from ._checks import JUNK, ConformanceError, check_plugin, check_server
+from ._checks import CALL_LIMIT_SECONDS, JUNK, ConformanceError, check_server
 from ._fixtures import call, fresh_plugins, make_manager
 from ._mcp import served_client
 from ._memory_storage import MemoryStorage
+from ._plugin_checks import NoSuchPlugin, check_plugin
+from ._strategies import schema_strategy, valid_arguments
 
 __all__ = [
+    "CALL_LIMIT_SECONDS",
     "JUNK",
     "ConformanceError",
     "MemoryStorage",
+    "NoSuchPlugin",
     "StorageContract",
     "call",
     "check_plugin",
     "check_server",
     "fresh_plugins",
     "make_manager",
+    "schema_strategy",
     "served_client",
+    "valid_arguments",
 ]
 
 

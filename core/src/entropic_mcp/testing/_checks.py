@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
-import types
-from collections.abc import Mapping
-from pathlib import Path
+import time
+from collections.abc import Callable
 from typing import Any
 
 from .._access import AccessLevel
-from .._config import PluginConfig, config_from_dict
+from .._config import config_from_dict
 from .._context import CallContext
 from .._directives import Directive
-from .._envelope import ServerResponse
-from .._errors import ConfigError
+from .._envelope import ServerResponse, ToolResult
+from .._errors import ConfigError, ToolError
 from .._manager import ServerManager
 from .._plugins import Plugins
 from .._server import MCPServerBase
 from .._tools import TOOL_NAME, ToolBase, ToolDefinition
+from ._calls import call_tool
+from ._strategies import valid_arguments
+from ._where import definition_file, describe, of_function
 
 
 def _deep(depth: int) -> Any:
@@ -49,7 +50,8 @@ JUNK: tuple[Any, ...] = (
     {"x": "\udcff\udc80"},
     _deep(200),
 )
-CALL_LIMIT_SECONDS = 20.0
+#: Seconds one call may take before the check cancels it and reports the tool.
+CALL_LIMIT_SECONDS = 10.0
 
 
 class ConformanceError(AssertionError):
@@ -73,59 +75,184 @@ def _check_envelope(response: object, where: str) -> list[str]:
     return problems
 
 
-def _argument_sets(tool: ToolBase, examples: int) -> list[Any]:
-    """Arguments generated from the tool's own schema (hypothesis), then the junk corpus."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+def _tool_where(server: MCPServerBase, name: str, tool: ToolBase) -> str:
+    return f"{server.name}.{name} ({of_function(tool.execute)})"
 
-    generated: list[Any] = []
-    schema = dict(tool.definition.input_schema)
-    try:
-        from hypothesis_jsonschema import from_schema
 
-        strategy = from_schema(schema)
-    except Exception:
-        strategy = st.dictionaries(
-            st.sampled_from(sorted(schema.get("properties", {})) or ["x"]),
-            st.none() | st.booleans() | st.integers() | st.text() | st.lists(st.text()),
+def _short_args(args: object) -> str:
+    text = repr(args)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+class _Tally:
+    """Problems of one tool, one line per kind of fault with how often it happened."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.calls = 0
+        self.kinds: dict[str, list[Any]] = {}
+
+    def add(self, kind: str, message: str) -> None:
+        entry = self.kinds.setdefault(kind, [0, message])
+        entry[0] += 1
+
+    def problems(self) -> list[str]:
+        out = []
+        for count, message in self.kinds.values():
+            suffix = f" [{count} of {self.calls} calls]" if self.calls > 1 else ""
+            out.append(f"{self.where}: {message}{suffix}")
+        return out
+
+
+def _judge_value(value: object, args: object, tally: _Tally) -> None:
+    if isinstance(value, ToolResult):
+        if value.is_error and value.directives:
+            tally.add("directives", f"returned an error ToolResult with directives for {_short_args(args)}")
+        return
+    if type(value) is not str and not isinstance(value, str):
+        tally.add(
+            f"type:{type(value).__name__}",
+            f"returned {type(value).__name__} for schema-valid arguments {_short_args(args)}; "
+            "a tool returns a str or a ToolResult (wrap data with ToolResult.json(...))",
         )
-    strategy = strategy | st.dictionaries(st.text(max_size=8), st.none() | st.integers() | st.text(max_size=40))
-
-    @settings(
-        max_examples=examples, database=None, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
-    )
-    @given(strategy)
-    def collect(value: Any) -> None:
-        generated.append(value)
-
-    try:
-        collect()
-    except Exception as exc:
-        generated.append({"__generation_failed__": str(exc)})
-    return generated + list(JUNK)
 
 
-async def _fuzz(server: MCPServerBase, examples: int) -> list[str]:
+def _exercise_tool(
+    server: MCPServerBase,
+    name: str,
+    tool: ToolBase,
+    valid: list[Any],
+    manager: ServerManager,
+    limit: float,
+) -> list[str]:
+    """Call the tool itself with schema-valid arguments: errors and wrong types are faults here."""
+    tally = _Tally(_tool_where(server, name, tool))
+    for index, args in enumerate(valid):
+        ctx = CallContext(conversation_id=f"check-{index % 3}", manager=manager, deadline=time.monotonic() + limit)
+        tally.calls += 1
+        outcome = call_tool(tool, dict(args), ctx, limit)
+        if outcome.timed_out:
+            after = "stopped" if outcome.stopped_when_cancelled else "did not stop either"
+            tally.add(
+                "timeout",
+                f"did not return within {limit:g} s for {_short_args(args)}; ctx.cancelled was set and it {after} "
+                "(a long tool checks ctx.cancelled or ctx.remaining())",
+            )
+            break  # one abandoned thread per tool is enough to show it
+        if outcome.error is not None:
+            if isinstance(outcome.error, ToolError):
+                continue  # a typed refusal is an answer
+            tally.add(
+                f"raised:{type(outcome.error).__name__}",
+                f"raised {describe(outcome.error)} for schema-valid arguments {_short_args(args)}; "
+                "raise ToolError(code, message) to refuse a call",
+            )
+            continue
+        _judge_value(outcome.value, args, tally)
+    return tally.problems()
+
+
+async def _through_execute(
+    server: MCPServerBase, name: str, arguments: list[Any], manager: ServerManager, limit: float
+) -> list[str]:
+    """The server's execute with junk too: it never raises and always answers with an envelope."""
     problems: list[str] = []
+    for index, args in enumerate(arguments):
+        where = f"{server.name}.{name} with {_short_args(args)[:80]}"
+        ctx = CallContext(conversation_id=f"check-{index % 3}", manager=manager, deadline=time.monotonic() + limit)
+        try:
+            async with asyncio.timeout(limit):
+                response = await server.execute(name, args, ctx)
+        except TimeoutError:
+            ctx.cancelled.set()
+            problems.append(f"{where}: execute did not return within {limit:g} s")
+            break
+        except BaseException as exc:
+            problems.append(f"{where}: execute raised {describe(exc)}")
+            continue
+        problems.extend(_check_envelope(response, where))
+    return problems
+
+
+def _check_definitions(server: MCPServerBase, packages: tuple[str, ...]) -> tuple[list[str], set[str]]:
+    """Problems of the tool definitions, and the tools whose schema is unusable."""
+    import jsonschema_rs
+
+    problems: list[str] = []
+    unusable: set[str] = set()
+    for name, tool in server.tools.items():
+        where = f"{server.name}.{name}"
+        if not isinstance(tool.definition, ToolDefinition):
+            problems.append(f"{where}: definition is not a ToolDefinition")
+            unusable.add(name)
+            continue
+        if not isinstance(tool.required_access_level, AccessLevel):
+            problems.append(f"{where}: required_access_level is not an AccessLevel")
+        try:
+            jsonschema_rs.meta.validate(dict(tool.definition.input_schema))
+        except Exception as exc:
+            source = definition_file(tool, packages)
+            first = str(getattr(exc, "message", "") or exc).strip().splitlines()[0]
+            at = ".".join(map(str, getattr(exc, "instance_path", ()) or ()))
+            problems.append(
+                f"{where}{f' ({source})' if source else ''}: inputSchema is not a valid JSON Schema: "
+                f"{f'inputSchema.{at}: ' if at else ''}{first}"
+            )
+            unusable.add(name)
+        problems.extend(_check_own_pattern(server, name, {}))
+        try:
+            skip = server.skip_duplicate_check(name)
+        except Exception as exc:
+            problems.append(f"{where}: skip_duplicate_check raised {describe(exc)}")
+        else:
+            if not isinstance(skip, bool):
+                problems.append(f"{where}: skip_duplicate_check returned {skip!r}, expected a bool")
+    return problems, unusable
+
+
+def pattern_problem(server: str, tool: str, pattern: object) -> str | None:
+    """Why ``pattern`` is not a permission pattern for ``server.tool``, or None when it is."""
+    full = f"{server}.{tool}"
+    if not isinstance(pattern, str) or not pattern:
+        return f"returned {pattern!r}, expected a non-empty str"
+    if pattern != full and not pattern.startswith(full + ":"):
+        return (
+            f"returned {pattern!r} for {full}: a pattern is '{full}' or '{full}:<detail>' — "
+            "one naming another tool would let that tool's rules decide this call"
+        )
+    return None
+
+
+def _check_own_pattern(server: MCPServerBase, name: str, args: dict[str, Any]) -> list[str]:
+    where = f"{server.name}.{name}"
+    try:
+        pattern = server.permission_pattern(name, args)
+    except Exception as exc:
+        return [f"{where}: permission_pattern raised {describe(exc)} for {_short_args(args)}"]
+    problem = pattern_problem(server.name, name, pattern)
+    return [f"{where}: permission_pattern {problem}"] if problem else []
+
+
+def _check_configure(server: MCPServerBase) -> list[str]:
+    where = f"{server.name}: configure ({of_function(server.configure)})"
+    try:
+        server.configure({"__no_such_key__": 1})
+    except ConfigError:
+        return []
+    except Exception as exc:
+        return [f"{where} raised {describe(exc)} for an unknown key, expected ConfigError"]
+    return [f"{server.name}: configure accepted an unknown key"]
+
+
+def _scratch_manager(server: MCPServerBase) -> ServerManager:
     manager = ServerManager(
         config_from_dict({"storage": {"backend": "none"}}, root=server.root), plugins=Plugins(strict=False)
     )
     manager.servers[server.name] = server  # observed, not owned: the caller closes the server
-    for name, tool in server.tools.items():
-        for index, args in enumerate(_argument_sets(tool, examples)):
-            where = f"{server.name}.{name} with {str(args)[:80]!r}"
-            ctx = CallContext(conversation_id=f"check-{index % 3}", manager=manager)
-            try:
-                async with asyncio.timeout(CALL_LIMIT_SECONDS):
-                    response = await server.execute(name, args, ctx)
-            except TimeoutError:
-                problems.append(f"{where}: did not return within {CALL_LIMIT_SECONDS:g} s")
-                continue
-            except BaseException as exc:
-                problems.append(f"{where}: execute raised {type(exc).__name__}: {exc}")
-                continue
-            problems.extend(_check_envelope(response, where))
-    return problems
+    return manager
+
+
+Progress = Callable[[str], None]
 
 
 def check_server(
@@ -134,95 +261,66 @@ def check_server(
     examples: int = 50,
     raise_on_failure: bool = True,
     close: bool = True,
+    call_timeout: float = CALL_LIMIT_SECONDS,
+    progress: Progress | None = None,
+    arguments: dict[str, list[Any]] | None = None,
+    definition_packages: tuple[str, ...] = (),
 ) -> list[str]:
     """Check a server against the contract; return (or raise with) every problem found.
 
-    Tools are called with arguments generated from their schemas and with junk, so root the
+    Each tool is called with up to ``examples`` argument objects generated from its schema
+    (every one valid against it): raising anything but ``ToolError``, returning anything but a
+    ``str`` or ``ToolResult``, or running past ``call_timeout`` seconds is a fault. Then the
+    server's ``execute`` gets junk as well, and must always answer with an envelope. Root the
     server in a scratch directory. With ``close`` (the default), ``close()`` is checked last.
+
+    Args:
+        server: the server under test.
+        examples: generated argument sets per tool.
+        raise_on_failure: raise ``ConformanceError`` listing every problem instead of returning them.
+        close: check that ``close()`` is idempotent (closing the server).
+        call_timeout: seconds one call may take before it is cancelled and reported.
+        progress: called with one line per step, for a report as the check runs.
+        arguments: filled with the schema-valid arguments generated per tool name.
+        definition_packages: packages whose ``tools/*.json`` a report may name as a definition's file.
     """
-    problems: list[str] = []
     if not isinstance(server, MCPServerBase):
         raise TypeError(f"check_server expects an MCPServerBase instance, got {type(server).__name__}")
+    say = progress or (lambda line: None)
+    problems: list[str] = []
     if not TOOL_NAME.match(server.name or "") or "." in server.name:
         problems.append(f"server name {server.name!r} is not a valid tool prefix")
     listing = server.list_tools()
     if not isinstance(listing, list) or [t.get("name") for t in listing] != list(server.tools):
         problems.append(f"{server.name}: list_tools() does not list the registered tools in order")
+    if not server.tools:
+        problems.append(f"{server.name}: the server has no tools (register_tool in __init__)")
+    found_in_definitions, unusable = _check_definitions(server, tuple(definition_packages))
+    problems.extend(found_in_definitions)
+    problems.extend(_check_configure(server))
+    manager = _scratch_manager(server)
     for name, tool in server.tools.items():
-        where = f"{server.name}.{name}"
-        if not isinstance(tool.definition, ToolDefinition):
-            problems.append(f"{where}: definition is not a ToolDefinition")
+        if name in unusable:
             continue
-        if not isinstance(tool.required_access_level, AccessLevel):
-            problems.append(f"{where}: required_access_level is not an AccessLevel")
-        try:
-            import jsonschema_rs
-
-            jsonschema_rs.meta.validate(dict(tool.definition.input_schema))
-        except Exception as exc:
-            problems.append(f"{where}: inputSchema is not a valid JSON Schema: {exc}")
-        pattern = server.permission_pattern(name, {})
-        if not isinstance(pattern, str) or not pattern:
-            problems.append(f"{where}: permission_pattern returned {pattern!r}, expected a non-empty str")
-        if not isinstance(server.skip_duplicate_check(name), bool):
-            problems.append(f"{where}: skip_duplicate_check did not return a bool")
-    try:
-        server.configure({"__no_such_key__": 1})
-        problems.append(f"{server.name}: configure accepted an unknown key")
-    except ConfigError:
-        pass
-    except Exception as exc:
-        problems.append(
-            f"{server.name}: configure raised {type(exc).__name__} for an unknown key, expected ConfigError"
-        )
-    problems.extend(asyncio.run(_fuzz(server, examples)))
+        valid, generation = valid_arguments(tool.definition.input_schema, examples)
+        problems.extend(f"{_tool_where(server, name, tool)}: {p}" for p in generation)
+        if arguments is not None:
+            arguments[name] = valid
+        say(f"{server.name}.{name}: {len(valid)} schema-valid argument sets")
+        found = _exercise_tool(server, name, tool, valid, manager, call_timeout)
+        problems.extend(found)
+        for args in valid[:3]:
+            problems.extend(_check_own_pattern(server, name, args))
+        if any("did not return within" in p for p in found):
+            continue  # the tool blocks: calling it again through execute would only block again
+        say(f"{server.name}.{name}: {len(JUNK) + min(3, len(valid))} calls through execute, junk included")
+        problems.extend(asyncio.run(_through_execute(server, name, valid[:3] + list(JUNK), manager, call_timeout)))
     if close:
         try:
             server.close()
             server.close()
         except Exception as exc:
-            problems.append(f"{server.name}: close() is not idempotent: {exc}")
+            problems.append(f"{server.name}: close() is not idempotent: {describe(exc)}")
     if problems and raise_on_failure:
         raise ConformanceError(f"{len(problems)} problem(s):\n" + "\n".join(f"- {p}" for p in problems))
     return problems
-
-
-def check_plugin(
-    module: types.ModuleType | object,
-    *,
-    root: str | Path | None = None,
-    config: Mapping[str, Any] | None = None,
-    examples: int = 50,
-    raise_on_failure: bool = True,
-) -> list[str]:
-    """Register ``module`` as a plugin, build its servers, and run ``check_server`` on each."""
-    scratch = None
-    if root is None:
-        scratch = tempfile.TemporaryDirectory(prefix="entropic-mcp-check-")
-        root = scratch.name
-    try:
-        plugins = Plugins(strict=True)
-        plugins.register(module, getattr(module, "__name__", "plugin-under-test"))
-        plugins.check_unknown_hooks()
-        settings = config_from_dict(dict(config or {"storage": {"backend": "none"}}), root=root)
-        problems: list[str] = []
-        servers = []
-        for _, function in plugins.implementations("entropic_mcp_servers"):
-            result = function(config=PluginConfig(root=Path(root).resolve(), settings=settings))
-            results = [result] if isinstance(result, MCPServerBase) else list(result or [])
-            for server in results:
-                if not isinstance(server, MCPServerBase):
-                    problems.append(f"entropic_mcp_servers returned {type(server).__name__}, not an MCPServerBase")
-                    continue
-                server.configure(settings.server_table(server.name))
-                servers.append(server)
-        if not servers:
-            problems.append("the plugin registers no server (implement entropic_mcp_servers)")
-        for server in servers:
-            problems.extend(check_server(server, examples=examples, raise_on_failure=False))
-        if problems and raise_on_failure:
-            raise ConformanceError(f"{len(problems)} problem(s):\n" + "\n".join(f"- {p}" for p in problems))
-        return problems
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
