@@ -27,7 +27,7 @@ class Echo(ToolBase):
 
     async def execute(self, args, ctx):
         self.server.runs.append(("echo", dict(args), ctx.conversation_id))
-        return args["text"]
+        return args["text"] + getattr(self, "suffix", "")
 
     def anchor_key(self, args):
         return f"echo:{args.get('text')}"

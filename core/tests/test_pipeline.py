@@ -59,10 +59,15 @@ def test_before_hook_replaces_arguments_but_never_the_tool(tmp_path):
     assert server.runs[0][0] == "echo"
 
 
-def test_malformed_hook_answer_is_ignored(tmp_path, caplog):
-    manager, _ = manager_for(tmp_path, plugins=[Gate()])
-    assert call(manager, "demo.echo", {"text": "garbage"}).response.result == "garbage"
-    assert "ignored" in caplog.text
+def test_a_hook_answer_of_the_wrong_type_refuses_the_call_and_names_the_plugin(tmp_path, caplog):
+    manager, server = manager_for(tmp_path, plugins=[Gate()])
+    outcome = call(manager, "demo.echo", {"text": "garbage"})
+    assert outcome.kind == "rejected_hook"
+    assert error_of(outcome)["error"] == "refused_by_hook"
+    assert "wrong type (int)" in error_of(outcome)["message"]
+    assert server.runs == []
+    assert any("entropic_mcp_before_tool_call" in fault for fault in outcome.hook_faults)
+    assert "returned int" in caplog.text
 
 
 def test_after_hook_rewrites_the_result_text(tmp_path):
@@ -95,23 +100,93 @@ def test_identical_failure_is_refused_the_third_time_before_it_runs(tmp_path):
     kinds = [call(manager, "demo.fail", {"x": 1}).kind for _ in range(3)]
     assert kinds == ["error", "error", "rejected_loop"]
     assert len(server.runs) == 2
-    assert "not transient" in error_of(call(manager, "demo.fail", {"x": 1}))["message"]
+    assert "failed 2 times in a row" in error_of(call(manager, "demo.fail", {"x": 1}))["message"]
     assert call(manager, "demo.fail", {"x": 2}).kind == "error"  # other arguments still run
 
 
-def test_error_results_are_never_served_from_the_duplicate_cache(tmp_path):
+def test_error_results_are_never_served_from_a_cache(tmp_path):
     manager, server = manager_for(tmp_path)
     call(manager, "demo.fail", {"x": 1})
     assert call(manager, "demo.fail", {"x": 1}).kind == "error"
     assert len(server.runs) == 2
 
 
+def test_a_success_on_the_same_server_clears_the_failure_record(tmp_path):
+    manager, server = manager_for(tmp_path)
+    call(manager, "demo.fail", {"x": 1})
+    call(manager, "demo.fail", {"x": 1})
+    assert call(manager, "demo.echo", {"text": "look"}).kind == "ok"
+    assert call(manager, "demo.fail", {"x": 1}).kind == "error"
+    assert len([r for r in server.runs if r[0] == "fail"]) == 3
+
+
+def test_a_successful_write_anywhere_clears_the_failure_record(tmp_path):
+    from entropic_mcp import MCPServerBase, ToolBase
+    from entropic_mcp import ToolDefinition as TD
+
+    class Touch(ToolBase):
+        definition = TD(name="touch", description="", input_schema={"type": "object"})
+
+        def execute(self, args, ctx):
+            return "touched"
+
+    class Shell(MCPServerBase):
+        name = "shell"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Touch())
+
+    manager = make_manager(tmp_path, config=ALLOW, servers=[DemoServer(root=tmp_path), Shell(root=tmp_path)])
+    call(manager, "demo.fail", {"x": 1})
+    call(manager, "demo.fail", {"x": 1})
+    assert call(manager, "demo.fail", {"x": 1}).kind == "rejected_loop"
+    assert call(manager, "shell.touch", {}).kind == "ok"
+    assert call(manager, "demo.fail", {"x": 1}).kind == "error"
+
+
+def test_a_different_error_code_restarts_the_count(tmp_path):
+    from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolResult
+    from entropic_mcp import ToolDefinition as TD
+
+    codes = iter(["read_before_write", "file_changed", "file_changed", "file_changed"])
+
+    class Flaky(ToolBase):
+        definition = TD(name="write", description="", input_schema={"type": "object"})
+        required_access_level = AccessLevel.WRITE
+
+        def execute(self, args, ctx):
+            return ToolResult.error(next(codes), "try again")
+
+    class Fs(MCPServerBase):
+        name = "fs"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Flaky())
+
+    manager = make_manager(tmp_path, config=ALLOW, servers=[Fs(root=tmp_path)])
+    kinds = [call(manager, "fs.write", {"content": "A"}).kind for _ in range(4)]
+    assert kinds == ["error", "error", "error", "rejected_loop"]
+
+
 def test_same_tool_spiral_is_refused_until_another_tool_is_called(tmp_path):
     manager, _ = manager_for(tmp_path, config={**ALLOW, "pipeline": {"same_tool_limit": 3}})
-    kinds = [call(manager, "demo.echo", {"text": str(i)}).kind for i in range(4)]
+    kinds = [call(manager, "demo.write", {"path": str(i)}).kind for i in range(4)]
     assert kinds == ["ok", "ok", "ok", "rejected_loop"]
+    assert call(manager, "demo.write", {"path": "refused"}).kind == "rejected_loop"  # refusals do not reset it
     call(manager, "demo.empty", {})
-    assert call(manager, "demo.echo", {"text": "again"}).kind == "ok"
+    assert call(manager, "demo.write", {"path": "again"}).kind == "ok"
+
+
+def test_read_tools_never_count_toward_the_spiral(tmp_path):
+    manager, _ = manager_for(tmp_path, config={**ALLOW, "pipeline": {"same_tool_limit": 3}})
+    assert {call(manager, "demo.echo", {"text": str(i)}).kind for i in range(20)} == {"ok"}
+
+
+def test_the_default_spiral_limit_lets_a_long_run_of_shell_commands_through(tmp_path):
+    manager, _ = manager_for(tmp_path)
+    assert {call(manager, "demo.write", {"path": str(i)}).kind for i in range(30)} == {"ok"}
 
 
 # -- stage 4: schema --------------------------------------------------------------------------------
@@ -157,7 +232,7 @@ def test_access_keys_best_match_wins_and_the_refusal_names_the_level(tmp_path):
     denied = call(manager, "demo.boom", {}, identity="reader")
     assert denied.kind == "rejected_access"
     assert "holds READ" in error_of(denied)["message"] and "needs WRITE" in error_of(denied)["message"]
-    assert "entropic.delegate" in error_of(denied)["message"]
+    assert "delegate" not in error_of(denied)["message"]  # no tool here can hand the work on
     assert call(manager, "demo.echo", {"text": "b"}, identity="nobody").kind == "rejected_access"
     assert call(manager, "demo.echo", {"text": "c"}, identity="star").kind == "ok"
     assert call(manager, "demo.write", {"path": "c"}, identity="unregistered").kind == "ok"
@@ -181,42 +256,60 @@ def test_access_keys_grant_revoke_and_grant_from_within_the_granters_level(tmp_p
 # -- stage 6: duplicates ----------------------------------------------------------------------------
 
 
-def test_duplicate_timeline_runs_once_then_returns_the_previous_result_then_stop(tmp_path):
+def test_a_repeated_read_runs_every_time_and_is_flagged_then_stopped(tmp_path):
     manager, server = manager_for(tmp_path)
-    outcomes = [call(manager, "demo.write", {"path": "a", "status": "pending"}) for _ in range(4)]
-    assert [o.kind for o in outcomes] == ["ok", "rejected_duplicate", "rejected_duplicate", "rejected_duplicate"]
-    assert len(server.runs) == 1
-    second = error_of(outcomes[1])
-    assert second["error"] == "duplicate_call"
-    assert second["message"].startswith("Tool 'demo.write' was already called with the same arguments.")
-    assert second["previous_result"] == outcomes[0].response.result
-    assert "STOP" not in error_of(outcomes[2])["message"]
-    assert error_of(outcomes[3])["message"].startswith("STOP. You have called the same tool 4 times")
-    assert outcomes[3].consecutive_duplicates == 3
+    outcomes = [call(manager, "demo.echo", {"text": "same"}) for _ in range(3)]
+    assert [o.kind for o in outcomes] == ["ok", "ok", "ok"]
+    assert len(server.runs) == 3
+    assert outcomes[0].response.result == "same"
+    assert outcomes[1].response.result.startswith("[duplicate_call] Tool 'demo.echo' was already called")
+    assert outcomes[1].response.result.endswith("\n\nsame")
+    assert "STOP" in outcomes[2].response.result and "3 times" in outcomes[2].response.result
+    assert [o.consecutive_duplicates for o in outcomes] == [0, 1, 2]
+
+
+def test_a_repeat_with_a_new_answer_is_not_flagged(tmp_path):
+    (tmp_path / "f").write_text("A")
+    manager, server = manager_for(tmp_path)
+    first = call(manager, "demo.echo", {"text": "x"})
+    assert first.consecutive_duplicates == 0
+    server.get_tool("echo").suffix = "changed"
+    second = call(manager, "demo.echo", {"text": "x"})
+    assert second.consecutive_duplicates == 0 and "[duplicate_call]" not in second.response.result
+
+
+def test_writes_are_never_deduplicated(tmp_path):
+    manager, server = manager_for(tmp_path)
+    outcomes = [call(manager, "demo.write", {"path": "a", "status": "pending"}) for _ in range(5)]
+    assert {o.kind for o in outcomes} == {"ok"}
+    assert all(o.consecutive_duplicates == 0 for o in outcomes)
+    assert len(server.runs) == 5
 
 
 def test_argument_key_order_does_not_matter_for_duplicates(tmp_path):
     manager, _ = manager_for(tmp_path)
-    call(manager, "demo.write", {"path": "a", "status": "pending"})
-    assert call(manager, "demo.write", {"status": "pending", "path": "a"}).kind == "rejected_duplicate"
+    call(manager, "demo.echo", {"text": "a", "n": 1})
+    assert call(manager, "demo.echo", {"n": 1, "text": "a"}).consecutive_duplicates == 1
 
 
-def test_duplicates_are_per_conversation(tmp_path):
+def test_duplicates_are_per_conversation_and_identity(tmp_path):
     manager, server = manager_for(tmp_path)
-    call(manager, "demo.write", {"path": "a"}, conversation="one")
-    assert call(manager, "demo.write", {"path": "a"}, conversation="two").kind == "ok"
-    assert len(server.runs) == 2
+    call(manager, "demo.echo", {"text": "a"}, conversation="one")
+    assert call(manager, "demo.echo", {"text": "a"}, conversation="two").consecutive_duplicates == 0
+    assert call(manager, "demo.echo", {"text": "a"}, conversation="one", identity="other").consecutive_duplicates == 0
+    assert call(manager, "demo.echo", {"text": "a"}, conversation="one").consecutive_duplicates == 1
+    assert len(server.runs) == 4
 
 
-def test_skip_duplicate_check_hook_overrides_the_server(tmp_path):
+def test_skip_duplicate_check_hook_of_the_servers_own_plugin(tmp_path):
     class Repeatable:
         @hookimpl
         def entropic_mcp_skip_duplicate_check(self, server, tool):
-            return True if tool == "write" else None
+            return True if tool == "echo" else None
 
     manager, server = manager_for(tmp_path, plugins=[Repeatable()])
     for _ in range(3):
-        assert call(manager, "demo.write", {"path": "a"}).kind == "ok"
+        assert call(manager, "demo.echo", {"text": "a"}).consecutive_duplicates == 0
     assert len(server.runs) == 3
 
 
@@ -477,6 +570,7 @@ def test_batch_runs_delegation_last_and_stops_after_stop_processing(tmp_path):
 
     class Delegate(ToolBase):
         definition = TD(name="delegate", description="", input_schema={"type": "object"})
+        runs_last = True
 
         def execute(self, args, ctx):
             return ToolResult(text="delegated", directives=[StopProcessing()])
@@ -499,11 +593,48 @@ def test_batch_runs_delegation_last_and_stops_after_stop_processing(tmp_path):
 
 
 def test_batch_stops_after_the_stop_duplicate_message(tmp_path):
-    manager, _ = manager_for(tmp_path)
-    calls = [("demo.write", {"path": "a"})] * 6
+    manager, server = manager_for(tmp_path)
+    calls = [("demo.echo", {"text": "a"})] * 6
     batch = anyio.run(manager.execute_batch, calls)
     assert batch.stopped == "duplicate_stop"
-    assert len(batch.outcomes) == 4
+    assert len(batch.outcomes) == 3 and len(server.runs) == 3
+    assert batch.surplus == ("demo.echo",) * 3
+
+
+def test_identical_reads_in_one_batch_are_flagged_as_in_sequence(tmp_path):
+    manager, server = manager_for(tmp_path)
+    batch = anyio.run(manager.execute_batch, [("demo.echo", {"text": "a"}), ("demo.echo", {"text": "a"})])
+    assert [o.consecutive_duplicates for o in batch.outcomes] == [0, 1]
+    assert len(server.runs) == 2
+
+
+def test_a_stop_reports_every_call_that_ran_beside_it(tmp_path):
+    from entropic_mcp import AccessLevel, MCPServerBase, StopProcessing, ToolBase, ToolResult
+    from entropic_mcp import ToolDefinition as TD
+
+    class Stop(ToolBase):
+        definition = TD(name="stop", description="", input_schema={"type": "object"})
+        required_access_level = AccessLevel.READ
+
+        def execute(self, args, ctx):
+            return ToolResult(text="stopping", directives=[StopProcessing()])
+
+    class Control(MCPServerBase):
+        name = "control"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Stop())
+
+    manager = make_manager(tmp_path, config=ALLOW, servers=[DemoServer(root=tmp_path), Control(root=tmp_path)])
+    demo = manager.servers["demo"]
+    batch = anyio.run(manager.execute_batch, [("control.stop", {}), ("demo.echo", {"text": "ran"})])
+    assert batch.stopped == "stop_processing"
+    assert [o.name for o in batch.outcomes] == ["control.stop", "demo.echo"]  # it ran: it is reported
+    assert batch.surplus == ()
+    assert len(demo.runs) == 1
+    again = call(manager, "demo.echo", {"text": "ran"}, conversation="default")
+    assert again.kind == "ok"
 
 
 # -- isolation under load -------------------------------------------------------------------------
@@ -519,9 +650,10 @@ def test_fifty_conversations_in_parallel_never_share_state(tmp_path):
                 outcome = call(manager, "demo.write", {"path": f"p{i}"}, conversation=f"conv-{n}")
                 if outcome.kind != "ok":
                     errors.append((n, i, outcome.kind))
-                again = call(manager, "demo.write", {"path": f"p{i}"}, conversation=f"conv-{n}")
-                if again.kind != "rejected_duplicate":
-                    errors.append((n, i, "dup", again.kind))
+                look = call(manager, "demo.echo", {"text": f"p{i}"}, conversation=f"conv-{n}")
+                again = call(manager, "demo.echo", {"text": f"p{i}"}, conversation=f"conv-{n}")
+                if look.consecutive_duplicates != 0 or again.consecutive_duplicates != 1:
+                    errors.append((n, i, "dup", look.consecutive_duplicates, again.consecutive_duplicates))
         except Exception as exc:
             errors.append(exc)
 
@@ -531,9 +663,9 @@ def test_fifty_conversations_in_parallel_never_share_state(tmp_path):
     for t in threads:
         t.join()
     assert errors == []
-    assert len(server.runs) == 50 * 20
+    assert len([r for r in server.runs if r[0] == "write"]) == 50 * 20
     by_conversation = {}
-    for _, args, conversation in server.runs:
+    for _, args, conversation in (r for r in server.runs if r[0] == "write"):
         by_conversation.setdefault(conversation, []).append(args["path"])
     assert all(paths == [f"p{i}" for i in range(20)] for paths in by_conversation.values())
 

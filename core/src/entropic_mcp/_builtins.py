@@ -8,18 +8,6 @@ from typing import Any
 from ._plugins import hookimpl
 
 
-class DefaultPolicies:
-    """Permission pattern and duplicate check: the owning server's own answers."""
-
-    @hookimpl(trylast=True)
-    def entropic_mcp_permission_pattern(self, server: Any, tool: str, args: dict[str, Any]) -> str:
-        return server.permission_pattern(tool, args)
-
-    @hookimpl(trylast=True)
-    def entropic_mcp_skip_duplicate_check(self, server: Any, tool: str) -> bool:
-        return bool(server.skip_duplicate_check(tool))
-
-
 class TinyDBStorage:
     """The embedded default store (nothing to run)."""
 
@@ -47,6 +35,5 @@ class DelegationHandlers:
 
 
 def builtin_plugins() -> Iterator[tuple[str, object]]:
-    yield "builtin-policies", DefaultPolicies()
     yield "builtin-tinydb", TinyDBStorage()
     yield "builtin-delegation", DelegationHandlers()

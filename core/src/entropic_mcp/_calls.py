@@ -45,7 +45,12 @@ ANSWERS: tuple[str, ...] = ("allow_once", "deny_once", "always_allow", "always_d
 
 @attrs.frozen(kw_only=True)
 class ApprovalRequest:
-    """An "ask" decision: ``pattern`` is what ``always_*`` would store."""
+    """An "ask" decision: ``pattern`` is what ``always_*`` would store.
+
+    ``always`` is False when an "always" answer would not take effect (an explicit ``ask`` rule
+    matched, or part of the call could not be analysed): approvers should offer only "once"
+    answers then, and an "always" answer is taken as "once".
+    """
 
     tool: str
     args: Mapping[str, Any]
@@ -55,6 +60,7 @@ class ApprovalRequest:
     identity: str | None = None
     conversation_id: str = "default"
     reason: str = ""
+    always: bool = True
 
 
 @attrs.frozen(kw_only=True)

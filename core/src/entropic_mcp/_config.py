@@ -34,7 +34,7 @@ class PipelineConfig:
     max_tool_calls_per_turn: int = 10
     duplicate_stop_after: int = 3
     identical_failure_limit: int = 2
-    same_tool_limit: int = 8
+    same_tool_limit: int = 50
     history_size: int = 200
     tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)
 

@@ -36,6 +36,12 @@ class CallContext:
     _cancelled: threading.Event | None = attrs.field(default=None, repr=False, alias="cancelled")
     partial: str | None = attrs.field(default=None, repr=False)
     meta: dict[str, Any] = attrs.field(factory=dict, repr=False)
+    #: How the caller names tools (``serve`` with ``tool_names = "underscored"``): messages use it.
+    tool_names: Callable[[str], str] | None = attrs.field(default=None, repr=False)
+
+    def display(self, name: str) -> str:
+        """``name`` (``server.tool``) as the caller knows it."""
+        return name if self.tool_names is None else self.tool_names(name)
 
     @property
     def cancelled(self) -> threading.Event:

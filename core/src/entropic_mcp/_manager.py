@@ -1,8 +1,12 @@
-"""ServerManager: owns every server, answers the pipeline's queries, runs calls."""
+"""ServerManager: the registry of servers and the front door of the pipeline.
+
+Hook calls go through ``_hooks.Hooks`` (typed, isolated), calls through ``_pipeline.Pipeline``,
+model turns through ``_batch.run_batch``; this module keeps the registry and the queries the
+stages ask.
+"""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -10,15 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._access import AccessLevel
-from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
+from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, ToolCall
 from ._config import Config, PluginConfig, config_from_dict
 from ._context import CallContext
-from ._directives import DirectiveHandlerSpec, DirectiveProcessor
+from ._directives import DirectiveProcessor
 from ._envelope import ServerResponse
-from ._errors import ConfigError, DuplicateNameError, PluginError
+from ._errors import ConfigError, DuplicateNameError
+from ._hooks import HookFault, HookRefusal, Hooks
 from ._keys import AccessKeys
+from ._outcome import BatchOutcome, CallOutcome
 from ._permissions import PermissionPart, PermissionRules
-from ._pipeline import DEFERRED, BatchOutcome, CallOutcome, Pipeline, approval_from, stops_batch
+from ._pipeline import Pipeline
 from ._plugins import Plugins
 from ._schema import SchemaValidator
 from ._server import MCPServerBase
@@ -58,6 +64,7 @@ class ServerManager:
         self.plugins = plugins if plugins is not None else Plugins()
         self.servers: dict[str, MCPServerBase] = {}
         self.providers: dict[str, str] = {}
+        self.hooks = Hooks(self.plugins, self.providers)
         self.access_keys = AccessKeys({n: i.keys for n, i in self.config.identities.items()})
         self.permissions = PermissionRules(self.config.permissions, self.config.local_path)
         self._storage = storage
@@ -67,7 +74,6 @@ class ServerManager:
         self._parts: dict[str, list[PermissionPart]] = {}
         self._tool_list: list[dict[str, Any]] | None = None
         self._closed = False
-        self._refresh_hook_flags()
         self.pipeline = Pipeline(self)
         for server in servers:
             self.add_server(server)
@@ -88,46 +94,114 @@ class ServerManager:
         return manager
 
     def build_servers(self) -> None:
-        """Ask every plugin for its servers; a plugin that raises is recorded and skipped."""
+        """Ask every plugin for its servers; a plugin that fails is recorded as failed and skipped.
+
+        A plugin fails when its ``entropic_mcp_servers`` hook raises or returns something other
+        than servers, when a server's ``configure`` raises anything but ``ConfigError`` (a
+        mistake in the user's config, which stops start-up with the file and key), when a
+        tool's ``inputSchema`` is not a valid JSON Schema, or when it registers a server name
+        another plugin also registers. Other plugins keep working; under strict mode
+        (``ENTROPIC_MCP_STRICT_PLUGINS=1``) the first failure is an error.
+        """
         plugin_config = PluginConfig(root=self.config.root, settings=self.config)
         found: dict[str, list[tuple[str, MCPServerBase]]] = {}
-        for plugin_name, function in self.plugins.implementations("entropic_mcp_servers"):
+        hook = "entropic_mcp_servers"
+        for plugin_name, function in self.plugins.implementations(hook):
             try:
                 results = _as_list(function(config=plugin_config))
-                bad = [r for r in results if not isinstance(r, MCPServerBase)]
-                if bad:
-                    raise TypeError(
-                        f"entropic_mcp_servers returned {type(bad[0]).__name__}, expected MCPServerBase instances"
-                    )
-                for server in results:
-                    server.configure(self.config.server_table(server.name))
             except ConfigError:
                 raise
             except Exception as exc:
-                self.plugins.fail(plugin_name, f"entropic_mcp_servers raised {type(exc).__name__}: {exc}")
+                self.plugins.fail(plugin_name, f"{hook} raised {type(exc).__name__}: {exc}")
+                continue
+            bad = [r for r in results if not isinstance(r, MCPServerBase)]
+            if bad:
+                self.plugins.fail(
+                    plugin_name, f"{hook} returned {type(bad[0]).__name__}, expected MCPServerBase instances"
+                )
+                continue
+            problem = self._check_servers(results)
+            if problem is not None:
+                self.plugins.fail(plugin_name, problem)
                 continue
             for server in results:
                 found.setdefault(server.name, []).append((plugin_name, server))
-        conflicts = {name: entries for name, entries in found.items() if len(entries) > 1}
-        if conflicts:
-            lines = [
-                f"server {name!r} is provided by: "
-                + ", ".join(
-                    f"{p} ({self.plugins.infos[p].distribution or 'in-process'})" if p in self.plugins.infos else p
-                    for p, _ in entries
+        self._check_server_tables(found)
+        failed: set[str] = set()
+        for name, entries in sorted(found.items()):
+            if len(entries) < 2:
+                continue
+            owners = [p for p, _ in entries if p == name]
+            providers = ", ".join(f"{p} ({self._distribution(p)})" for p, _ in entries)
+            for plugin_name, _ in entries:
+                if plugin_name in owners:
+                    continue
+                failed.add(plugin_name)
+                self.plugins.fail(
+                    plugin_name,
+                    f"server name {name!r} is registered by more than one plugin: {providers}. "
+                    + (
+                        f"It stays with plugin {name!r}; rename this plugin's server"
+                        if owners
+                        else "None of them is used; uninstall all but one, or block the others with "
+                        "ENTROPIC_MCP_DISABLED_PLUGINS or [entropic_mcp] plugins"
+                    ),
                 )
-                for name, entries in sorted(conflicts.items())
-            ]
-            raise PluginError(
-                "two plugins register the same server name — "
-                + "; ".join(lines)
-                + ". Uninstall one, or block it with ENTROPIC_MCP_DISABLED_PLUGINS or [entropic_mcp] plugins."
-            )
         order = {name: i for i, name in enumerate(self.config.plugins or ())}
         for name in sorted(found, key=lambda n: (order.get(n, len(order)), n)):
-            plugin_name, server = found[name][0]
+            entries = [(p, s) for p, s in found[name] if p not in failed]
+            if len(entries) != 1:
+                continue
+            plugin_name, server = entries[0]
             self.add_server(server, provider=plugin_name)
             self.plugins.note_servers(plugin_name, [name])
+
+    def _distribution(self, plugin_name: str) -> str:
+        info = self.plugins.infos.get(plugin_name)
+        return (info.distribution if info is not None else None) or "in-process"
+
+    def _check_servers(self, servers: Sequence[MCPServerBase]) -> str | None:
+        """Configure each server and compile each tool's schema; the first problem, or None."""
+        for server in servers:
+            table = self.config.server_table(server.name)
+            try:
+                server.configure(table)
+            except ConfigError:
+                raise
+            except Exception as exc:
+                return (
+                    f"server {server.name!r}: configure() raised {type(exc).__name__}: {exc} (a configure() that "
+                    "rejects the user's [servers.<name>] table should raise ConfigError)"
+                )
+            for tool in server.tools.values():
+                try:
+                    SchemaValidator(tool.definition.input_schema)
+                except Exception as exc:
+                    source = getattr(tool.definition, "source", None) or f"tools/{tool.name}.json"
+                    return f"tool {server.name}.{tool.name} ({source}): invalid inputSchema: {exc}"
+        return None
+
+    def _check_server_tables(self, found: Mapping[str, object]) -> None:
+        """``[servers.<name>]`` tables must name a server some plugin provides (typos do not pass)."""
+        tables = getattr(self.config, "servers", None) or {}
+        known = set(found) | set(self.servers)
+        unknown = sorted(name for name in tables if name not in known and not self._disabled(name))
+        if not unknown:
+            return
+        import difflib
+
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hints.append(f"[servers.{name}]" + (f" (did you mean [servers.{close[0]}]?)" if close else ""))
+        source = getattr(self.config, "path", None) or "entropic-mcp.toml"
+        raise ConfigError(
+            f"{source}: {', '.join(hints)} configures no installed server. Servers: {', '.join(sorted(known)) or 'none'}."
+        )
+
+    def _disabled(self, name: str) -> bool:
+        info = self.plugins.infos.get(name)
+        return info is not None and info.status in ("disabled", "failed")
 
     def add_server(self, server: MCPServerBase, *, provider: str = "host") -> None:
         if server.name in self.servers:
@@ -146,26 +220,10 @@ class ServerManager:
         return server
 
     def invalidate(self) -> None:
-        """Forget the cached listing and compiled schemas (a server changed)."""
+        """Forget the cached listing, compiled schemas and permission parts (a server changed)."""
         self._tool_list = None
         self._validators.clear()
-        self._refresh_hook_flags()
-
-    def _refresh_hook_flags(self) -> None:
-        def implemented(hook: str, *, beyond_builtins: bool = False) -> bool:
-            impls = getattr(self.plugins.hook, hook).get_hookimpls()
-            if beyond_builtins:
-                impls = [
-                    i
-                    for i in impls
-                    if not (self.plugins.infos.get(i.plugin_name) and self.plugins.infos[i.plugin_name].builtin)
-                ]
-            return bool(impls)
-
-        self.has_before_hooks = implemented("entropic_mcp_before_tool_call")
-        self.has_after_hooks = implemented("entropic_mcp_after_tool_call")
-        self.has_pattern_hooks = implemented("entropic_mcp_permission_pattern", beyond_builtins=True)
-        self.has_duplicate_hooks = implemented("entropic_mcp_skip_duplicate_check", beyond_builtins=True)
+        self._parts.clear()
 
     # -- listing and queries ------------------------------------------------------------------
 
@@ -185,6 +243,25 @@ class ServerManager:
         tool = server.get_tool(tool_name) if server is not None else None
         return None if tool is None else (server, tool)  # type: ignore[return-value]
 
+    def tools_with(self, capability: str) -> list[str]:
+        """The tools (``server.tool``) that declare ``capability`` (see ``ToolBase.capabilities``)."""
+        return [
+            f"{server.name}.{tool.name}"
+            for server in self.servers.values()
+            for tool in server.tools.values()
+            if capability in tool.capabilities
+        ]
+
+    def delegation_tool(self) -> str | None:
+        """The tool that hands work to another tier, if a plugin provides one."""
+        found = self.tools_with("delegate")
+        return found[0] if found else None
+
+    def runs_last(self, name: str) -> bool:
+        """Whether a batch runs this tool after every other call of the turn."""
+        found = self.resolve(name)
+        return found is not None and bool(found[1].runs_last)
+
     def tool_schema(self, name: str) -> Mapping[str, Any] | None:
         found = self.resolve(name)
         return None if found is None else found[1].definition.input_schema
@@ -203,21 +280,17 @@ class ServerManager:
         found = self.resolve(name)
         if found is None:
             return name
-        return self.permission_parts(found[0], name.partition(".")[2], dict(args))[1]
+        try:
+            return self.permission_parts(found[0], name.partition(".")[2], dict(args))[1]
+        except HookRefusal:
+            return name
 
-    def permission_parts(
-        self, server: MCPServerBase, tool: str, args: dict[str, Any]
-    ) -> tuple[list[PermissionPart], str]:
-        """The parts rules are matched against, and the call's pattern (hook first, then the server)."""
+    def server_parts(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> list[PermissionPart]:
+        """The server's own parts for a call (``permission_parts``, else ``permission_pattern``)."""
         full = f"{server.name}.{tool}"
-        if self.has_pattern_hooks:
-            pattern = self.plugins.hook.entropic_mcp_permission_pattern(server=server, tool=tool, args=args)
-            if isinstance(pattern, str) and pattern:
-                return [PermissionPart(names=(full, pattern), store=pattern)], pattern
         parts_of = getattr(server, "permission_parts", None)
         if parts_of is not None:
-            parts = list(parts_of(tool, args))
-            return parts, parts[0].store if parts else full
+            return list(parts_of(tool, args)) or [PermissionPart(names=(full,), store=full)]
         pattern = server.permission_pattern(tool, args)
         cached = self._parts.get(pattern)
         if cached is None:
@@ -225,7 +298,33 @@ class ServerManager:
                 self._parts.clear()
             names = (full,) if pattern == full else (full, pattern)
             cached = self._parts[pattern] = [PermissionPart(names=names, store=pattern)]
-        return cached, pattern
+        return cached
+
+    def permission_parts(
+        self, server: MCPServerBase, tool: str, args: dict[str, Any]
+    ) -> tuple[list[PermissionPart], str]:
+        """The parts rules are matched against, and the call's pattern.
+
+        The server's own plugin may answer a pattern through the hook; deny rules are still
+        checked against the server's own parts, so no pattern answer can dodge them. Raises
+        HookRefusal when the hook fails (the call is then denied).
+        """
+        try:
+            own = self.server_parts(server, tool, args)
+        except Exception as exc:
+            log.warning("server %s: permission_parts raised", server.name, exc_info=True)
+            raise HookRefusal(
+                f"'{server.name}.{tool}' was denied: the server could not work out what the call does "
+                f"({type(exc).__name__}: {exc}). Tell the user the '{server.name}' server is broken.",
+                HookFault(f"server {server.name}", "permission_parts", f"raised {type(exc).__name__}: {exc}"),
+            ) from None
+        hooked = self.hooks.permission_pattern(server, tool, args)
+        if hooked is None:
+            return own, own[0].store
+        read_only = server_read_only(server, tool)
+        if any(v.kind in ("deny", "protected") for v in self.permissions.judge(own, read_only=read_only).verdicts):
+            return own, own[0].store
+        return [PermissionPart(names=(f"{server.name}.{tool}", hooked), store=hooked)], hooked
 
     def skip_duplicate_check(self, server: MCPServerBase | str, tool: str = "") -> bool:
         if isinstance(server, str):
@@ -234,62 +333,28 @@ class ServerManager:
             if found is None:
                 return False
             server, tool = found[0], name.partition(".")[2]
-        if self.has_duplicate_hooks:
-            answer = self.plugins.hook.entropic_mcp_skip_duplicate_check(server=server, tool=tool)
-            if isinstance(answer, bool):
-                return answer
-        return bool(server.skip_duplicate_check(tool))
+        return self.hooks.skip_duplicate_check(server, tool, [])
 
-    # -- hooks, typed -----------------------------------------------------------------------------
+    # -- hooks, typed (isolated: see _hooks) ------------------------------------------------------
 
     def before_tool_call(self, call: ToolCall) -> tuple[object, str | None]:
-        args: object = call.args
-        for value in self.plugins.hook.entropic_mcp_before_tool_call(call=call):
-            if isinstance(value, Refuse):
-                return args, value.reason
-            if isinstance(value, ReplaceArgs):
-                args = dict(value.args)
-            elif value is not None:
-                log.warning("entropic_mcp_before_tool_call returned %r for %s; ignored", value, call.name)
-        return args, None
+        try:
+            return self.hooks.before_tool_call(call, []), None
+        except HookRefusal as refusal:
+            return call.args, refusal.message
 
     def after_tool_call(self, call: ToolCall, outcome: CallOutcome) -> str | None:
-        text = None
-        for value in self.plugins.hook.entropic_mcp_after_tool_call(call=call, outcome=outcome):
-            if isinstance(value, str):
-                text = value
-        return text
+        return self.hooks.after_tool_call(call, outcome, [])
 
     async def approve_tool_call(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        for _, function in self.plugins.implementations("entropic_mcp_approve_tool_call"):
-            try:
-                value = function(request=request)
-                if inspect.isawaitable(value):
-                    value = await value
-            except Exception:
-                log.warning("an approver raised; treated as no answer", exc_info=True)
-                continue
-            decision = approval_from(value)
-            if decision is not None:
-                return decision
-        return None
+        return await self.hooks.approve_tool_call(request, [])
 
     def approve_outside_root(self, request: OutsideRootRequest) -> bool | None:
-        try:
-            answer = self.plugins.hook.entropic_mcp_approve_outside_root(request=request)
-        except Exception:
-            log.warning("an outside-root approver raised; treated as no answer", exc_info=True)
-            return None
-        return answer if isinstance(answer, bool) else None
+        return self.hooks.approve_outside_root(request)
 
     def directive_processor(self) -> DirectiveProcessor:
         """A processor with every handler the plugins provide (later ones replace earlier ones)."""
-        processor = DirectiveProcessor()
-        for value in self.plugins.hook.entropic_mcp_directive_handlers():
-            for spec in _as_list(value):
-                if isinstance(spec, DirectiveHandlerSpec):
-                    processor.register(spec.type, spec.handler)
-        return processor
+        return self.hooks.directive_processor()
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -322,7 +387,9 @@ class ServerManager:
                 return
         if storage is not None:
             try:
-                storage.record_tool_call(outcome)
+                from ._storage._records import ToolCallRecord
+
+                storage.record_tool_call(ToolCallRecord.from_outcome(outcome))
             except Exception:
                 log.warning("could not record %s in the audit trail", outcome.name, exc_info=True)
 
@@ -342,52 +409,10 @@ class ServerManager:
         return anyio.run(self.call, name, args, ctx)
 
     async def execute_batch(self, calls: Sequence[tuple[str, object]], ctx: CallContext | None = None) -> BatchOutcome:
-        """A model turn: READ tools side by side, delegation last, stop on stop directives."""
-        import anyio
+        """A model turn: READ tools side by side, tools that run last at the end, stop on stop directives."""
+        from ._batch import run_batch
 
-        ctx = ctx if ctx is not None else CallContext()
-        limit = self.config.pipeline.max_tool_calls_per_turn
-        ordered = [c for c in calls if c[0] not in DEFERRED] + [c for c in calls if c[0] in DEFERRED]
-        ordered, surplus = ordered[:limit], tuple(name for name, _ in ordered[limit:])
-        stop_after = self.config.pipeline.duplicate_stop_after
-        outcomes: list[CallOutcome] = []
-        i = 0
-        while i < len(ordered):
-            group = [ordered[i]]
-            if self._concurrent(ordered[i][0]):
-                while i + len(group) < len(ordered) and self._concurrent(ordered[i + len(group)][0]):
-                    group.append(ordered[i + len(group)])
-            results: list[CallOutcome | None] = [None] * len(group)
-
-            async def run(index: int, name: str, args: object, results: list[CallOutcome | None] = results) -> None:
-                child = CallContext(
-                    conversation_id=ctx.conversation_id,
-                    identity=ctx.identity,
-                    iteration=ctx.iteration,
-                    progress=ctx.progress,
-                    meta=ctx.meta,
-                )
-                results[index] = await self.call(name, args, child)
-
-            if len(group) == 1:
-                await run(0, *group[0])
-            else:
-                async with anyio.create_task_group() as tg:
-                    for index, (name, args) in enumerate(group):
-                        tg.start_soon(run, index, name, args)
-            i += len(group)
-            for outcome in results:
-                assert outcome is not None
-                outcomes.append(outcome)
-                stopped = stops_batch(outcome, stop_after)
-                if stopped:
-                    rest = tuple(name for name, _ in ordered[i:])
-                    return BatchOutcome(outcomes=tuple(outcomes), surplus=rest + surplus, stopped=stopped)
-        return BatchOutcome(outcomes=tuple(outcomes), surplus=surplus)
-
-    def _concurrent(self, name: str) -> bool:
-        found = self.resolve(name)
-        return found is not None and found[1].required_access_level <= AccessLevel.READ
+        return await run_batch(self, calls, ctx if ctx is not None else CallContext())
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -400,7 +425,10 @@ class ServerManager:
     def end_conversation(self, conversation_id: str) -> None:
         self.pipeline.end_conversation(conversation_id)
         for server in self.servers.values():
-            server.end_conversation(conversation_id)
+            try:
+                server.end_conversation(conversation_id)
+            except Exception:
+                log.warning("server %s failed to end conversation %r", server.name, conversation_id, exc_info=True)
 
     def close(self) -> None:
         """Close every server, then storage; idempotent."""
@@ -423,3 +451,8 @@ class ServerManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def server_read_only(server: MCPServerBase, tool: str) -> bool:
+    found = server.get_tool(tool)
+    return found is not None and found.required_access_level <= AccessLevel.READ

@@ -1,11 +1,15 @@
-"""The call pipeline: every call, from every path, goes through ``Pipeline.run``."""
+"""The call pipeline: every call, from every path, goes through ``Pipeline.run``.
+
+One method per stage, in the order pipeline.md gives. A stage that refuses raises ``_Refused``;
+``run`` turns it into the refusal envelope. Guard state (``_guards``) and hook calls
+(``_hooks``) live in their own modules.
+"""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -13,174 +17,125 @@ import attrs
 import orjson
 
 from ._access import AccessLevel
-from ._calls import ApprovalDecision, ApprovalRequest, Refuse, ReplaceArgs, ToolCall
+from ._calls import ApprovalRequest, ToolCall
 from ._context import CallContext
-from ._directives import Complete, StopProcessing
+from ._deadlines import with_timeout
 from ._envelope import ServerResponse, dumps
-from ._permissions import PermissionPart
+from ._guards import Guards, GuardState
+from ._hooks import HookFault, HookRefusal
+from ._kinds import KINDS, ResultKind
+from ._outcome import BatchOutcome, CallOutcome
+from ._permissions import PermissionPart, Verdict
 from ._server import normalize_args
 
 if TYPE_CHECKING:
     from ._manager import ServerManager
+    from ._server import MCPServerBase
+    from ._tools import ToolBase
 
 log = logging.getLogger("entropic_mcp")
-
-KINDS = (
-    "ok",
-    "ok_empty",
-    "error",
-    "timeout",
-    "cancelled",
-    "rejected_hook",
-    "rejected_loop",
-    "rejected_schema",
-    "rejected_access",
-    "rejected_duplicate",
-    "rejected_permission",
-)
-MAX_CONVERSATIONS = 4096
-MAX_CACHED_RESULTS = 512
-
-
-@attrs.frozen(kw_only=True)
-class CallOutcome:
-    """What one call came to: the envelope plus how it got there."""
-
-    name: str
-    response: ServerResponse
-    kind: str
-    elapsed_ms: float
-    conversation_id: str
-    identity: str | None = None
-    args: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
-    permission: str | None = None  # allow | ask->allow | deny | ...
-    pattern: str | None = None
-    consecutive_duplicates: int = 0
-    same_tool_calls: int = 0
-    time: float = attrs.field(factory=time.time)
-
-    def summary(self) -> dict[str, Any]:
-        """The history form: argument names only, never values."""
-        return {
-            "tool": self.name,
-            "kind": self.kind,
-            "is_error": self.response.is_error,
-            "elapsed_ms": round(self.elapsed_ms, 3),
-            "arg_names": sorted(self.args),
-            "conversation_id": self.conversation_id,
-            "identity": self.identity,
-            "permission": self.permission,
-            "time": self.time,
-        }
-
-    def to_record(self) -> dict[str, Any]:
-        """The audit form: everything."""
-        return {
-            **self.summary(),
-            "args": dict(self.args),
-            "pattern": self.pattern,
-            "response": self.response.to_dict(),
-            "consecutive_duplicates": self.consecutive_duplicates,
-        }
-
-
-@attrs.define
-class _Conversation:
-    results: OrderedDict[str, str] = attrs.field(factory=OrderedDict)
-    last_key: str | None = None
-    consecutive_duplicates: int = 0
-    failures: dict[str, int] = attrs.field(factory=dict)
-    last_tool: str | None = None
-    same_tool: int = 0
-
-
-class _Deadlines:
-    """One watchdog per event loop that cancels calls past their deadline.
-
-    A timer per call (what ``asyncio.timeout`` arms) costs more than the rest of the pipeline's
-    bookkeeping; here a call only enters and leaves a dict, and one tick every
-    ``RESOLUTION`` seconds — armed only while calls are in flight — cancels the late ones.
-    """
-
-    RESOLUTION = 0.02
-
-    def __init__(self, loop: Any) -> None:
-        self.loop = loop
-        self.calls: dict[Any, list[Any]] = {}
-        self.armed = False
-
-    def add(self, task: Any, seconds: float) -> list[Any]:
-        entry = [self.loop.time() + seconds, False]
-        self.calls[task] = entry
-        if not self.armed:
-            self.armed = True
-            self.loop.call_later(self.RESOLUTION, self.tick)
-        return entry
-
-    def tick(self) -> None:
-        now = self.loop.time()
-        for task, entry in list(self.calls.items()):
-            if entry[0] <= now and not entry[1]:
-                entry[1] = True
-                task.cancel()
-        if self.calls:
-            self.loop.call_later(self.RESOLUTION, self.tick)
-        else:
-            self.armed = False
-
-
-async def _with_timeout(awaitable: Any, seconds: float) -> Any:
-    """Await with a deadline; our cancellation becomes TimeoutError, anyone else's passes through."""
-    import asyncio  # here, not at module level: listing tools must not pay for asyncio
-
-    loop = asyncio.get_running_loop()
-    deadlines = getattr(loop, "_entropic_mcp_deadlines", None)
-    if deadlines is None:
-        deadlines = _Deadlines(loop)
-        loop._entropic_mcp_deadlines = deadlines  # type: ignore[attr-defined]
-    task = asyncio.current_task()
-    outer = deadlines.calls.get(task)  # a tool that calls the pipeline again, in the same task
-    entry = deadlines.add(task, seconds)
-    try:
-        return await awaitable
-    except asyncio.CancelledError:
-        if entry[1] and task is not None and task.uncancel() == 0:
-            raise TimeoutError from None
-        raise
-    finally:
-        if outer is None:
-            deadlines.calls.pop(task, None)
-        else:
-            deadlines.calls[task] = outer
 
 
 def cap_text(text: str, limit: int) -> str:
     """Cut ``text`` to ``limit`` UTF-8 bytes at a character boundary, with the marker."""
     if limit <= 0 or len(text) * 4 <= limit:
         return text
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", errors="surrogatepass")
     if len(data) <= limit:
         return text
     head = data[:limit].decode("utf-8", errors="ignore")
-    rest = len(data) - len(head.encode("utf-8"))
+    rest = len(data) - len(head.encode("utf-8", errors="surrogatepass"))
     return f"{head}\n[... truncated, {rest} more bytes]"
 
 
-def classify(response: ServerResponse) -> str:
+def classify(response: ServerResponse) -> ResultKind:
     if response.is_error:
-        return "error"
+        return ResultKind.ERROR
     stripped = response.result.strip()
-    return "ok_empty" if stripped in ("", "[]", "{}", "null", '""') else "ok"
+    return ResultKind.OK_EMPTY if stripped in ("", "[]", "{}", "null", '""') else ResultKind.OK
+
+
+class _Refused(Exception):
+    """A stage refused the call."""
+
+    def __init__(self, kind: ResultKind, code: str, message: str, **extra: Any) -> None:
+        self.kind = kind
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+class _Call:
+    """One call on its way through the stages."""
+
+    __slots__ = (
+        "args",
+        "ctx",
+        "faults",
+        "key",
+        "name",
+        "pattern",
+        "permission",
+        "ran",
+        "repeats",
+        "run_length",
+        "server",
+        "shown",
+        "started",
+        "state",
+        "tool",
+        "tool_name",
+        "write",
+    )
+
+    def __init__(self, name: str, ctx: CallContext, started: float) -> None:
+        self.name = name
+        self.ctx = ctx
+        self.started = started
+        self.shown = ctx.display(name)
+        self.args: dict[str, Any] = {}
+        self.faults: list[HookFault] = []
+        self.key = ""
+        self.pattern: str | None = None
+        self.permission: str | None = None
+        self.ran = False
+        self.repeats = 0
+        self.run_length = 0
+        self.server: MCPServerBase | None = None
+        self.tool: ToolBase | None = None
+        self.tool_name = ""
+        self.state: GuardState | None = None
+        self.write = True
+
+
+def _find_surrogate(value: object, path: str = "") -> str | None:
+    """The argument path of the first string holding a lone surrogate (not valid Unicode)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "(arguments)"
+        return None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            found = _find_surrogate(k, path) or _find_surrogate(v, f"{path}.{k}" if path else str(k))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_surrogate(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
 
 
 class Pipeline:
-    """Runs the stages of pipeline.md for a ServerManager; holds per-conversation guard state."""
+    """Runs the stages of pipeline.md for a ServerManager; holds the guard state and history."""
 
     def __init__(self, manager: ServerManager) -> None:
         self.manager = manager
         self.config = manager.config.pipeline
-        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
-        self._lock = threading.Lock()
+        self.guards = Guards(self.config)
         self._history: deque[CallOutcome] = deque(maxlen=self.config.history_size)
         self.metrics: dict[str, dict[str, int]] = {}
 
@@ -189,424 +144,362 @@ class Pipeline:
         """The last ``history_size`` outcomes, oldest first, with argument names only."""
         return [outcome.summary() for outcome in self._history]
 
-    # -- state ------------------------------------------------------------------------------
+    def history_of(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The history of one conversation only (what introspection shows a caller)."""
+        return [outcome.summary() for outcome in self._history if outcome.conversation_id == conversation_id]
 
-    def _state(self, conversation_id: str) -> _Conversation:
-        state = self._conversations.get(conversation_id)
-        if state is None:
-            with self._lock:
-                state = self._conversations.setdefault(conversation_id, _Conversation())
-                while len(self._conversations) > MAX_CONVERSATIONS:
-                    self._conversations.popitem(last=False)
-        return state
+    def metrics_of(self, conversation_id: str) -> dict[str, dict[str, int]]:
+        """Per-tool counts of result kinds in one conversation's history."""
+        counts: dict[str, dict[str, int]] = {}
+        for outcome in self._history:
+            if outcome.conversation_id == conversation_id:
+                per_tool = counts.setdefault(outcome.name, {})
+                per_tool[outcome.kind] = per_tool.get(outcome.kind, 0) + 1
+        return counts
 
     def end_conversation(self, conversation_id: str) -> None:
-        with self._lock:
-            self._conversations.pop(conversation_id, None)
+        self.guards.end_conversation(conversation_id)
 
-    # -- the stages ------------------------------------------------------------------------------
+    # -- the run --------------------------------------------------------------------------------
 
     async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:
-        started = time.perf_counter()
+        call = _Call(name, ctx, time.perf_counter())
+        ctx.manager = self.manager
+        try:
+            self._resolve(call)
+            self._before_hooks(call, raw_args)
+            self._normalise(call)
+            self._schema(call)
+            self._access(call)
+            await self._permission(call)
+            self._loop_guards(call)
+            response = await self._dispatch(call)
+        except _Refused as refused:
+            return self._finish(
+                call, refused.kind, ServerResponse.refusal(refused.code, refused.message, **refused.extra)
+            )
+        return self._result(call, response)
+
+    # -- stages ----------------------------------------------------------------------------------
+
+    def _resolve(self, call: _Call) -> None:
         manager = self.manager
-        ctx.manager = manager
-        server_name, _, tool_name = name.partition(".")
+        server_name, _, tool_name = call.name.partition(".")
         server = manager.servers.get(server_name)
         if server is None:
             known = ", ".join(sorted(manager.servers)) or "none"
-            return self._refuse(
-                name,
-                {},
-                ctx,
-                started,
-                "error",
+            raise _Refused(
+                ResultKind.ERROR,
                 "unknown_server",
-                f"Error: unknown server '{server_name}'. Servers: {known}. Tool names are <server>.<tool>; "
-                "list them with tools/list.",
+                f"Error: unknown server '{server_name}'. Servers: {known}. List the tools with tools/list.",
             )
         tool = server.get_tool(tool_name)
         if tool is None:
-            return self._refuse(
-                name,
-                {},
-                ctx,
-                started,
-                "error",
+            tools = ", ".join(call.ctx.display(f"{server_name}.{t}") for t in server.tools) or "none"
+            raise _Refused(
+                ResultKind.ERROR,
                 "unknown_tool",
-                f"Error: unknown tool '{name}'. Tools of '{server_name}': {', '.join(server.tools) or 'none'}.",
+                f"Error: unknown tool '{call.shown}'. Tools of '{server_name}': {tools}.",
             )
+        call.server, call.tool, call.tool_name = server, tool, tool_name
+        call.write = tool.required_access_level > AccessLevel.READ
 
-        # 1. before hooks
-        if manager.has_before_hooks:
-            raw_args, refusal = manager.before_tool_call(
-                ToolCall(name=name, server=server_name, tool=tool_name, args=normalize_args(raw_args), context=ctx)
-            )
-            if refusal is not None:
-                return self._refuse(
-                    name, normalize_args(raw_args), ctx, started, "rejected_hook", "refused_by_hook", refusal
-                )
-        # 2. normalise
-        args = normalize_args(raw_args)
-        state = self._state(ctx.conversation_id)
-        key = name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    def _before_hooks(self, call: _Call, raw_args: object) -> None:
+        hooks = self.manager.hooks
+        if not hooks.has("entropic_mcp_before_tool_call"):
+            call.args = normalize_args(raw_args)
+            return
+        server_name = call.name.partition(".")[0]
+        request = ToolCall(
+            name=call.name, server=server_name, tool=call.tool_name, args=normalize_args(raw_args), context=call.ctx
+        )
+        try:
+            replaced = hooks.before_tool_call(request, call.faults)
+        except HookRefusal as refusal:
+            call.args = dict(request.args)
+            if refusal.fault is not None:
+                call.faults.append(refusal.fault)
+            raise _Refused(ResultKind.REJECTED_HOOK, "refused_by_hook", refusal.message) from None
+        call.args = normalize_args(replaced)
 
-        # 3. loop guards
-        same = state.same_tool + 1 if state.last_tool == name else 1
-        state.last_tool, state.same_tool = name, same
-        if same > self.config.same_tool_limit:
-            return self._refuse(
-                name,
-                args,
-                ctx,
-                started,
-                "rejected_loop",
-                "loop_detected",
-                f"'{name}' has been called {same - 1} times in a row (limit {self.config.same_tool_limit}). "
-                "Step back: use another tool or change approach before calling it again.",
-                same_tool=same,
+    def _normalise(self, call: _Call) -> None:
+        try:
+            call.key = call.name + "\x00" + orjson.dumps(call.args, option=orjson.OPT_SORT_KEYS, default=str).decode()
+        except TypeError:
+            where = _find_surrogate(call.args)
+            problem = (
+                f"argument '{where}' holds a lone surrogate code point, which is not valid Unicode"
+                if where
+                else "the arguments cannot be represented as JSON"
             )
-        if state.failures.get(key, 0) >= self.config.identical_failure_limit:
-            return self._refuse(
-                name,
-                args,
-                ctx,
-                started,
-                "rejected_loop",
-                "loop_detected",
-                f"'{name}' already failed {state.failures[key]} times with exactly these arguments; the "
-                "failure is not transient. Take a different approach (other arguments or another tool).",
-                same_tool=same,
-            )
-
-        # 4. schema
-        validator = manager.validator(name, tool)
-        args = validator.coerce(args)
-        problem = validator.validate(args)
-        if problem is not None:
-            return self._refuse(
-                name,
-                args,
-                ctx,
-                started,
-                "rejected_schema",
+            # Only the names survive into history and audit: the values cannot be stored as JSON.
+            call.args = {k: "<invalid>" for k in call.args if isinstance(k, str)}
+            raise _Refused(
+                ResultKind.REJECTED_SCHEMA,
                 "invalid_args",
-                f"{problem}. Fix the arguments of '{name}' and call it again.",
-                same_tool=same,
-                failure_key=key,
+                f"Invalid arguments for '{call.shown}': {problem}. Send valid UTF-8 text and call it again.",
+            ) from None
+
+    def _schema(self, call: _Call) -> None:
+        assert call.tool is not None
+        validator = self.manager.validator(call.name, call.tool)
+        call.args = validator.coerce(call.args)
+        problem = validator.validate(call.args)
+        if problem is not None:
+            raise _Refused(
+                ResultKind.REJECTED_SCHEMA,
+                "invalid_args",
+                f"{problem}. Fix the arguments of '{call.shown}' and call it again.",
             )
 
-        # 5. access keys
-        level = tool.required_access_level
-        if ctx.identity is not None and manager.access_keys.has_keys(ctx.identity):
-            held = manager.access_keys.level(ctx.identity, name)
-            if held < level:
-                return self._refuse(
-                    name,
-                    args,
-                    ctx,
-                    started,
-                    "rejected_access",
-                    "access_denied",
-                    f"'{ctx.identity}' holds {held.name} access to '{name}', which needs {level.name}. Use "
-                    "entropic.delegate to hand this work to a tier that has it.",
-                    same_tool=same,
-                )
-
-        # 6. duplicates
-        skip_duplicates = manager.skip_duplicate_check(server, tool_name)
-        if not skip_duplicates:
-            previous = state.results.get(key)
-            if previous is not None:
-                count = state.consecutive_duplicates + 1 if state.last_key == key else 1
-                state.last_key, state.consecutive_duplicates = key, count
-                if count >= self.config.duplicate_stop_after:
-                    message = (
-                        f"STOP. You have called the same tool {count + 1} times with identical "
-                        f"arguments ('{name}'). The result will not change. Use the result you "
-                        "already have, or do something else."
-                    )
-                else:
-                    message = (
-                        f"Tool '{name}' was already called with the same arguments. The previous "
-                        "result is included; use it instead of calling again."
-                    )
-                return self._refuse(
-                    name,
-                    args,
-                    ctx,
-                    started,
-                    "rejected_duplicate",
-                    "duplicate_call",
-                    message,
-                    extra={"previous_result": previous},
-                    same_tool=same,
-                    duplicates=count,
-                )
-        state.last_key, state.consecutive_duplicates = key, 0
-
-        # 7. permissions
-        parts, pattern = manager.permission_parts(server, tool_name, args)
-        decision, asking = manager.permissions.decide(parts, read_only=level <= AccessLevel.READ)
-        permission: str = decision
-        if decision == "ask":
-            request = ApprovalRequest(
-                tool=name,
-                args=args,
-                pattern=asking[0].store,
-                patterns=tuple(p.store for p in asking),
-                access=level,
-                identity=ctx.identity,
-                conversation_id=ctx.conversation_id,
-                reason="no rule allows this call" if not asking[0].neutral else "a rule asks for this call",
+    def _access(self, call: _Call) -> None:
+        assert call.tool is not None
+        ctx, keys = call.ctx, self.manager.access_keys
+        if ctx.identity is None or not keys.has_keys(ctx.identity):
+            return
+        level = call.tool.required_access_level
+        held = keys.level(ctx.identity, call.name)
+        if held < level:
+            delegate = self.manager.delegation_tool()
+            hint = f" Use {ctx.display(delegate)} to hand this work to a tier that has it." if delegate else ""
+            raise _Refused(
+                ResultKind.REJECTED_ACCESS,
+                "access_denied",
+                f"'{ctx.identity}' holds {held.name} access to '{call.shown}', which needs {level.name}.{hint}",
             )
-            answer = await manager.approve_tool_call(request)
-            if answer is None:
-                rules = ", ".join(f'"{p.store}"' for p in asking if p.understood)
-                if all(p.understood for p in asking):
-                    remedy = (
-                        f"To allow it, add allow = [{rules}] under [permissions] in entropic-mcp.toml "
-                        "(or answer 'always allow' when asked)."
-                    )
-                else:
-                    remedy = (
-                        "Part of it could not be fully analysed, so no rule can allow it: simplify the "
-                        "call (e.g. plain commands instead of computed ones) or run it where a person can "
-                        "approve it."
-                    )
-                return self._refuse(
-                    name,
-                    args,
-                    ctx,
-                    started,
-                    "rejected_permission",
-                    "permission_denied",
-                    f"'{name}' needs approval and no approver is available. {remedy}",
-                    same_tool=same,
-                    permission="ask->deny",
-                    pattern=pattern,
+
+    async def _permission(self, call: _Call) -> None:
+        assert call.server is not None and call.tool is not None
+        manager = self.manager
+        try:
+            parts, call.pattern = manager.permission_parts(call.server, call.tool_name, call.args)
+        except HookRefusal as refusal:
+            if refusal.fault is not None:
+                call.faults.append(refusal.fault)
+            call.permission = "deny"
+            raise _Refused(ResultKind.REJECTED_HOOK, "refused_by_hook", refusal.message) from None
+        verdict = manager.permissions.judge(parts, read_only=not call.write)
+        if verdict.decision == "allow":
+            call.permission = "allow"
+            return
+        if verdict.decision == "deny":
+            call.permission = "deny"
+            raise _Refused(ResultKind.REJECTED_PERMISSION, "permission_denied", self._denied_message(call, verdict))
+        await self._ask(call, verdict)
+
+    def _denied_message(self, call: _Call, verdict: Verdict) -> str:
+        rules = verdict.rules()
+        protected = [v.part for v in verdict.verdicts if v.kind == "protected"]
+        if protected and not rules:
+            target = protected[0].store.partition(":")[2]
+            return (
+                f"'{call.shown}' would change {target}, one of entropic-mcp's policy files; tools may not change "
+                "them unless a rule names the file, e.g. allow = "
+                f'["filesystem.write:{target}"] under [permissions]. Ask the user to edit it instead.'
+            )
+        why = (
+            ("deny = [" + ", ".join(f'"{r}"' for r in rules) + "]") if rules else f'default = "{manager_default(self)}"'
+        )
+        return (
+            f"'{call.shown}' is denied by the permission rules ({why}). Do not retry it; choose another approach "
+            "or ask the user to change [permissions]."
+        )
+
+    async def _ask(self, call: _Call, verdict: Verdict) -> None:
+        manager = self.manager
+        asking = verdict.asking
+        ask_rules = [v.rule for v in verdict.verdicts if v.kind == "ask" and v.rule]
+        unclear = any(v.kind == "not_understood" for v in verdict.verdicts)
+        if unclear:
+            reason = "part of the call could not be fully analysed"
+        elif ask_rules:
+            reason = f'the rule ask = ["{ask_rules[0]}"] matched'
+        else:
+            reason = f'no rule allows this call (default = "{manager_default(self)}")'
+        request = ApprovalRequest(
+            tool=call.name,
+            args=call.args,
+            pattern=asking[0].store,
+            patterns=tuple(p.store for p in asking),
+            access=call.tool.required_access_level if call.tool is not None else AccessLevel.WRITE,
+            identity=call.ctx.identity,
+            conversation_id=call.ctx.conversation_id,
+            reason=reason,
+            always=verdict.always_effective,
+        )
+        answer = await manager.hooks.approve_tool_call(request, call.faults)
+        if answer is None:
+            call.permission = "ask->deny"
+            if unclear:
+                remedy = (
+                    "Part of it could not be fully analysed, so no rule can allow it: simplify the call (plain "
+                    "commands instead of computed ones) or run it where a person can approve it."
                 )
-            if answer.answer in ("always_allow", "always_deny"):
-                manager.permissions.add(
-                    "allow" if answer.answer == "always_allow" else "deny", [p.store for p in asking]
+            elif ask_rules:
+                remedy = (
+                    f'The rule ask = ["{ask_rules[0]}"] requires a person\'s approval and no one can approve it '
+                    "here: run it where a person can, or ask the user to change that rule."
                 )
-            permission = "ask->" + ("allow" if answer.answer in ("allow_once", "always_allow") else "deny")
-            if permission == "ask->deny":
-                feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""
-                return self._refuse(
-                    name,
-                    args,
-                    ctx,
-                    started,
-                    "rejected_permission",
-                    "permission_denied",
-                    f"The user denied '{name}'.{feedback} Do not retry it unchanged.",
-                    extra={"feedback": answer.feedback} if answer.feedback else None,
-                    same_tool=same,
-                    permission=permission,
-                    pattern=pattern,
+            else:
+                rules = ", ".join(f'"{p.store}"' for p in asking)
+                remedy = (
+                    f"To allow it, add allow = [{rules}] under [permissions] in entropic-mcp.toml (or answer "
+                    "'always allow' when asked)."
                 )
-        elif decision == "deny":
-            rules = ", ".join(p.store for p in asking) or name
-            return self._refuse(
-                name,
-                args,
-                ctx,
-                started,
-                "rejected_permission",
+            raise _Refused(
+                ResultKind.REJECTED_PERMISSION,
                 "permission_denied",
-                f"'{name}' is denied by the permission rules ({rules}). Do not retry it; choose another "
-                "approach or ask the user to change [permissions].",
-                same_tool=same,
-                permission="deny",
-                pattern=pattern,
+                f"'{call.shown}' needs approval ({reason}) and no approver is available. {remedy}",
+            )
+        choice = answer.answer
+        if choice.startswith("always_") and not request.always:
+            log.info("%s: 'always' answer for %s taken as once (it would not take effect)", choice, call.name)
+            choice = "allow_once" if choice == "always_allow" else "deny_once"
+        elif choice in ("always_allow", "always_deny"):
+            manager.permissions.add("allow" if choice == "always_allow" else "deny", [p.store for p in asking])
+        allowed = choice in ("allow_once", "always_allow")
+        call.permission = "ask->allow" if allowed else "ask->deny"
+        if not allowed:
+            feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""
+            raise _Refused(
+                ResultKind.REJECTED_PERMISSION,
+                "permission_denied",
+                f"The user denied '{call.shown}'.{feedback} Do not retry it unchanged.",
+                **({"feedback": answer.feedback} if answer.feedback else {}),
             )
 
-        # 8. dispatch
-        timeout = self.config.tool_timeouts.get(name, server.default_timeout_seconds)
+    def _loop_guards(self, call: _Call) -> None:
+        ctx = call.ctx
+        call.state = state = self.guards.state(ctx.conversation_id, ctx.identity)
+        refusal = self.guards.refusal(state, call.key, call.shown, write=call.write)
+        if refusal is not None:
+            message, call.run_length = refusal
+            raise _Refused(ResultKind.REJECTED_LOOP, "loop_detected", message)
+
+    async def _dispatch(self, call: _Call) -> ServerResponse:
+        server, ctx = call.server, call.ctx
+        assert server is not None
+        timeout = self.config.tool_timeouts.get(call.name, server.default_timeout_seconds)
+        call.ran = True
         try:
             if timeout is None:
-                response = await server.execute(tool_name, args, ctx)
-            else:
-                ctx.deadline = time.monotonic() + timeout
-                response = await _with_timeout(server.execute(tool_name, args, ctx), timeout)
+                return await server.execute(call.tool_name, call.args, ctx)
+            ctx.deadline = time.monotonic() + timeout
+            return await with_timeout(server.execute(call.tool_name, call.args, ctx), timeout)
         except TimeoutError:
             ctx.cancelled.set()
             extra: dict[str, Any] = {"timeout_seconds": timeout}
             if ctx.partial:
                 extra["output"] = ctx.partial
-            return self._refuse(
-                name,
-                args,
-                ctx,
-                started,
+            self._record_run(call, '{"error": "timeout"}', failed=True)
+            raise _Refused(
+                ResultKind.TIMEOUT,
                 "timeout",
-                "timeout",
-                f"'{name}' did not finish within {timeout:g} s and was cancelled. Narrow the request or "
-                "raise the timeout in config.",
-                extra=extra,
-                same_tool=same,
-                permission=permission,
-                pattern=pattern,
-                failure_key=key,
-            )
+                f"'{call.shown}' did not finish within {timeout:g} s and was cancelled. Narrow the request or raise "
+                "the timeout in config.",
+                **extra,
+            ) from None
         except BaseException as exc:
             if type(exc).__name__ != "CancelledError":
                 raise
             ctx.cancelled.set()
-            self._refuse(
-                name,
-                args,
-                ctx,
-                started,
-                "cancelled",
-                "cancelled",
-                f"'{name}' was cancelled.",
-                same_tool=same,
-                permission=permission,
-                pattern=pattern,
+            self._finish(
+                call, ResultKind.CANCELLED, ServerResponse.refusal("cancelled", f"'{call.shown}' was cancelled.")
             )
             raise
 
-        # 9. cap and classify
+    def _record_run(self, call: _Call, text: str, *, failed: bool, flag: bool = False) -> None:
+        if call.state is not None:
+            call.repeats = self.guards.ran(
+                call.state, call.key, call.name, text, failed=failed, write=call.write, flag=flag
+            )
+            call.run_length = call.state.run_length
+
+    def _result(self, call: _Call, response: ServerResponse) -> CallOutcome:
+        """Cap, classify, flag a repeated answer, finish."""
         text = cap_text(response.result, self.config.max_result_bytes)
         if text is not response.result:
             response = ServerResponse(result=text, directives=response.directives, is_error=response.is_error)
         kind = classify(response)
-        if kind == "error":
-            state.failures[key] = state.failures.get(key, 0) + 1
-        else:
-            state.failures.pop(key, None)
-            if not skip_duplicates:
-                state.results[key] = response.result
-                if len(state.results) > MAX_CACHED_RESULTS:
-                    state.results.popitem(last=False)
-        if kind == "error" and response.result.startswith("{"):
+        flag = not call.write and kind != ResultKind.ERROR
+        if flag:
+            assert call.server is not None
+            flag = not self.manager.hooks.skip_duplicate_check(call.server, call.tool_name, call.faults)
+        self._record_run(call, response.result, failed=kind == ResultKind.ERROR, flag=flag)
+        if call.repeats:
+            response = ServerResponse._make(
+                f"{self.guards.notice(call.shown, call.repeats)}\n\n{response.result}",
+                response.directives,
+                response.is_error,
+                response.structured,
+            )
+        if kind == ResultKind.ERROR and response.result.startswith("{") and '"timeout"' in response.result:
             try:
-                code = orjson.loads(response.result).get("error")
+                if orjson.loads(response.result).get("error") == "timeout":
+                    kind = ResultKind.TIMEOUT
             except (orjson.JSONDecodeError, AttributeError):
-                code = None
-            if code == "timeout":
-                kind = "timeout"
-        return self._finish(
-            name, args, ctx, started, kind, response, same_tool=same, permission=permission, pattern=pattern
-        )
+                pass
+        return self._finish(call, kind, response)
 
-    def _refuse(
-        self,
-        name: str,
-        args: Mapping[str, Any],
-        ctx: CallContext,
-        started: float,
-        kind: str,
-        code: str,
-        message: str,
-        *,
-        same_tool: int = 0,
-        duplicates: int = 0,
-        permission: str | None = None,
-        pattern: str | None = None,
-        failure_key: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> CallOutcome:
-        """End the call with ``{"error": code, "message": message, **extra}`` and the given kind."""
-        return self._finish(
-            name,
-            args,
-            ctx,
-            started,
-            kind,
-            ServerResponse.refusal(code, message, **(extra or {})),
-            same_tool=same_tool,
-            duplicates=duplicates,
-            permission=permission,
-            pattern=pattern,
-            failure_key=failure_key,
-        )
-
-    def _finish(
-        self,
-        name: str,
-        args: Mapping[str, Any],
-        ctx: CallContext,
-        started: float,
-        kind: str,
-        response: ServerResponse,
-        *,
-        same_tool: int = 0,
-        duplicates: int = 0,
-        permission: str | None = None,
-        pattern: str | None = None,
-        failure_key: str | None = None,
-    ) -> CallOutcome:
-        if failure_key is not None:
-            failures = self._state(ctx.conversation_id).failures
-            failures[failure_key] = failures.get(failure_key, 0) + 1
+    def _finish(self, call: _Call, kind: ResultKind, response: ServerResponse) -> CallOutcome:
+        ctx = call.ctx
         outcome = CallOutcome(
-            name=name,
+            name=call.name,
             response=response,
             kind=kind,
-            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+            elapsed_ms=(time.perf_counter() - call.started) * 1000.0,
             conversation_id=ctx.conversation_id,
             identity=ctx.identity,
-            args=args,
-            permission=permission,
-            pattern=pattern,
-            consecutive_duplicates=duplicates,
-            same_tool_calls=same_tool,
+            args=call.args,
+            permission=call.permission,
+            pattern=call.pattern,
+            consecutive_duplicates=call.repeats,
+            same_tool_calls=call.run_length,
+            hook_faults=tuple(str(f) for f in call.faults),
         )
-        manager = self.manager
-        if manager.has_after_hooks:
-            text = manager.after_tool_call(
-                ToolCall(name=name, server=name.partition(".")[0], tool=name.partition(".")[2], args=args, context=ctx),
+        hooks = self.manager.hooks
+        if hooks.has("entropic_mcp_after_tool_call"):
+            server_name, _, tool_name = call.name.partition(".")
+            faults: list[HookFault] = []
+            text = hooks.after_tool_call(
+                ToolCall(name=call.name, server=server_name, tool=tool_name, args=call.args, context=ctx),
                 outcome,
+                faults,
             )
+            changes: dict[str, Any] = {}
             if text is not None and text != response.result:
-                outcome = attrs.evolve(
-                    outcome,
-                    response=ServerResponse(result=text, directives=response.directives, is_error=response.is_error),
+                changes["response"] = ServerResponse(
+                    result=text, directives=response.directives, is_error=response.is_error
                 )
+            if faults:
+                changes["hook_faults"] = outcome.hook_faults + tuple(str(f) for f in faults)
+            if changes:
+                outcome = attrs.evolve(outcome, **changes)
         self._history.append(outcome)
-        counts = self.metrics.get(name)
+        counts = self.metrics.get(call.name)
         if counts is None:
-            counts = self.metrics[name] = {}
+            counts = self.metrics[call.name] = {}
         counts[kind] = counts.get(kind, 0) + 1
-        manager.audit(outcome)
+        self.manager.audit(outcome)
         return outcome
 
 
-@attrs.frozen(kw_only=True)
-class BatchOutcome:
-    """A model turn's calls: what ran, what was left over, and whether the batch stopped early."""
-
-    outcomes: tuple[CallOutcome, ...]
-    surplus: tuple[str, ...] = ()
-    stopped: str | None = None  # stop_processing | complete | duplicate_stop
+def manager_default(pipeline: Pipeline) -> str:
+    return str(pipeline.manager.permissions.config.default)
 
 
-DEFERRED = ("entropic.delegate", "entropic.pipeline")
+def stops_batch(outcome: CallOutcome, guards: Guards) -> str | None:
+    """Why a batch stops after this outcome (None: it goes on)."""
+    from ._directives import Complete, StopProcessing
 
-
-def stops_batch(outcome: CallOutcome, stop_after: int) -> str | None:
     for directive in outcome.response.directives:
         if isinstance(directive, StopProcessing):
             return "stop_processing"
         if isinstance(directive, Complete):
             return "complete"
-    if outcome.consecutive_duplicates >= stop_after:
+    if guards.stops(outcome.consecutive_duplicates):
         return "duplicate_stop"
     return None
 
 
-def approval_from(value: object) -> ApprovalDecision | None:
-    try:
-        return ApprovalDecision.coerce(value)
-    except (TypeError, ValueError) as exc:
-        log.warning("ignored an approver's answer: %s", exc)
-        return None
-
-
-def before_result(value: object) -> Refuse | ReplaceArgs | None:
-    return value if isinstance(value, (Refuse, ReplaceArgs)) else None
-
-
-__all__ = ["KINDS", "BatchOutcome", "CallOutcome", "PermissionPart", "Pipeline", "dumps"]
+__all__ = ["KINDS", "BatchOutcome", "CallOutcome", "PermissionPart", "Pipeline", "ResultKind", "dumps"]

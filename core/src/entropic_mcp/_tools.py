@@ -42,6 +42,8 @@ class ToolDefinition:
     input_schema: Mapping[str, Any] = attrs.field(validator=_check_schema)
     title: str | None = None
     output_schema: Mapping[str, Any] | None = None
+    #: Where the definition came from (``<package>/tools/<name>.json``), for error messages.
+    source: str | None = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> ToolDefinition:
@@ -55,6 +57,7 @@ class ToolDefinition:
                 name=data["name"],
                 description=data.get("description", ""),
                 input_schema=data["inputSchema"],
+                source=source,
                 title=data.get("title"),
                 output_schema=data.get("outputSchema"),
             )
@@ -104,6 +107,10 @@ class ToolBase(abc.ABC):
     destructive: ClassVar[bool | None] = None
     idempotent: ClassVar[bool | None] = None
     open_world: ClassVar[bool | None] = None
+    #: A model turn's batch runs this tool after every other call (e.g. handing work to another tier).
+    runs_last: ClassVar[bool] = False
+    #: What the tool does, for hosts that look tools up by role (``"delegate"``, ``"todo"``, ...).
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, definition: ToolDefinition | None = None) -> None:
         if definition is not None:

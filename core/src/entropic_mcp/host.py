@@ -53,7 +53,6 @@ from ._directives import (
     TierChange,
 )
 from ._errors import StorageError
-from ._pipeline import DEFERRED
 
 if TYPE_CHECKING:
     from ._manager import ServerManager
@@ -363,7 +362,8 @@ class Host:
 
     async def _run_calls(self, state: _State, calls: Sequence[ToolCallRequest], turn: int, depth: int) -> None:
         # execute_batch runs delegation last; its outcomes come back in that order.
-        ordered = [c for c in calls if c.name not in DEFERRED] + [c for c in calls if c.name in DEFERRED]
+        last = self.manager.runs_last
+        ordered = [c for c in calls if not last(c.name)] + [c for c in calls if last(c.name)]
         ctx = CallContext(
             conversation_id=state.conversation_id,
             identity=state.identity,
@@ -474,9 +474,10 @@ class Host:
         return len(old)
 
     def _clear_todos(self, state: _State) -> None:
-        server = self.manager.servers.get("entropic")
-        if server is not None:
-            server.end_conversation(state.conversation_id)
+        for name in self.manager.tools_with("todo"):
+            server = self.manager.servers.get(name.partition(".")[0])
+            if server is not None:
+                server.end_conversation(state.conversation_id)
 
     # -- children ----------------------------------------------------------------------------------------
 

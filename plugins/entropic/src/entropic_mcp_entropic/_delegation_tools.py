@@ -47,6 +47,9 @@ def definition_with_tiers(tool: str, tiers: Tiers) -> ToolDefinition:
 
 class _TierTool(ToolBase):
     required_access_level = AccessLevel.WRITE
+    # Handing work to another tier waits for the turn's other calls (their results go along).
+    runs_last = True
+    capabilities = frozenset({"delegate"})
     idempotent = False
     destructive = False
     tool_name = ""

@@ -69,6 +69,7 @@ class TodoTool(ToolBase):
 
     definition = load_tool_definition(__package__, "todo")
     required_access_level = AccessLevel.WRITE
+    capabilities = frozenset({"todo"})
     destructive = False
     idempotent = False
 

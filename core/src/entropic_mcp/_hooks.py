@@ -1,0 +1,301 @@
+"""The hook facade: every hook call typed, one implementation at a time, fault-isolated.
+
+A plugin's hook that raises or answers with the wrong type never escapes into the pipeline:
+gates (``before_tool_call``, ``permission_pattern``) refuse the call — failing closed — and
+observers (``after_tool_call``, ``skip_duplicate_check``, approvers) are skipped. Either way the
+fault is logged with the plugin's name and recorded on the call's outcome. Implementations are
+looked up on every call, so a plugin registered after the manager was built takes effect.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
+from ._directives import DirectiveHandlerSpec, DirectiveProcessor
+
+if TYPE_CHECKING:
+    from ._outcome import CallOutcome
+    from ._plugins import Plugins
+    from ._server import MCPServerBase
+
+log = logging.getLogger("entropic_mcp")
+
+PATTERN_HOOK = "entropic_mcp_permission_pattern"
+DUPLICATE_HOOK = "entropic_mcp_skip_duplicate_check"
+
+
+@attrs.frozen
+class HookFault:
+    """A hook implementation that raised or answered with the wrong type."""
+
+    plugin: str
+    hook: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.plugin}: {self.hook}: {self.problem}"
+
+
+class HookRefusal(Exception):
+    """A gate hook refused the call (its own ``Refuse``, or a fault failing closed)."""
+
+    def __init__(self, message: str, fault: HookFault | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fault = fault
+
+
+def _implementations(plugins: Plugins, hook: str) -> list[Any]:
+    """The hook's implementations in pluggy's call order (LIFO registration, tryfirst first)."""
+    caller = getattr(plugins.pm.hook, hook, None)
+    if caller is None:
+        return []
+    return [impl for impl in reversed(caller.get_hookimpls()) if not (impl.hookwrapper or impl.wrapper)]
+
+
+def _call(impl: Any, kwargs: Mapping[str, Any]) -> Any:
+    # pluggy lets an implementation declare fewer arguments than the spec; pass only those.
+    return impl.function(*[kwargs[name] for name in impl.argnames])
+
+
+def _problem(exc: BaseException) -> str:
+    return f"raised {type(exc).__name__}: {exc}"
+
+
+class Hooks:
+    """Typed, isolated calls of the hooks the pipeline and the manager use.
+
+    Args:
+        plugins: the plugin manager.
+        providers: server name → the plugin that provides it (``"host"`` for servers the host
+            added itself); pattern and duplicate answers are taken only from a server's provider.
+    """
+
+    def __init__(self, plugins: Plugins, providers: Mapping[str, str]) -> None:
+        self.plugins = plugins
+        self.providers = providers
+
+    def has(self, hook: str) -> bool:
+        """Whether any plugin implements ``hook`` now (looked up on every call: no stale flags)."""
+        caller = getattr(self.plugins.pm.hook, hook, None)
+        return caller is not None and bool(caller.get_hookimpls())
+
+    def _fault(self, plugin: str, hook: str, problem: str) -> HookFault:
+        fault = HookFault(plugin, hook, problem)
+        log.warning("plugin %r: %s %s", plugin, hook, problem)
+        return fault
+
+    # -- call gates ---------------------------------------------------------------------------------
+
+    def before_tool_call(self, call: ToolCall, faults: list[HookFault]) -> object:
+        """The arguments to run with; raises HookRefusal when a hook refuses or fails."""
+        impls = _implementations(self.plugins, "entropic_mcp_before_tool_call")
+        if not impls:
+            return call.args
+        args: object = call.args
+        kwargs = {"call": call}
+        for impl in impls:
+            hook = "entropic_mcp_before_tool_call"
+            try:
+                value = _call(impl, kwargs)
+            except Exception as exc:
+                fault = self._fault(impl.plugin_name, hook, _problem(exc))
+                raise HookRefusal(
+                    f"The call was not run: plugin '{impl.plugin_name}' failed while checking it "
+                    f"({type(exc).__name__}: {exc}). Tell the user that plugin is broken; other tools still work.",
+                    fault,
+                ) from None
+            if value is None:
+                continue
+            if isinstance(value, Refuse):
+                raise HookRefusal(value.reason)
+            if isinstance(value, ReplaceArgs):
+                args = dict(value.args)
+                continue
+            fault = self._fault(
+                impl.plugin_name, hook, f"returned {type(value).__name__}, expected Refuse, ReplaceArgs or None"
+            )
+            raise HookRefusal(
+                f"The call was not run: plugin '{impl.plugin_name}' gave an answer of the wrong type "
+                f"({type(value).__name__}) while checking it. Tell the user that plugin is broken.",
+                fault,
+            )
+        return args
+
+    def _owned(self, impls: Iterable[Any], server: MCPServerBase) -> list[Any]:
+        """Implementations whose answers count for ``server``: its provider's own.
+
+        For a server the host added in-process, plugins the host registered in-process (no
+        distribution) answer too.
+        """
+        provider = self.providers.get(server.name)
+        infos = self.plugins.infos
+        owned = []
+        for impl in impls:
+            name = impl.plugin_name
+            if name == provider:
+                owned.append(impl)
+            elif provider == "host":
+                info = infos.get(name)
+                if info is None or (info.distribution is None and not info.builtin):
+                    owned.append(impl)
+        return owned
+
+    def permission_pattern(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> str | None:
+        """The pattern the server's own plugin answers; None for the server's own parts.
+
+        Raises HookRefusal when that plugin's hook fails or answers a pattern that is not
+        ``<server>.<tool>`` or ``<server>.<tool>:...`` (fail closed: the call is denied).
+        """
+        impls = self._owned(_implementations(self.plugins, PATTERN_HOOK), server)
+        full = f"{server.name}.{tool}"
+        kwargs = {"server": server, "tool": tool, "args": args}
+        for impl in impls:
+            try:
+                value = _call(impl, kwargs)
+            except Exception as exc:
+                fault = self._fault(impl.plugin_name, PATTERN_HOOK, _problem(exc))
+                raise HookRefusal(
+                    f"'{full}' was denied: plugin '{impl.plugin_name}' failed while working out its permission "
+                    f"pattern ({type(exc).__name__}: {exc}). Tell the user that plugin is broken.",
+                    fault,
+                ) from None
+            if value is None:
+                continue
+            if isinstance(value, str) and (value == full or value.startswith(full + ":")):
+                return value
+            fault = self._fault(
+                impl.plugin_name,
+                PATTERN_HOOK,
+                f"answered {value!r} for {full}; a pattern must be '{full}' or start with '{full}:'",
+            )
+            raise HookRefusal(
+                f"'{full}' was denied: plugin '{impl.plugin_name}' answered a permission pattern that does not "
+                f"name this tool ({value!r}). Tell the user that plugin is broken.",
+                fault,
+            )
+        return None
+
+    def skip_duplicate_check(self, server: MCPServerBase, tool: str, faults: list[HookFault]) -> bool:
+        """Whether to leave the call's repeats unflagged (the server's provider may say)."""
+        impls = self._owned(_implementations(self.plugins, DUPLICATE_HOOK), server)
+        kwargs = {"server": server, "tool": tool}
+        for impl in impls:
+            try:
+                value = _call(impl, kwargs)
+            except Exception as exc:
+                faults.append(self._fault(impl.plugin_name, DUPLICATE_HOOK, _problem(exc)))
+                continue
+            if isinstance(value, bool):
+                return value
+            if value is not None:
+                faults.append(
+                    self._fault(
+                        impl.plugin_name, DUPLICATE_HOOK, f"returned {type(value).__name__}, expected bool or None"
+                    )
+                )
+        try:
+            return bool(server.skip_duplicate_check(tool))
+        except Exception as exc:
+            faults.append(self._fault(f"server {server.name}", "skip_duplicate_check", _problem(exc)))
+            return False
+
+    # -- observers ------------------------------------------------------------------------------------
+
+    def after_tool_call(self, call: ToolCall, outcome: CallOutcome, faults: list[HookFault]) -> str | None:
+        """The last replacement text a hook returned; faults are recorded and skipped."""
+        impls = _implementations(self.plugins, "entropic_mcp_after_tool_call")
+        text = None
+        kwargs = {"call": call, "outcome": outcome}
+        for impl in impls:
+            try:
+                value = _call(impl, kwargs)
+            except Exception as exc:
+                faults.append(self._fault(impl.plugin_name, "entropic_mcp_after_tool_call", _problem(exc)))
+                continue
+            if isinstance(value, str):
+                text = value
+            elif value is not None:
+                faults.append(
+                    self._fault(
+                        impl.plugin_name,
+                        "entropic_mcp_after_tool_call",
+                        f"returned {type(value).__name__}, expected str or None",
+                    )
+                )
+        return text
+
+    def has_after_hooks(self) -> bool:
+        return bool(_implementations(self.plugins, "entropic_mcp_after_tool_call"))
+
+    async def approve_tool_call(self, request: ApprovalRequest, faults: list[HookFault]) -> ApprovalDecision | None:
+        """The first approver's answer; None when nobody can answer (the call is then denied)."""
+        kwargs = {"request": request}
+        for impl in _implementations(self.plugins, "entropic_mcp_approve_tool_call"):
+            try:
+                value = _call(impl, kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                faults.append(self._fault(impl.plugin_name, "entropic_mcp_approve_tool_call", _problem(exc)))
+                continue
+            try:
+                decision = ApprovalDecision.coerce(value)
+            except (TypeError, ValueError) as exc:
+                faults.append(self._fault(impl.plugin_name, "entropic_mcp_approve_tool_call", str(exc)))
+                continue
+            if decision is not None:
+                return decision
+        return None
+
+    def approve_outside_root(self, request: OutsideRootRequest) -> bool | None:
+        kwargs = {"request": request}
+        for impl in _implementations(self.plugins, "entropic_mcp_approve_outside_root"):
+            try:
+                value = _call(impl, kwargs)
+            except Exception as exc:
+                self._fault(impl.plugin_name, "entropic_mcp_approve_outside_root", _problem(exc))
+                continue
+            if isinstance(value, bool):
+                return value
+            if value is not None:
+                self._fault(
+                    impl.plugin_name,
+                    "entropic_mcp_approve_outside_root",
+                    f"returned {type(value).__name__}, expected bool or None",
+                )
+        return None
+
+    def directive_processor(self) -> DirectiveProcessor:
+        """A processor with every handler the plugins provide (later ones replace earlier ones)."""
+        processor = DirectiveProcessor()
+        for impl in _implementations(self.plugins, "entropic_mcp_directive_handlers"):
+            try:
+                value = _call(impl, {})
+            except Exception as exc:
+                self._fault(impl.plugin_name, "entropic_mcp_directive_handlers", _problem(exc))
+                continue
+            for spec in _as_list(value):
+                if isinstance(spec, DirectiveHandlerSpec):
+                    processor.register(spec.type, spec.handler)
+                else:
+                    self._fault(
+                        impl.plugin_name,
+                        "entropic_mcp_directive_handlers",
+                        f"returned {type(spec).__name__}, expected DirectiveHandlerSpec",
+                    )
+        return processor
+
+
+def _as_list(value: object) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
