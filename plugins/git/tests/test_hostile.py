@@ -1,0 +1,141 @@
+"""The hostile-repository corpus: no tool of the server ever runs a program a repository names."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from entropic_mcp_git import GitServer
+from entropic_mcp_git._runner import git_environment
+from git_testkit import execute, make_server
+from hostile_corpus import CASES, Case, host_env_cases, hostile_command, prepare, run_trigger
+
+#: Every tool call a session might make in an untrusted repository, in an order that exercises
+#: clean filters (status, diff, add, stash), smudge filters (checkout, restore, stash pop),
+#: merges (stash pop onto a changed file), signing (commit, tag), hooks and textconv.
+TOOL_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("status", {}),
+    ("diff", {}),
+    ("diff", {"target": "other"}),
+    ("log", {}),
+    ("show", {}),
+    ("show", {"revision": "other"}),
+    ("branch", {}),
+    ("add", {"paths": ["a.txt"]}),
+    ("diff", {"staged": True}),
+    ("reset", {}),
+    ("add", {"paths": ["."]}),
+    ("commit", {"message": "hostile test"}),
+    ("checkout", {"target": "other"}),
+    ("checkout", {"target": "main"}),
+    ("create_branch", {"name": "side", "checkout": False}),
+]
+
+
+def _server(repo_path: Path, case: Case, marker: Path) -> GitServer:
+    server = make_server(repo_path)
+    cmd = hostile_command(marker)
+    host = {**os.environ, **{k: v.format(cmd=cmd) for k, v in case.env.items()}}
+    server.runner.env = git_environment(host)
+    server.runner.env.update({"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    return server
+
+
+def run_every_tool(server: GitServer, calls: list[tuple[str, dict[str, Any]]] = TOOL_CALLS) -> list[str]:
+    """Run the calls; the names of those that failed (a failure is allowed, a program is not)."""
+    failed = []
+    for tool, args in calls:
+        response = execute(server, tool, args)
+        if response.is_error:
+            failed.append(f"{tool} {args}: {response.result[:200]}")
+    return failed
+
+
+@pytest.mark.parametrize("case", CASES + host_env_cases(), ids=lambda case: case.name)
+def test_no_tool_runs_a_program_the_repository_names(tmp_path, case):
+    # the case is real: plain git runs the program
+    proof = tmp_path / "proof-marker"
+    run_trigger(prepare(tmp_path / "proof" / "work", case, proof), case, hostile_command(proof))
+    assert proof.exists(), f"the trigger of {case.name} did not fire; the case proves nothing"
+
+    marker = tmp_path / "marker"
+    repo = prepare(tmp_path / "target" / "work", case, marker)
+    server = _server(repo.path, case, marker)
+    failed = run_every_tool(server)
+    assert not marker.exists(), f"{case.name}: a tool ran the repository's program"
+    # neutralised settings leave the tools working
+    assert failed == [], failed
+
+
+# -- the cached config listing follows every change ----------------------------------------------
+
+
+def _cached_server(repo_path: Path) -> GitServer:
+    server = make_server(repo_path)
+    server.runner.racy_seconds = 0  # cache even files written a moment ago: the worst case
+    return server
+
+
+def _ok(server: GitServer, tool: str, args: dict[str, Any] | None = None) -> None:
+    response = execute(server, tool, args or {})
+    assert not response.is_error, response.result
+
+
+def test_a_filter_added_after_the_listing_was_cached_is_neutralised(tmp_path):
+    marker = tmp_path / "marker"
+    repo = prepare(tmp_path / "work", CASES[0], tmp_path / "unused")  # filter.x.clean -> unused
+    server = _cached_server(repo.path)
+    _ok(server, "status")
+    repo.git("config", "filter.y.clean", hostile_command(marker))
+    (repo.path / ".gitattributes").write_text("* filter=y\n")
+    for tool, args in TOOL_CALLS[:12]:
+        execute(server, tool, args)
+    assert not marker.exists()
+
+
+def test_an_include_target_created_after_the_listing_was_cached_is_read(tmp_path):
+    marker = tmp_path / "marker"
+    repo = prepare(tmp_path / "work", CASES[0], tmp_path / "unused")
+    repo.git("config", "include.path", "../../late.cfg")
+    server = _cached_server(repo.path)
+    _ok(server, "status")
+    (repo.path.parent / "late.cfg").write_text(f'[filter "z"]\n\tclean = {hostile_command(marker)}\n')
+    (repo.path / ".gitattributes").write_text("* filter=z\n")
+    assert not marker.exists()
+    for tool, args in TOOL_CALLS[:12]:
+        execute(server, tool, args)
+    assert not marker.exists()
+
+
+def test_an_onbranch_include_is_followed_across_a_checkout(tmp_path):
+    marker = tmp_path / "marker"
+    repo = prepare(tmp_path / "work", CASES[0], tmp_path / "unused")
+    repo.git("checkout", "-q", "--", "a.txt")
+    (repo.path.parent / "branch.cfg").write_text(f'[filter "w"]\n\tclean = {hostile_command(marker)}\n')
+    repo.git("config", "includeIf.onbranch:other.path", "../../branch.cfg")
+    (repo.path / ".git" / "info" / "attributes").write_text("* filter=w\n")
+    server = _cached_server(repo.path)
+    _ok(server, "status")
+    _ok(server, "checkout", {"target": "other"})
+    (repo.path / "a.txt").write_text("changed on other\n")
+    os.utime(repo.path / "a.txt", (1, 1))
+    _ok(server, "status")
+    _ok(server, "add", {"paths": ["a.txt"]})
+    assert not marker.exists()
+    # and plain git on that branch would have run it
+    (repo.path / "a.txt").write_text("changed again\n")
+    run_trigger(repo, CASES[0], "")
+    assert marker.exists()
+
+
+def test_an_unreadable_config_refuses_every_tool_with_a_clear_error(tmp_path):
+    repo = prepare(tmp_path / "work", CASES[0], tmp_path / "unused")
+    server = make_server(repo.path)
+    _ok(server, "status")
+    with (repo.path / ".git" / "config").open("a") as f:
+        f.write("[broken\n")
+    response = execute(server, "status")
+    assert response.is_error
+    assert '"error":"config_unreadable"' in response.result
