@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from ._pipeline import BatchOutcome, CallOutcome
     from ._plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, Plugins, hookimpl
     from ._server import MCPServerBase, normalize_args
-    from ._storage import StorageBackend, StorageBackendSpec
+    from ._storage import DEFAULT_SCOPE, StorageBackend, StorageBackendSpec, ToolCallRecord
     from ._tools import ToolBase, ToolDefinition, load_tool_definition
 
 # Names resolve on first use, so a command that only lists tools never pays for the
@@ -72,6 +72,7 @@ _LAZY: dict[str, str] = {
     "Complete": "._directives",
     "Config": "._config",
     "ConfigError": "._errors",
+    "DEFAULT_SCOPE": "._storage",
     "ContextAnchor": "._directives",
     "Delegate": "._directives",
     "Directive": "._directives",
@@ -108,6 +109,7 @@ _LAZY: dict[str, str] = {
     "TierChange": "._directives",
     "ToolBase": "._tools",
     "ToolCall": "._calls",
+    "ToolCallRecord": "._storage",
     "ToolDefinition": "._tools",
     "ToolDefinitionError": "._errors",
     "ToolError": "._errors",
@@ -142,6 +144,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_SCOPE",
     "ENTRY_POINT_GROUP",
     "POLICY_FILES",
     "READ_PATH_TOOLS",
@@ -193,6 +196,7 @@ __all__ = [
     "TierChange",
     "ToolBase",
     "ToolCall",
+    "ToolCallRecord",
     "ToolDefinition",
     "ToolDefinitionError",
     "ToolError",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from entropic_mcp import CallOutcome, ServerResponse
+from entropic_mcp import CallOutcome, ServerResponse, ToolCallRecord
 from entropic_mcp._storage._tinydb import TinyDBBackend
 
 
@@ -40,13 +40,15 @@ def main() -> None:
         out.write(f"C {delegation_id}\n")
         out.flush()
         backend.record_tool_call(
-            CallOutcome(
-                name="demo.echo",
-                response=ServerResponse(result="ok"),
-                kind="success",
-                elapsed_ms=0.1,
-                conversation_id=child,
-                args={"i": i},
+            ToolCallRecord.from_outcome(
+                CallOutcome(
+                    name="demo.echo",
+                    response=ServerResponse(result="ok"),
+                    kind="success",
+                    elapsed_ms=0.1,
+                    conversation_id=child,
+                    args={"i": i},
+                )
             )
         )
         calls += 1

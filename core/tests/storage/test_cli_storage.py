@@ -67,6 +67,21 @@ def test_search_finds_completed_delegations(filled: dict[str, str]) -> None:
     assert "Tokenizer split" in invoke("storage", "search", "tokenizer").stdout
 
 
+def test_search_by_scope(filled: dict[str, str], project: Path) -> None:
+    backend = TinyDBBackend(project / "store")
+    other = backend.create_conversation("elsewhere", None, "tenant-b")
+    theirs, _ = backend.create_delegation(other, "lead", "coder", "tokenizer elsewhere", 2, None)
+    backend.complete_delegation(theirs, "completed", "tokenizer done there")
+    backend.close()
+    every = json.loads(invoke("storage", "search", "tokenizer", "--json").stdout)
+    assert {r["delegation_id"] for r in every} == {filled["done"], theirs}
+    ours = json.loads(invoke("storage", "search", "tokenizer", "--scope", "default", "--json").stdout)
+    assert [r["delegation_id"] for r in ours] == [filled["done"]]
+    assert json.loads(invoke("storage", "search", "tokenizer", "--scope", "nobody", "--json").stdout) == []
+    result = invoke("storage", "search", "tokenizer", "--scope", " ")
+    assert result.exit_code == 2 and "--scope is empty" in result.output
+
+
 def test_search_with_an_empty_query_is_a_usage_error(filled: dict[str, str]) -> None:
     result = invoke("storage", "search", "  ")
     assert result.exit_code == 2 and "query is empty" in result.output

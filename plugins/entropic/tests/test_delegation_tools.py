@@ -270,3 +270,26 @@ def test_resume_without_storage_is_storage_unavailable(make):
 def test_pipeline_too_few_stages_wins_through_the_manager_too(make):
     error = error_of(call(make(), "entropic.pipeline", {"stages": ["wizard"], "task": "t"}))
     assert error["error"] == "invalid_args" and "less than 2 items" in error["message"]
+
+
+def test_resume_never_reaches_another_scopes_delegation(make):
+    manager = make(storage=True)
+    storage = manager.storage
+    a = storage.create_conversation("a", None, "tenant-a")
+    b = storage.create_conversation("b", None, "tenant-b")
+    theirs, _ = storage.create_delegation(b, "lead", "researcher", "their task", -1, [])
+    storage.complete_delegation(theirs, "completed", "their result")
+    # by target: tenant a has no completed delegation of its own
+    error = error_of(call(manager, "entropic.resume_delegation", {"target": "researcher", "task": "t"}, conversation=a))
+    assert error["error"] == "no_completed_delegation"
+    # by id: answered like an unknown id, so the other tenant's id is not even confirmed
+    by_id = error_of(
+        call(manager, "entropic.resume_delegation", {"delegation_id": theirs, "task": "t"}, conversation=a)
+    )
+    unknown = error_of(
+        call(manager, "entropic.resume_delegation", {"delegation_id": "nope", "task": "t"}, conversation=a)
+    )
+    assert by_id["error"] == unknown["error"] == "unknown_delegation"
+    assert "their" not in by_id["message"]
+    ours = call(manager, "entropic.resume_delegation", {"delegation_id": theirs, "task": "t"}, conversation=b)
+    assert ours.response.directives[0].resume_from == theirs

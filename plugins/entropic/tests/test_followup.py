@@ -130,3 +130,22 @@ def test_an_integral_float_counts_as_an_integer(make):
     for index in range(3):
         record(manager, f"task {index}", f"gadget {index}")
     assert len(results(call(manager, "entropic.followup", {"query": "gadget", "max_results": 2.0}))) == 2
+
+
+def test_followup_sees_only_the_callers_scope(make):
+    """A conversation of one tenant never finds another tenant's delegations; a caller outside any
+    stored conversation (an MCP client's conversation key) sees the default scope only."""
+    manager = make(storage=True)
+    storage = manager.storage
+    found_ids = {}
+    for scope in ("tenant-a", "tenant-b", "default"):
+        root = storage.create_conversation(scope, None, scope)
+        delegation_id, child = storage.create_delegation(root, "lead", "researcher", "secret plan", -1, [])
+        storage.complete_delegation(delegation_id, "completed", f"secret of {scope}")
+        found_ids[scope] = (root, child, delegation_id)
+    for scope, (root, child, delegation_id) in found_ids.items():
+        for conversation in (root, child):
+            found = results(call(manager, "entropic.followup", {"query": "secret"}, conversation=conversation))
+            assert [r["delegation_id"] for r in found] == [delegation_id], (scope, conversation)
+    outsider = results(call(manager, "entropic.followup", {"query": "secret"}, conversation="http-session-x"))
+    assert [r["delegation_id"] for r in outsider] == [found_ids["default"][2]]

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from .._errors import ConfigError, StorageError
+from ._records import DEFAULT_SCOPE, ToolCallRecord
 
 if TYPE_CHECKING:
     from .._config import Config
-    from .._pipeline import CallOutcome
     from .._plugins import Plugins
 
 
@@ -21,10 +21,21 @@ class StorageBackend(Protocol):
 
     Every method does what it says or raises ``StorageError`` with the reason.
     IDs are UUID strings; times are UTC ISO 8601 strings.
+
+    Every conversation belongs to a *scope* (a tenant: a project, a user, a team — whatever the
+    host separates); a delegation and its child conversation take the scope of the conversation
+    they were made from. ``search_delegations`` and ``latest_delegation_for_target`` given a scope
+    see only that scope's delegations, so one tenant's follow-up never sees another's.
     """
 
-    def create_conversation(self, title: str, metadata: Mapping[str, Any] | None = None) -> str:
-        """Create a root conversation; returns its id."""
+    def create_conversation(
+        self, title: str, metadata: Mapping[str, Any] | None = None, scope: str = DEFAULT_SCOPE
+    ) -> str:
+        """Create a root conversation in ``scope`` (a non-empty string); returns its id."""
+        ...
+
+    def scope_of(self, conversation_id: str) -> str | None:
+        """The scope of a stored conversation; None when no conversation has that id."""
         ...
 
     def save_messages(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
@@ -32,7 +43,7 @@ class StorageBackend(Protocol):
         ...
 
     def load_conversation(self, conversation_id: str) -> dict[str, Any]:
-        """``{"conversation": {conversation_id, title, metadata, created_at, updated_at,
+        """``{"conversation": {conversation_id, title, metadata, scope, created_at, updated_at,
         parent_delegation_id, message_count}, "messages": [...]}``, messages in order as saved."""
         ...
 
@@ -69,26 +80,29 @@ class StorageBackend(Protocol):
 
     def load_delegation_with_messages(self, delegation_id: str) -> dict[str, Any]:
         """The delegation record (delegation_id, parent_id, child_conversation_id, delegating_tier,
-        target_tier, task, max_turns, context, status, summary, created_at, completed_at) plus
+        target_tier, task, max_turns, context, scope, status, summary, created_at, completed_at) plus
         ``messages``: the child conversation's messages in order."""
         ...
 
-    def latest_delegation_for_target(self, target_tier: str) -> str | None:
-        """The most recently completed (status ``completed``) delegation to the tier, or None."""
+    def latest_delegation_for_target(self, target_tier: str, scope: str | None = None) -> str | None:
+        """The most recently completed (status ``completed``) delegation to the tier in ``scope``
+        (None: in any scope — for administration, never for a tool answering one tenant), or None."""
         ...
 
-    def search_delegations(self, query: str, max_results: int = 3) -> list[dict[str, Any]]:
-        """Completed delegations where every query word occurs (case-insensitive, literally) in the
-        summary or the task; best first (most words in the summary, then newest). Each result:
-        ``{delegation_id, target_tier, task, summary, completed_at}``."""
+    def search_delegations(self, query: str, max_results: int = 3, scope: str | None = None) -> list[dict[str, Any]]:
+        """Completed delegations in ``scope`` (None: every scope) where every query word occurs
+        (case-insensitive, as a literal substring) in the summary or the task; best first (most
+        words in the summary, then newest). Each result: ``{delegation_id, target_tier, task,
+        summary, completed_at}``."""
         ...
 
     def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         """Delegation records (as in ``load_delegation_with_messages``, without messages), newest first."""
         ...
 
-    def record_tool_call(self, outcome: CallOutcome) -> None:
-        """Add ``outcome.to_record()`` to the audit trail; called for every call, so it must be cheap."""
+    def record_tool_call(self, record: ToolCallRecord) -> None:
+        """Add ``record`` (``record.to_dict()``) to the audit trail; called for every call, so it must
+        be cheap. Anything but a ``ToolCallRecord`` → StorageError."""
         ...
 
     def stats(self) -> dict[str, int]:
@@ -146,4 +160,4 @@ def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
     return backend
 
 
-__all__ = ["StorageBackend", "StorageBackendSpec", "StorageError", "open_storage"]
+__all__ = ["DEFAULT_SCOPE", "StorageBackend", "StorageBackendSpec", "StorageError", "ToolCallRecord", "open_storage"]

@@ -20,6 +20,7 @@ from tinydb.storages import Storage
 from tinydb.table import Table
 
 from .._errors import StorageError
+from ._records import DEFAULT_SCOPE, check_scope
 from ._search import SearchIndex, query_words
 
 TABLES = ("conversations", "messages", "snapshots", "delegations")
@@ -187,12 +188,13 @@ class StoreState:
         self._snaps: dict[str, list[int]] = {}
         self._deleg: dict[str, int] = {}
         self._deleg_by_conv: dict[str, set[str]] = {}
-        self._completed_by_target: dict[str, dict[str, None]] = {}
+        # (scope, target) -> completed delegation ids in completion order; scope None: every scope
+        self._completed_by_target: dict[tuple[str | None, str], dict[str, None]] = {}
         self._completion = 0
-        # Completed delegation id -> its recency key; the search index is built from these on the
-        # first search, so opening a big store (and processes that never search) skip it.
-        self._completed: dict[str, tuple[str, int]] = {}
-        self._search_index: SearchIndex | None = None
+        # Completed delegation id -> (scope, recency key); a scope's search index is built from
+        # these on its first search, so opening a big store (and processes that never search) skip it.
+        self._completed: dict[str, tuple[str, tuple[str, int]]] = {}
+        self._search_indexes: dict[str | None, SearchIndex] = {}
         self._counts = {"completed": 0, "failed": 0, "running": 0}
         for key, doc in memory["conversations"].items():
             self._conv[doc["conversation_id"]] = int(key)
@@ -226,23 +228,27 @@ class StoreState:
         self._completion += 1
         self.last_time = max(self.last_time, doc["completed_at"])
         if doc["status"] == "completed":
-            by_target = self._completed_by_target.setdefault(doc["target_tier"], {})
-            by_target[doc["delegation_id"]] = None
+            scope = doc.get("scope", DEFAULT_SCOPE)
+            for key in ((scope, doc["target_tier"]), (None, doc["target_tier"])):
+                self._completed_by_target.setdefault(key, {})[doc["delegation_id"]] = None
             recency = (doc["completed_at"], self._completion)
-            self._completed[doc["delegation_id"]] = recency
-            if self._search_index is not None:
-                self._search_index.add(doc["delegation_id"], doc["task"], doc["summary"], recency)
+            self._completed[doc["delegation_id"]] = (scope, recency)
+            for index_scope in (scope, None):
+                index = self._search_indexes.get(index_scope)
+                if index is not None:
+                    index.add(doc["delegation_id"], doc["task"], doc["summary"], recency)
 
-    @property
-    def _search(self) -> SearchIndex:
-        if self._search_index is None:
+    def _search(self, scope: str | None) -> SearchIndex:
+        index = self._search_indexes.get(scope)
+        if index is None:
             index = SearchIndex()
             rows = self._memory["delegations"]
-            for delegation_id, recency in self._completed.items():
-                doc = rows[self._deleg[delegation_id]]
-                index.add(delegation_id, doc["task"], doc["summary"], recency)
-            self._search_index = index
-        return self._search_index
+            for delegation_id, (doc_scope, recency) in self._completed.items():
+                if scope is None or doc_scope == scope:
+                    doc = rows[self._deleg[delegation_id]]
+                    index.add(delegation_id, doc["task"], doc["summary"], recency)
+            self._search_indexes[scope] = index
+        return index
 
     def next_ids(self) -> dict[str, int]:
         out = {}
@@ -278,8 +284,17 @@ class StoreState:
 
     def _conversation_record(self, doc: Mapping[str, Any]) -> dict[str, Any]:
         record = copy(doc)
+        record.setdefault("scope", DEFAULT_SCOPE)  # stores written before scopes existed
         record["message_count"] = self._msg_counts[doc["conversation_id"]]
         return record
+
+    def scope_of(self, conversation_id: str) -> str | None:
+        _text(conversation_id, "conversation_id")
+        doc_id = self._conv.get(conversation_id)
+        if doc_id is None:
+            return None
+        scope: str = self._memory["conversations"][doc_id].get("scope", DEFAULT_SCOPE)
+        return scope
 
     def load_conversation(self, conversation_id: str) -> dict[str, Any]:
         doc = self._conversation_doc(conversation_id, "conversation_id")
@@ -312,24 +327,32 @@ class StoreState:
         _count(offset, "offset", 0)
         rows = self._memory["delegations"]
         ids = list(self._deleg.values())
-        return [copy(rows[doc_id]) for doc_id in ids[::-1][offset : offset + limit]]
+        return [self._delegation_record(rows[doc_id]) for doc_id in ids[::-1][offset : offset + limit]]
+
+    @staticmethod
+    def _delegation_record(doc: Mapping[str, Any]) -> dict[str, Any]:
+        record = copy(doc)
+        record.setdefault("scope", DEFAULT_SCOPE)  # stores written before scopes existed
+        return record
 
     def load_delegation_with_messages(self, delegation_id: str) -> dict[str, Any]:
-        record = copy(self._delegation_doc(delegation_id))
+        record = self._delegation_record(self._delegation_doc(delegation_id))
         record["messages"] = self._messages_of(record["child_conversation_id"])
         return record
 
-    def latest_delegation_for_target(self, target_tier: str) -> str | None:
+    def latest_delegation_for_target(self, target_tier: str, scope: str | None = None) -> str | None:
         _text(target_tier, "target_tier")
-        done = self._completed_by_target.get(target_tier)
+        check_scope(scope, "latest_delegation_for_target", none_ok=True)
+        done = self._completed_by_target.get((scope, target_tier))
         return next(reversed(done)) if done else None
 
-    def search_delegations(self, query: str, max_results: int) -> list[dict[str, Any]]:
+    def search_delegations(self, query: str, max_results: int, scope: str | None = None) -> list[dict[str, Any]]:
         _text(query, "query")
         _count(max_results, "max_results", 1)
+        check_scope(scope, "search_delegations", none_ok=True)
         rows = self._memory["delegations"]
         found = []
-        for delegation_id in self._search.search(query_words(query), max_results):
+        for delegation_id in self._search(scope).search(query_words(query), max_results):
             doc = rows[self._deleg[delegation_id]]
             found.append({field: doc[field] for field in SEARCH_FIELDS})
         return found
@@ -347,15 +370,17 @@ class StoreState:
 
     # -- operations: prepare (validate) ------------------------------------------------------------
 
-    def prepare_create_conversation(self, title: Any, metadata: Any) -> dict[str, Any]:
+    def prepare_create_conversation(self, title: Any, metadata: Any, scope: Any = DEFAULT_SCOPE) -> dict[str, Any]:
         _text(title, "title", empty_ok=True)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise StorageError(f"metadata must be an object or None, got {type(metadata).__name__}")
+        check_scope(scope, "create_conversation", none_ok=False)
         return {
             "op": "create_conversation",
             "conversation_id": new_id(),
             "title": title,
             "metadata": checked_copy(dict(metadata or {}), "metadata"),
+            "scope": scope,
             "at": _now(self.last_time),
         }
 
@@ -390,7 +415,7 @@ class StoreState:
                 "create_delegation: parent_id is empty; create the root conversation first "
                 "(create_conversation) and pass its id"
             )
-        self._conversation_doc(parent_id, "create_delegation parent_id")
+        parent = self._conversation_doc(parent_id, "create_delegation parent_id")
         _text(delegating_tier, "delegating_tier")
         _text(target_tier, "target_tier")
         _text(task, "task")
@@ -411,6 +436,7 @@ class StoreState:
             "task": task,
             "max_turns": max_turns,
             "context": checked_copy([dict(item) for item in context], "context"),
+            "scope": parent.get("scope", DEFAULT_SCOPE),
             "at": _now(self.last_time),
         }
 
@@ -442,13 +468,14 @@ class StoreState:
             self.last_time = max(self.last_time, op["at"])
 
     def _insert_conversation(
-        self, conversation_id: str, title: str, metadata: Any, at: str, parent: str | None
+        self, conversation_id: str, title: str, metadata: Any, at: str, parent: str | None, scope: str
     ) -> None:
         doc_id = self.conversations.insert(
             {
                 "conversation_id": conversation_id,
                 "title": title,
                 "metadata": metadata,
+                "scope": scope,
                 "created_at": at,
                 "updated_at": at,
                 "parent_delegation_id": parent,
@@ -460,7 +487,8 @@ class StoreState:
         self._snaps[conversation_id] = []
 
     def _apply_create_conversation(self, op: Mapping[str, Any]) -> None:
-        self._insert_conversation(op["conversation_id"], op["title"], op["metadata"], op["at"], None)
+        scope = op.get("scope", DEFAULT_SCOPE)
+        self._insert_conversation(op["conversation_id"], op["title"], op["metadata"], op["at"], None, scope)
 
     @staticmethod
     def _body(op: Mapping[str, Any]) -> dict[str, Any]:
@@ -496,7 +524,8 @@ class StoreState:
             "delegating_tier": op["delegating_tier"],
             "target_tier": op["target_tier"],
         }
-        self._insert_conversation(child, title, metadata, op["at"], op["delegation_id"])
+        scope = op.get("scope", DEFAULT_SCOPE)
+        self._insert_conversation(child, title, metadata, op["at"], op["delegation_id"], scope)
         doc = {
             "delegation_id": op["delegation_id"],
             "parent_id": op["parent_id"],
@@ -506,6 +535,7 @@ class StoreState:
             "task": op["task"],
             "max_turns": op["max_turns"],
             "context": op["context"],
+            "scope": scope,
             "status": "running",
             "summary": None,
             "created_at": op["at"],
@@ -547,9 +577,14 @@ class StoreState:
         for delegation_id in delegations:
             doc = rows[self._deleg[delegation_id]]
             self._counts[doc["status"]] -= 1
-            self._completed_by_target.get(doc["target_tier"], {}).pop(delegation_id, None)
-            if self._completed.pop(delegation_id, None) is not None and self._search_index is not None:
-                self._search_index.remove(delegation_id)
+            scope = doc.get("scope", DEFAULT_SCOPE)
+            for key in ((scope, doc["target_tier"]), (None, doc["target_tier"])):
+                self._completed_by_target.get(key, {}).pop(delegation_id, None)
+            if self._completed.pop(delegation_id, None) is not None:
+                for index_scope in (scope, None):
+                    index = self._search_indexes.get(index_scope)
+                    if index is not None:
+                        index.remove(delegation_id)
             for conversation_id in (doc["parent_id"], doc["child_conversation_id"]):
                 linked = self._deleg_by_conv.get(conversation_id)
                 if linked is not None:

@@ -37,12 +37,12 @@ from .._errors import ConfigError, StorageError
 from ._audit import AuditLog
 from ._files import atomic_write, fsync_dir, write_all
 from ._lock import StoreLock
+from ._records import DEFAULT_SCOPE, ToolCallRecord, check_record
 from ._segments import Segments
 from ._state import TABLES, StoreState, dumps
 
 if TYPE_CHECKING:
     from .._config import Config
-    from .._pipeline import CallOutcome
 
 log = logging.getLogger("entropic_mcp.storage")
 
@@ -403,11 +403,17 @@ class TinyDBBackend:
 
     # -- the protocol ------------------------------------------------------------------------------
 
-    def create_conversation(self, title: str, metadata: Mapping[str, Any] | None = None) -> str:
+    def create_conversation(
+        self, title: str, metadata: Mapping[str, Any] | None = None, scope: str = DEFAULT_SCOPE
+    ) -> str:
         with self._locked():
-            op = self._state.prepare_create_conversation(title, metadata)
+            op = self._state.prepare_create_conversation(title, metadata, scope)
             self._commit(op)
             return op["conversation_id"]
+
+    def scope_of(self, conversation_id: str) -> str | None:
+        with self._locked():
+            return self._state.scope_of(conversation_id)
 
     def save_messages(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
         with self._locked():
@@ -455,23 +461,20 @@ class TinyDBBackend:
         with self._locked():
             return self._state.load_delegation_with_messages(delegation_id)
 
-    def latest_delegation_for_target(self, target_tier: str) -> str | None:
+    def latest_delegation_for_target(self, target_tier: str, scope: str | None = None) -> str | None:
         with self._locked():
-            return self._state.latest_delegation_for_target(target_tier)
+            return self._state.latest_delegation_for_target(target_tier, scope)
 
-    def search_delegations(self, query: str, max_results: int = 3) -> list[dict[str, Any]]:
+    def search_delegations(self, query: str, max_results: int = 3, scope: str | None = None) -> list[dict[str, Any]]:
         with self._locked():
-            return self._state.search_delegations(query, max_results)
+            return self._state.search_delegations(query, max_results, scope)
 
     def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         with self._locked():
             return self._state.list_delegations(limit, offset)
 
-    def record_tool_call(self, outcome: CallOutcome) -> None:
-        to_record = getattr(outcome, "to_record", None)
-        if to_record is None:
-            raise StorageError(f"record_tool_call expects a CallOutcome, got {type(outcome).__name__}")
-        self._audit.record(to_record())
+    def record_tool_call(self, record: ToolCallRecord) -> None:
+        self._audit.record(check_record(record).to_dict())
 
     def stats(self) -> dict[str, int]:
         with self._locked():

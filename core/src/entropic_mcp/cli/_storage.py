@@ -163,14 +163,17 @@ def delegations(ctx: click.Context, limit: int, offset: int, as_json: bool) -> N
 @storage.command()
 @click.argument("query")
 @click.option("--max-results", type=click.IntRange(min=1), default=10, show_default=True, help="Results to show.")
+@click.option("--scope", default=None, help="Only this scope's delegations (default: every scope).")
 @_JSON
 @click.pass_context
-def search(ctx: click.Context, query: str, max_results: int, as_json: bool) -> None:
+def search(ctx: click.Context, query: str, max_results: int, scope: str | None, as_json: bool) -> None:
     """Search completed delegations: every word of QUERY in the summary or the task."""
     if not query.strip():
         raise UsageProblem("the search query is empty; give at least one word")
+    if scope is not None and not scope.strip():
+        raise UsageProblem("--scope is empty; give a scope name, or leave it out to search every scope")
     with _store(ctx) as backend:
-        rows = [] if backend is None else backend.search_delegations(query, max_results)
+        rows = [] if backend is None else backend.search_delegations(query, max_results, scope)
     if as_json:
         echo_json(rows)
         return

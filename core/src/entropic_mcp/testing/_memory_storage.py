@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import StorageError
+from .._storage._records import DEFAULT_SCOPE, ToolCallRecord, check_record
 from .._storage._state import StoreState
-
-if TYPE_CHECKING:
-    from .._pipeline import CallOutcome
 
 
 class MemoryStorage:
@@ -35,9 +33,15 @@ class MemoryStorage:
         self._state.apply(op)
         return op
 
-    def create_conversation(self, title: str, metadata: Mapping[str, Any] | None = None) -> str:
+    def create_conversation(
+        self, title: str, metadata: Mapping[str, Any] | None = None, scope: str = DEFAULT_SCOPE
+    ) -> str:
         with self._mutex:
-            return self._commit(self._open().prepare_create_conversation(title, metadata))["conversation_id"]
+            return self._commit(self._open().prepare_create_conversation(title, metadata, scope))["conversation_id"]
+
+    def scope_of(self, conversation_id: str) -> str | None:
+        with self._mutex:
+            return self._open().scope_of(conversation_id)
 
     def save_messages(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
         with self._mutex:
@@ -84,25 +88,23 @@ class MemoryStorage:
         with self._mutex:
             return self._open().load_delegation_with_messages(delegation_id)
 
-    def latest_delegation_for_target(self, target_tier: str) -> str | None:
+    def latest_delegation_for_target(self, target_tier: str, scope: str | None = None) -> str | None:
         with self._mutex:
-            return self._open().latest_delegation_for_target(target_tier)
+            return self._open().latest_delegation_for_target(target_tier, scope)
 
-    def search_delegations(self, query: str, max_results: int = 3) -> list[dict[str, Any]]:
+    def search_delegations(self, query: str, max_results: int = 3, scope: str | None = None) -> list[dict[str, Any]]:
         with self._mutex:
-            return self._open().search_delegations(query, max_results)
+            return self._open().search_delegations(query, max_results, scope)
 
     def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         with self._mutex:
             return self._open().list_delegations(limit, offset)
 
-    def record_tool_call(self, outcome: CallOutcome) -> None:
-        to_record = getattr(outcome, "to_record", None)
-        if to_record is None:
-            raise StorageError(f"record_tool_call expects a CallOutcome, got {type(outcome).__name__}")
+    def record_tool_call(self, record: ToolCallRecord) -> None:
+        data = check_record(record).to_dict()
         with self._mutex:
             self._open()
-            self.tool_calls.append(to_record())
+            self.tool_calls.append(data)
 
     def stats(self) -> dict[str, int]:
         with self._mutex:

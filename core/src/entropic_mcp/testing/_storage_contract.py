@@ -30,7 +30,7 @@ import pytest
 from .._envelope import ServerResponse
 from .._errors import StorageError
 from .._pipeline import CallOutcome
-from .._storage import StorageBackend
+from .._storage import DEFAULT_SCOPE, StorageBackend, ToolCallRecord
 
 Opener = Callable[[], StorageBackend]
 
@@ -61,6 +61,10 @@ def _outcome(name: str = "demo.echo", conversation_id: str = "c1") -> CallOutcom
         conversation_id=conversation_id,
         args={"text": "hello"},
     )
+
+
+def _record(name: str = "demo.echo", conversation_id: str = "c1") -> ToolCallRecord:
+    return ToolCallRecord.from_outcome(_outcome(name, conversation_id))
 
 
 class StorageContract:
@@ -126,6 +130,7 @@ class StorageContract:
         assert conversation["title"] == "root session"
         assert conversation["metadata"] == {"host": "contract"}
         assert conversation["message_count"] == 3
+        assert conversation["scope"] == DEFAULT_SCOPE
         assert _is_utc_iso(conversation["created_at"]) and _is_utc_iso(conversation["updated_at"])
 
     def test_messages_round_trip_unchanged(self, backend: StorageBackend, root: str) -> None:
@@ -438,6 +443,38 @@ class StorageContract:
         found = backend.search_delegations(query, 3)
         assert bool(found) is matches
 
+    @pytest.mark.parametrize(
+        "query, matches",
+        [
+            ("c:\\tmp", True),
+            ("\\", True),
+            ("\\%", False),
+            ("\\_", False),
+            ("it's", True),
+            ("'", True),
+            ("''", False),
+            ('"q"', True),
+            ("50%_", True),
+            ("50%x", False),
+            ("%_", True),
+            ("_%", False),
+            ("*", False),
+            ("?", False),
+            ("$1", False),
+            ("{}", False),
+            ("|", False),
+            ("^it", False),
+            ("tmp$", False),
+        ],
+    )
+    def test_search_matches_escape_and_quote_characters_literally(
+        self, backend: StorageBackend, root: str, query: str, matches: bool
+    ) -> None:
+        """Whatever a backend escapes with (``\\`` in SQL LIKE, quotes in SQL text) is literal too."""
+        self._delegation(backend, root, task="it's in c:\\tmp", summary='done: 50%_ of "q"')
+        found = backend.search_delegations(query, 3)
+        assert bool(found) is matches
+
     @pytest.mark.parametrize("query", ["", "   ", None, 5])
     def test_search_rejects_an_empty_or_non_text_query(self, backend: StorageBackend, query: Any) -> None:
         with pytest.raises(StorageError):
@@ -464,16 +501,74 @@ class StorageContract:
             got = [r["delegation_id"] for r in backend.search_delegations(" ".join(query), 10)]
             assert got == [e[2] for e in expected[:10]], query
 
+    # -- scopes ------------------------------------------------------------------------------------
+
+    def test_conversations_keep_their_scope_and_delegations_inherit_it(self, backend: StorageBackend) -> None:
+        root = backend.create_conversation("tenant a", None, "tenant-a")
+        delegation_id, child = backend.create_delegation(root, "lead", "coder", "task", 2, None)
+        _, grandchild = backend.create_delegation(child, "coder", "researcher", "deeper", 2, None)
+        for conversation_id in (root, child, grandchild):
+            assert backend.load_conversation(conversation_id)["conversation"]["scope"] == "tenant-a"
+            assert backend.scope_of(conversation_id) == "tenant-a"
+        assert backend.load_delegation_with_messages(delegation_id)["scope"] == "tenant-a"
+        assert backend.list_delegations(10, 0)[0]["scope"] == "tenant-a"
+        assert backend.scope_of(backend.create_conversation("plain")) == DEFAULT_SCOPE
+        assert backend.scope_of(str(uuid.uuid4())) is None
+
+    @pytest.mark.parametrize("scope", ["", "  ", None, 5], ids=["empty", "blank", "none", "int"])
+    def test_create_conversation_rejects_a_bad_scope(self, backend: StorageBackend, scope: Any) -> None:
+        with pytest.raises(StorageError, match="scope"):
+            backend.create_conversation("x", None, scope)
+        assert backend.stats()["conversations"] == 0
+
+    def test_search_and_latest_see_only_the_given_scope(self, backend: StorageBackend) -> None:
+        a = backend.create_conversation("a", None, "tenant-a")
+        b = backend.create_conversation("b", None, "tenant-b")
+        in_a = self._delegation(backend, a, target="coder", task="rotate the keys", summary="keys rotated")
+        older_b = self._delegation(backend, b, target="coder", task="rotate the keys", summary="keys rotated too")
+        newest_b = self._delegation(backend, b, target="researcher", task="other", summary="unrelated")
+        _, a_child = backend.create_delegation(a, "lead", "coder", "nested", 2, None)
+        nested_a = self._delegation(backend, a_child, target="researcher", task="keys below", summary="nested keys")
+
+        def ids(rows: list[dict[str, Any]]) -> list[str]:
+            return [r["delegation_id"] for r in rows]
+
+        assert ids(backend.search_delegations("keys", 10, "tenant-a")) == [nested_a, in_a]
+        assert ids(backend.search_delegations("keys", 10, "tenant-b")) == [older_b]
+        assert backend.search_delegations("keys", 10, "tenant-c") == []
+        assert ids(backend.search_delegations("keys", 10)) == [nested_a, older_b, in_a]
+        assert backend.latest_delegation_for_target("coder", "tenant-a") == in_a
+        assert backend.latest_delegation_for_target("coder", "tenant-b") == older_b
+        assert backend.latest_delegation_for_target("researcher", "tenant-a") == nested_a
+        assert backend.latest_delegation_for_target("researcher", "tenant-b") == newest_b
+        assert backend.latest_delegation_for_target("coder", "tenant-c") is None
+        assert backend.latest_delegation_for_target("researcher") == nested_a
+        backend.delete_conversation(a)
+        assert backend.search_delegations("keys", 10, "tenant-a") == []
+        assert backend.latest_delegation_for_target("coder", "tenant-a") is None
+        assert ids(backend.search_delegations("keys", 10)) == [older_b]
+
+    @pytest.mark.parametrize("scope", ["", 5], ids=["empty", "int"])
+    def test_search_and_latest_reject_a_bad_scope(self, backend: StorageBackend, scope: Any) -> None:
+        with pytest.raises(StorageError, match="scope"):
+            backend.search_delegations("x", 3, scope)
+        with pytest.raises(StorageError, match="scope"):
+            backend.latest_delegation_for_target("coder", scope)
+
     # -- audit trail and stats ---------------------------------------------------------------------
 
     def test_record_tool_call_is_counted(self, backend: StorageBackend) -> None:
         for i in range(3):
-            backend.record_tool_call(_outcome(conversation_id=f"c{i}"))
+            backend.record_tool_call(_record(conversation_id=f"c{i}"))
         assert backend.stats()["tool_calls"] == 3
 
-    def test_record_tool_call_rejects_what_is_not_an_outcome(self, backend: StorageBackend) -> None:
-        with pytest.raises(StorageError, match="CallOutcome"):
-            backend.record_tool_call("demo.echo")  # type: ignore[arg-type]
+    @pytest.mark.parametrize("value", ["demo.echo", None, {"tool": "demo.echo"}, "outcome"], ids=repr)
+    def test_record_tool_call_rejects_what_is_not_a_record(self, backend: StorageBackend, value: Any) -> None:
+        if value == "outcome":
+            value = _outcome()
+        with pytest.raises(StorageError, match="ToolCallRecord"):
+            backend.record_tool_call(value)
+        assert backend.stats()["tool_calls"] == 0
 
     def test_stats_counts_everything(self, backend: StorageBackend, root: str) -> None:
         backend.save_messages(root, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])

@@ -20,7 +20,7 @@ from entropic_mcp import (
 )
 
 from ._args import file_context, integer, invalid, require_object, text
-from ._state import storage_of
+from ._state import caller_scope, storage_of
 from ._tiers import Tiers
 
 
@@ -149,10 +149,17 @@ class ResumeDelegationTool(_TierTool):
         if target is not None:
             self.tiers.check_known(target, "resume_delegation", "target")
         storage = storage_of(ctx, "resume_delegation")
+        try:
+            scope = caller_scope(storage, ctx)
+        except StorageError as exc:
+            raise ToolError(
+                "storage_unavailable",
+                f"could not look up this conversation's delegations: {exc}. Try again later.",
+            ) from None
         if delegation_id is None:
             assert target is not None
             try:
-                delegation_id = storage.latest_delegation_for_target(target)
+                delegation_id = storage.latest_delegation_for_target(target, scope)
             except StorageError as exc:
                 raise ToolError(
                     "storage_unavailable",
@@ -168,6 +175,12 @@ class ResumeDelegationTool(_TierTool):
                 )
         try:
             record = storage.load_delegation_with_messages(delegation_id)
+            if record.get("scope", scope) != scope:
+                # Another tenant's delegation: answered exactly like an unknown id, so its existence
+                # is not disclosed either.
+                raise StorageError(
+                    f"unknown delegation {delegation_id!r}; it was never created or its conversation was deleted"
+                )
         except StorageError as exc:
             raise ToolError(
                 "unknown_delegation",

@@ -7,7 +7,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, StorageError, ToolBase, ToolError, ToolResult, load_tool_definition
 
 from ._args import integer, invalid, require_object
-from ._state import storage_of
+from ._state import caller_scope, storage_of
 
 RESULT_FIELDS = ("delegation_id", "target_tier", "task", "summary", "completed_at")
 
@@ -29,7 +29,7 @@ class FollowupTool(ToolBase):
         max_results = integer(args, "max_results", "followup", default=3, minimum=1, maximum=10)
         storage = storage_of(ctx, "followup")
         try:
-            found = storage.search_delegations(query.strip(), max_results)
+            found = storage.search_delegations(query.strip(), max_results, caller_scope(storage, ctx))
         except StorageError as exc:
             raise ToolError(
                 "storage_unavailable",

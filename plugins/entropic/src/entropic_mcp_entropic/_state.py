@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from entropic_mcp import CallContext, ConfigError, StorageError, ToolError
+from entropic_mcp import DEFAULT_SCOPE, CallContext, ConfigError, StorageError, ToolError
 
 if TYPE_CHECKING:
     from entropic_mcp import StorageBackend
@@ -92,3 +92,11 @@ def storage_of(ctx: CallContext, tool: str) -> StorageBackend:
             f"records for 'entropic.{tool}'. Set [storage] backend = \"tinydb\" in entropic-mcp.toml to keep them.",
         )
     return storage
+
+
+def caller_scope(storage: StorageBackend, ctx: CallContext) -> str:
+    """The scope whose delegations this call may see: its conversation's, when the store holds that
+    conversation (a host's conversation or a delegation's child); else the default scope (an MCP
+    client's conversation key names no stored conversation). Raises StorageError."""
+    scope = storage.scope_of(ctx.conversation_id)
+    return DEFAULT_SCOPE if scope is None else scope
