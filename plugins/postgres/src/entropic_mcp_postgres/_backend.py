@@ -1,0 +1,695 @@
+"""``PostgresBackend``: the storage protocol over a PostgreSQL connection pool.
+
+Every method is one transaction on a pooled connection, committed before it returns (so durable
+as the server's ``synchronous_commit`` makes it). Validation happens in Python before anything is
+sent; existence checks happen inside the statement that changes the data (an ``UPDATE ...
+RETURNING`` or an ``INSERT ... SELECT`` that finds no row), so a concurrent delete can never leave
+a half-made record. Foreign keys with ``ON DELETE CASCADE`` do the deleting.
+
+A connection that breaks (the server restarted, the network dropped) fails the operation in
+flight with ``PostgresUnavailable``; the pool then checks its idle connections and opens new ones
+as soon as the server answers again, so the next operation works without restarting the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import uuid
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import psycopg
+from entropic_mcp import DEFAULT_SCOPE, ConfigError, StorageError, ToolCallRecord
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ._audit import AuditBuffer
+from ._errors import PostgresAuthError, PostgresUnavailable
+from ._migrations import LATEST, migrate, trigram_schema
+
+if TYPE_CHECKING:
+    from entropic_mcp import Config
+
+log = logging.getLogger("entropic_mcp.storage.postgres")
+
+ENV_DSN = "ENTROPIC_MCP_POSTGRES_DSN"
+STATUSES = ("completed", "failed")
+_SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+#: ``[storage] options`` the postgres backend understands: (type, default, meaning).
+OPTIONS: dict[str, tuple[type, Any, str]] = {
+    "dsn": (str, None, f"libpq connection string or URI (else ${ENV_DSN})"),
+    "schema": (str, "entropic_mcp", "the schema holding the store's tables (created if missing)"),
+    "pool_min": (int, 1, "connections kept open"),
+    "pool_max": (int, 10, "most connections open at once"),
+    "connect_timeout": (float, 5.0, "seconds to wait for the server when connecting"),
+    "pool_timeout": (float, 10.0, "seconds an operation waits for a connection before failing"),
+    "audit_batch": (int, 256, "tool-call records buffered before they are written"),
+    "audit_flush_seconds": (float, 1.0, "longest a buffered tool-call record waits"),
+}
+
+_AUTH_SIGNS = (
+    "password authentication failed",
+    "authentication failed",
+    "no password supplied",
+    "password is required",
+    "no pg_hba.conf entry",
+    "permission denied for database",
+)
+
+
+# -- argument checks -------------------------------------------------------------------------------
+
+
+def _text(value: Any, what: str, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise StorageError(f"{what} must be a string, got {type(value).__name__}")
+    if not empty_ok and not value.strip():
+        raise StorageError(f"{what} is empty")
+    if "\x00" in value:
+        raise StorageError(f"{what} contains a NUL character, which PostgreSQL text cannot hold")
+    return value
+
+
+def _count(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise StorageError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _scope(value: Any, what: str, *, none_ok: bool) -> str | None:
+    if value is None and none_ok:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise StorageError(f"{what}: scope must be a non-empty string, got {value!r}")
+    return _text(value, f"{what}: scope")
+
+
+def _json(value: Any, what: str) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError as exc:
+        raise StorageError(
+            f"{what} is not JSON-serialisable ({exc}); pass plain dicts, lists, strings and numbers"
+        ) from None
+
+
+def _messages(value: Any, what: str) -> tuple[int, str]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise StorageError(f"{what}: messages must be a list of message objects, got {type(value).__name__}")
+    out = []
+    for index, message in enumerate(value):
+        if not isinstance(message, Mapping):
+            raise StorageError(
+                f"{what}: message {index} is a {type(message).__name__}, expected an object with a 'role'"
+            )
+        if not isinstance(message.get("role"), str) or not message["role"]:
+            raise StorageError(f"{what}: message {index} has no 'role' string")
+        out.append(dict(message))
+    return len(out), _json(out, what + ": messages")
+
+
+def _id(value: Any, kind: str, what: str) -> str:
+    """A canonical UUID string; anything else names no record (the same error as an unknown id)."""
+    _text(value, what)
+    try:
+        canonical = str(uuid.UUID(value))
+    except ValueError:
+        canonical = ""
+    if canonical != value:
+        raise _unknown(kind, value, what)
+    return value
+
+
+def _unknown(kind: str, value: Any, what: str) -> StorageError:
+    if kind == "conversation":
+        return StorageError(f"unknown conversation {value!r} ({what}); it was never created or has been deleted")
+    return StorageError(f"unknown delegation {value!r}; it was never created or its conversation was deleted")
+
+
+def _fold(text: str) -> str:
+    # Python's casefold, as the tinydb backend folds, so both backends match the same words.
+    return text.casefold()
+
+
+def _like(word: str) -> str:
+    """A LIKE pattern matching ``word`` anywhere, every character literal (``\\`` is LIKE's escape)."""
+    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _stamp(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat(timespec="microseconds")
+
+
+def describe(dsn: str) -> str:
+    """``user@host:port/dbname`` for messages; never the password."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(an unreadable DSN)"
+    host = parts.get("host") or parts.get("hostaddr") or os.environ.get("PGHOST") or "localhost"
+    port = parts.get("port") or os.environ.get("PGPORT") or "5432"
+    user = parts.get("user") or os.environ.get("PGUSER") or ""
+    dbname = parts.get("dbname") or os.environ.get("PGDATABASE") or user
+    return f"{str(user) + '@' if user else ''}{host}:{port}/{dbname}"
+
+
+def connection_error(exc: BaseException, where: str) -> StorageError:
+    """The StorageError for a failed connect: bad credentials/database, or an unreachable server."""
+    message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    text = str(exc).lower()
+    source = f"[storage] options.dsn or ${ENV_DSN}"
+    if any(sign in text for sign in _AUTH_SIGNS) or ("role" in text and "does not exist" in text):
+        return PostgresAuthError(
+            f"PostgreSQL at {where} refused the login ({message}); check the user and password in {source} "
+            "(a password can also come from PGPASSWORD or ~/.pgpass) and the server's pg_hba.conf"
+        )
+    if "database" in text and "does not exist" in text:
+        return PostgresAuthError(
+            f"PostgreSQL at {where}: {message}; create it (createdb) or name an existing database in {source}"
+        )
+    return PostgresUnavailable(
+        f"cannot reach PostgreSQL at {where} ({message}); is the server running and accepting connections "
+        f"there? Check {source}. Nothing was changed."
+    )
+
+
+# -- the backend -----------------------------------------------------------------------------------
+
+
+class PostgresBackend:
+    """The storage protocol in a PostgreSQL schema, shared by every process that opens it.
+
+    Args:
+        dsn: a libpq connection string or URI (``postgresql://user@host:5432/db``).
+        schema: the schema holding the tables; created and migrated at open.
+        pool_min: connections kept open.
+        pool_max: most connections open at once.
+        connect_timeout: seconds to wait for the server when connecting.
+        pool_timeout: seconds an operation waits for a free (or new) connection.
+        audit_batch: tool-call records buffered before they are written.
+        audit_flush_seconds: the longest a buffered tool-call record waits.
+
+    Raises:
+        PostgresUnavailable: the server cannot be reached.
+        PostgresAuthError: the login, role or database was refused.
+        PostgresSchemaTooNew: the schema was migrated by a newer version of this plugin.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "entropic_mcp",
+        pool_min: int = 1,
+        pool_max: int = 10,
+        connect_timeout: float = 5.0,
+        pool_timeout: float = 10.0,
+        audit_batch: int = 256,
+        audit_flush_seconds: float = 1.0,
+    ) -> None:
+        if not _SCHEMA.fullmatch(schema):
+            raise ConfigError(
+                f"[storage] options.schema: {schema!r} is not a plain SQL identifier (letters, digits, _; "
+                "at most 63 characters, not starting with a digit)"
+            )
+        self.where = describe(dsn)
+        self.schema = schema
+        self._timeout = pool_timeout
+        self._closed = False
+        self._mutex = threading.Lock()
+        connect_args = {"connect_timeout": max(1, round(connect_timeout)), "application_name": "entropic-mcp"}
+        try:
+            first = psycopg.connect(dsn, **connect_args)  # type: ignore[arg-type]
+        except psycopg.ProgrammingError as exc:
+            raise ConfigError(f"[storage] options.dsn / ${ENV_DSN}: not a valid connection string ({exc})") from None
+        except psycopg.OperationalError as exc:
+            raise connection_error(exc, self.where) from None
+        try:
+            with first:
+                with first.transaction():
+                    first.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("entropic_mcp:" + schema,))
+                    self.version, applied = migrate(first, schema)
+                    search_path = [schema, trigram_schema(first)]
+                if applied:
+                    log.info("migrated schema %s of %s to version %d (%s)", schema, self.where, LATEST, applied)
+        except StorageError:
+            raise
+        except psycopg.OperationalError as exc:
+            raise connection_error(exc, self.where) from None
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL at {self.where}: preparing schema {schema!r} failed ({exc})") from None
+        self._search_path = ", ".join(sql.Identifier(s).as_string(None) for s in dict.fromkeys(search_path))
+        self._pool = ConnectionPool(
+            dsn,
+            kwargs=connect_args,
+            min_size=min(pool_min, pool_max),
+            max_size=pool_max,
+            configure=self._configure,
+            timeout=pool_timeout,
+            name=f"entropic-mcp {self.where}/{schema}",
+            open=False,
+        )
+        self._pool.open(wait=False)
+        self._audit = AuditBuffer(self._pool.connection, batch=audit_batch, seconds=audit_flush_seconds)
+        self._finalizer = weakref.finalize(self, _shutdown, self._audit, self._pool)
+
+    @classmethod
+    def from_config(cls, config: Config) -> PostgresBackend:
+        """Open the store ``[storage] options`` describe; the DSN falls back to ``$ENTROPIC_MCP_POSTGRES_DSN``."""
+        options: dict[str, Any] = {}
+        for key, value in config.storage.options.items():
+            if key not in OPTIONS:
+                raise ConfigError(
+                    f"[storage] options.{key}: unknown option for the postgres backend; expected one of: "
+                    + ", ".join(OPTIONS)
+                )
+            kind, _, meaning = OPTIONS[key]
+            if kind is str:
+                if not isinstance(value, str) or not value.strip():
+                    raise ConfigError(
+                        f"[storage] options.{key}: expected a non-empty string ({meaning}), got {value!r}"
+                    )
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value < (0 if key == "pool_min" else 1e-9)
+                or (kind is int and not isinstance(value, int))
+            ):
+                raise ConfigError(
+                    f"[storage] options.{key}: expected a positive {kind.__name__} ({meaning}), got {value!r}"
+                )
+            options[key] = value
+        dsn = options.pop("dsn", None) or os.environ.get(ENV_DSN, "").strip()
+        if not dsn:
+            raise ConfigError(
+                '[storage] backend = "postgres" needs a server: set [storage] options.dsn = '
+                f'"postgresql://user@host:5432/dbname" or the {ENV_DSN} environment variable'
+            )
+        return cls(dsn, **options)
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self.where!r}, schema={self.schema!r})"
+
+    # -- connections and transactions --------------------------------------------------------------
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        conn.execute(
+            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false)", (self._search_path,)
+        )
+        conn.commit()
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str) -> Iterator[psycopg.Connection]:
+        """One pooled connection in one transaction: committed on success, rolled back on error."""
+        if self._closed:
+            raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except StorageError:
+            raise
+        except PoolTimeout:
+            raise PostgresUnavailable(
+                f"{what}: no connection to PostgreSQL at {self.where} within {self._timeout:g} s; is the server "
+                "running? Nothing was changed; the store reconnects by itself once the server answers."
+            ) from None
+        except psycopg.OperationalError as exc:
+            # A broken connection is discarded when it goes back to the pool; the idle ones may be
+            # just as dead (a restarted server), so check them now rather than failing on each.
+            threading.Thread(target=self._check_pool, daemon=True).start()
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PostgresUnavailable(
+                f"{what}: the connection to PostgreSQL at {self.where} failed ({detail}); if it dropped during the "
+                "commit the change may or may not have been saved — check before repeating it. The store "
+                "reconnects by itself once the server answers."
+            ) from None
+        except psycopg.Error as exc:
+            raise StorageError(f"{what} failed in PostgreSQL at {self.where}: {exc}") from None
+
+    def _check_pool(self) -> None:
+        with contextlib.suppress(Exception):
+            self._pool.check()
+
+    # -- conversations -----------------------------------------------------------------------------
+
+    def create_conversation(
+        self, title: str, metadata: Mapping[str, Any] | None = None, scope: str = DEFAULT_SCOPE
+    ) -> str:
+        _text(title, "title", empty_ok=True)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise StorageError(f"metadata must be an object or None, got {type(metadata).__name__}")
+        body = _json(dict(metadata or {}), "metadata")
+        _scope(scope, "create_conversation", none_ok=False)
+        conversation_id = str(uuid.uuid4())
+        with self._transaction("create_conversation") as conn:
+            conn.execute(
+                "INSERT INTO conversations (conversation_id, title, metadata, scope, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, now(), now())",
+                (conversation_id, title, body, scope),
+            )
+        return conversation_id
+
+    def scope_of(self, conversation_id: str) -> str | None:
+        _text(conversation_id, "conversation_id")
+        try:
+            _id(conversation_id, "conversation", "scope_of")
+        except StorageError:
+            return None
+        with self._transaction("scope_of") as conn:
+            row = conn.execute(
+                "SELECT scope FROM conversations WHERE conversation_id = %s", (conversation_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def save_messages(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
+        _id(conversation_id, "conversation", "save_messages")
+        count, body = _messages(messages, "save_messages")
+        with self._transaction("save_messages") as conn:
+            cur = conn.execute(
+                "WITH c AS (UPDATE conversations SET updated_at = now() WHERE conversation_id = %s "
+                "RETURNING conversation_id) "
+                "INSERT INTO messages (conversation_id, count, body, created_at) "
+                "SELECT conversation_id, %s, %s, now() FROM c",
+                (conversation_id, count, body),
+            )
+            if cur.rowcount != 1:
+                raise _unknown("conversation", conversation_id, "save_messages")
+
+    _CONVERSATION_COLUMNS = (
+        "c.conversation_id, c.title, c.metadata::text, c.scope, c.created_at, c.updated_at, c.parent_delegation_id, "
+        "(SELECT coalesce(sum(m.count), 0) FROM messages m WHERE m.conversation_id = c.conversation_id)"
+    )
+
+    @staticmethod
+    def _conversation_record(row: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "conversation_id": str(row[0]),
+            "title": row[1],
+            "metadata": orjson.loads(row[2]),
+            "scope": row[3],
+            "created_at": _stamp(row[4]),
+            "updated_at": _stamp(row[5]),
+            "parent_delegation_id": None if row[6] is None else str(row[6]),
+            "message_count": int(row[7]),
+        }
+
+    @staticmethod
+    def _messages_of(conn: psycopg.Connection, conversation_id: Any) -> list[Any]:
+        messages: list[Any] = []
+        for (body,) in conn.execute(
+            "SELECT body::text FROM messages WHERE conversation_id = %s ORDER BY seq", (conversation_id,)
+        ):
+            messages.extend(orjson.loads(body))
+        return messages
+
+    def load_conversation(self, conversation_id: str) -> dict[str, Any]:
+        _id(conversation_id, "conversation", "conversation_id")
+        with self._transaction("load_conversation") as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = conn.execute(
+                f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = %s",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                raise _unknown("conversation", conversation_id, "conversation_id")
+            messages = self._messages_of(conn, conversation_id)
+        return {"conversation": self._conversation_record(row), "messages": messages}
+
+    def list_conversations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        _count(limit, "limit", 1)
+        _count(offset, "offset", 0)
+        with self._transaction("list_conversations") as conn:
+            rows = conn.execute(
+                f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations c ORDER BY c.seq DESC LIMIT %s OFFSET %s",
+                (limit, offset),
+            ).fetchall()
+        return [self._conversation_record(row) for row in rows]
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        _id(conversation_id, "conversation", "delete_conversation")
+        with self._transaction("delete_conversation") as conn:
+            cur = conn.execute("DELETE FROM conversations WHERE conversation_id = %s", (conversation_id,))
+            if cur.rowcount != 1:
+                raise _unknown("conversation", conversation_id, "delete_conversation")
+
+    def save_snapshot(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> str:
+        _id(conversation_id, "conversation", "save_snapshot")
+        count, body = _messages(messages, "save_snapshot")
+        snapshot_id = str(uuid.uuid4())
+        with self._transaction("save_snapshot") as conn:
+            cur = conn.execute(
+                "INSERT INTO snapshots (snapshot_id, conversation_id, count, body, created_at) "
+                "SELECT %s, conversation_id, %s, %s, now() FROM conversations WHERE conversation_id = %s",
+                (snapshot_id, count, body, conversation_id),
+            )
+            if cur.rowcount != 1:
+                raise _unknown("conversation", conversation_id, "save_snapshot")
+        return snapshot_id
+
+    # -- delegations -------------------------------------------------------------------------------
+
+    def create_delegation(
+        self,
+        parent_id: str,
+        delegating_tier: str,
+        target_tier: str,
+        task: str,
+        max_turns: int = -1,
+        context: Sequence[Mapping[str, Any]] | None = None,
+    ) -> tuple[str, str]:
+        if isinstance(parent_id, str) and not parent_id.strip():
+            raise StorageError(
+                "create_delegation: parent_id is empty; create the root conversation first "
+                "(create_conversation) and pass its id"
+            )
+        _id(parent_id, "conversation", "create_delegation parent_id")
+        _text(delegating_tier, "delegating_tier")
+        _text(target_tier, "target_tier")
+        _text(task, "task")
+        _count(max_turns, "max_turns", -1)
+        if context is None:
+            context = []
+        elif isinstance(context, (str, bytes, Mapping)) or not isinstance(context, Sequence):
+            raise StorageError(f"context must be a list of objects or None, got {type(context).__name__}")
+        elif not all(isinstance(item, Mapping) for item in context):
+            raise StorageError("context must be a list of objects ({path, lines?, note?})")
+        context_body = _json([dict(item) for item in context], "context")
+        delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
+        metadata = _json(
+            {"parent_id": parent_id, "delegating_tier": delegating_tier, "target_tier": target_tier}, "metadata"
+        )
+        with self._transaction("create_delegation") as conn:
+            # One statement: the parent is found (and kept from being deleted meanwhile), the child
+            # conversation and the delegation inserted, each taking the parent's scope.
+            cur = conn.execute(
+                "WITH p AS (SELECT conversation_id, scope FROM conversations WHERE conversation_id = %(parent)s "
+                "FOR KEY SHARE), "
+                "child AS (INSERT INTO conversations (conversation_id, title, metadata, scope, parent_delegation_id, "
+                "created_at, updated_at) SELECT %(child)s, %(title)s, %(metadata)s, p.scope, %(id)s, now(), now() "
+                "FROM p RETURNING conversation_id) "
+                "INSERT INTO delegations (delegation_id, parent_id, child_conversation_id, delegating_tier, "
+                "target_tier, task, folded_task, max_turns, context, scope, status, created_at) "
+                "SELECT %(id)s, p.conversation_id, child.conversation_id, %(from)s, %(to)s, %(task)s, %(folded)s, "
+                "%(turns)s, %(context)s, p.scope, 'running', now() FROM p, child",
+                {
+                    "parent": parent_id,
+                    "child": child,
+                    "title": f"{target_tier}: {task[:80]}",
+                    "metadata": metadata,
+                    "id": delegation_id,
+                    "from": delegating_tier,
+                    "to": target_tier,
+                    "task": task,
+                    "folded": _fold(task),
+                    "turns": max_turns,
+                    "context": context_body,
+                },
+            )
+            if cur.rowcount != 1:
+                raise _unknown("conversation", parent_id, "create_delegation parent_id")
+        return delegation_id, child
+
+    def complete_delegation(self, delegation_id: str, status: str, summary: str) -> None:
+        _id(delegation_id, "delegation", "complete_delegation")
+        if status not in STATUSES:
+            raise StorageError(f"status must be 'completed' or 'failed', got {status!r}")
+        if summary is None:
+            summary = ""
+        _text(summary, "summary", empty_ok=True)
+        with self._transaction("complete_delegation") as conn:
+            cur = conn.execute(
+                "UPDATE delegations SET status = %s, summary = %s, completed_at = greatest(now(), created_at), "
+                "completion_seq = nextval('completion_order'), folded_summary = %s, "
+                "folded_text = %s || chr(10) || folded_task "
+                "WHERE delegation_id = %s AND status = 'running'",
+                (status, summary, _fold(summary), _fold(summary), delegation_id),
+            )
+            if cur.rowcount == 1:
+                return
+            row = conn.execute(
+                "SELECT status, completed_at FROM delegations WHERE delegation_id = %s", (delegation_id,)
+            ).fetchone()
+        if row is None:
+            raise _unknown("delegation", delegation_id, "complete_delegation")
+        raise StorageError(
+            f"delegation {delegation_id!r} was already completed (status {row[0]!r} at {_stamp(row[1])}); "
+            "a delegation is completed once"
+        )
+
+    _DELEGATION_COLUMNS = (
+        "delegation_id, parent_id, child_conversation_id, delegating_tier, target_tier, task, max_turns, "
+        "context::text, scope, status, summary, created_at, completed_at"
+    )
+
+    @staticmethod
+    def _delegation_record(row: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "delegation_id": str(row[0]),
+            "parent_id": str(row[1]),
+            "child_conversation_id": str(row[2]),
+            "delegating_tier": row[3],
+            "target_tier": row[4],
+            "task": row[5],
+            "max_turns": row[6],
+            "context": orjson.loads(row[7]),
+            "scope": row[8],
+            "status": row[9],
+            "summary": row[10],
+            "created_at": _stamp(row[11]),
+            "completed_at": _stamp(row[12]),
+        }
+
+    def load_delegation_with_messages(self, delegation_id: str) -> dict[str, Any]:
+        _id(delegation_id, "delegation", "load_delegation_with_messages")
+        with self._transaction("load_delegation_with_messages") as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = conn.execute(
+                f"SELECT {self._DELEGATION_COLUMNS} FROM delegations WHERE delegation_id = %s", (delegation_id,)
+            ).fetchone()
+            if row is None:
+                raise _unknown("delegation", delegation_id, "load_delegation_with_messages")
+            record = self._delegation_record(row)
+            record["messages"] = self._messages_of(conn, row[2])
+        return record
+
+    def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        _count(limit, "limit", 1)
+        _count(offset, "offset", 0)
+        with self._transaction("list_delegations") as conn:
+            rows = conn.execute(
+                f"SELECT {self._DELEGATION_COLUMNS} FROM delegations ORDER BY seq DESC LIMIT %s OFFSET %s",
+                (limit, offset),
+            ).fetchall()
+        return [self._delegation_record(row) for row in rows]
+
+    def latest_delegation_for_target(self, target_tier: str, scope: str | None = None) -> str | None:
+        _text(target_tier, "target_tier")
+        _scope(scope, "latest_delegation_for_target", none_ok=True)
+        where = "status = 'completed' AND target_tier = %s" + ("" if scope is None else " AND scope = %s")
+        params = (target_tier,) if scope is None else (target_tier, scope)
+        with self._transaction("latest_delegation_for_target") as conn:
+            row = conn.execute(
+                f"SELECT delegation_id FROM delegations WHERE {where} ORDER BY completion_seq DESC LIMIT 1", params
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def search_delegations(self, query: str, max_results: int = 3, scope: str | None = None) -> list[dict[str, Any]]:
+        _text(query, "query")
+        _count(max_results, "max_results", 1)
+        _scope(scope, "search_delegations", none_ok=True)
+        words = list(dict.fromkeys(_fold(query).split()))
+        patterns = [_like(word) for word in words]
+        # Every word somewhere in "summary\ntask" (the trigram index finds the candidates); ranked
+        # by how many words the summary holds, then by completion, newest first.
+        conditions = ["status = 'completed'", *("folded_text LIKE %s" for _ in patterns)]
+        params: list[Any] = list(patterns)
+        if scope is not None:
+            conditions.append("scope = %s")
+            params.append(scope)
+        rank = " + ".join("(folded_summary LIKE %s)::int" for _ in patterns)
+        params.extend(patterns)
+        params.append(max_results)
+        statement = (
+            "SELECT delegation_id, target_tier, task, summary, completed_at FROM delegations "
+            f"WHERE {' AND '.join(conditions)} ORDER BY {rank} DESC, completion_seq DESC LIMIT %s"
+        )
+        with self._transaction("search_delegations") as conn:
+            rows = conn.execute(statement.encode(), params).fetchall()
+        return [
+            {
+                "delegation_id": str(row[0]),
+                "target_tier": row[1],
+                "task": row[2],
+                "summary": row[3],
+                "completed_at": _stamp(row[4]),
+            }
+            for row in rows
+        ]
+
+    # -- audit trail, stats, lifecycle -------------------------------------------------------------
+
+    def record_tool_call(self, record: ToolCallRecord) -> None:
+        if not isinstance(record, ToolCallRecord):
+            hint = " (build one with ToolCallRecord.from_outcome(outcome))" if hasattr(record, "to_record") else ""
+            raise StorageError(f"record_tool_call expects a ToolCallRecord, got {type(record).__name__}{hint}")
+        if self._closed:
+            raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
+        self._audit.add(record.to_dict())
+
+    def flush(self) -> None:
+        """Write the buffered audit records now (StorageError when the server cannot take them)."""
+        if self._closed:
+            raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
+        try:
+            self._audit.flush()
+        except PoolTimeout:
+            raise PostgresUnavailable(f"writing the audit trail: no connection to PostgreSQL at {self.where}") from None
+        except psycopg.Error as exc:
+            raise PostgresUnavailable(f"writing the audit trail to PostgreSQL at {self.where} failed: {exc}") from None
+
+    def stats(self) -> dict[str, int]:
+        self.flush()
+        with self._transaction("stats") as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM conversations), (SELECT coalesce(sum(count), 0) FROM messages), "
+                "(SELECT count(*) FROM snapshots), count(*), count(*) FILTER (WHERE status = 'running'), "
+                "count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed'), "
+                "(SELECT count(*) FROM tool_calls) FROM delegations"
+            ).fetchone()
+        assert row is not None
+        names = (
+            "conversations",
+            "messages",
+            "snapshots",
+            "delegations",
+            "running_delegations",
+            "completed_delegations",
+            "failed_delegations",
+            "tool_calls",
+        )
+        return dict(zip(names, (int(value) for value in row), strict=True))
+
+    def close(self) -> None:
+        """Write the buffered audit records and close the pool; idempotent."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+        self._finalizer()
+
+
+def _shutdown(audit: AuditBuffer, pool: ConnectionPool) -> None:
+    audit.cancel()
+    audit.flush_quietly()
+    with contextlib.suppress(Exception):
+        pool.close(timeout=5)

@@ -1,0 +1,179 @@
+"""Schema migrations: applied in order at start, each recorded in ``schema_migrations``.
+
+A migration is never edited once released; a change to the schema is a new migration at the end
+of ``MIGRATIONS``. Every statement runs with ``search_path`` set to the store's schema.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from psycopg import sql
+
+from ._errors import PostgresSchemaTooNew
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: (version, name, statements); ``{trgm}`` is the schema holding the pg_trgm operator classes.
+MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (
+        1,
+        "conversations, messages, snapshots, delegations, tool calls",
+        (
+            """
+            CREATE TABLE conversations (
+                seq bigserial UNIQUE,
+                conversation_id uuid PRIMARY KEY,
+                title text NOT NULL,
+                metadata json NOT NULL,
+                scope text NOT NULL,
+                parent_delegation_id uuid,
+                created_at timestamptz NOT NULL,
+                updated_at timestamptz NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE messages (
+                seq bigserial PRIMARY KEY,
+                conversation_id uuid NOT NULL REFERENCES conversations ON DELETE CASCADE,
+                count integer NOT NULL,
+                body json NOT NULL,
+                created_at timestamptz NOT NULL
+            )
+            """,
+            "CREATE INDEX messages_by_conversation ON messages (conversation_id, seq)",
+            """
+            CREATE TABLE snapshots (
+                snapshot_id uuid PRIMARY KEY,
+                conversation_id uuid NOT NULL REFERENCES conversations ON DELETE CASCADE,
+                count integer NOT NULL,
+                body json NOT NULL,
+                created_at timestamptz NOT NULL
+            )
+            """,
+            "CREATE INDEX snapshots_by_conversation ON snapshots (conversation_id)",
+            "CREATE SEQUENCE completion_order",
+            """
+            CREATE TABLE delegations (
+                seq bigserial UNIQUE,
+                delegation_id uuid PRIMARY KEY,
+                parent_id uuid NOT NULL REFERENCES conversations ON DELETE CASCADE,
+                child_conversation_id uuid NOT NULL UNIQUE REFERENCES conversations ON DELETE CASCADE,
+                delegating_tier text NOT NULL,
+                target_tier text NOT NULL,
+                task text NOT NULL,
+                folded_task text NOT NULL,
+                max_turns integer NOT NULL,
+                context json NOT NULL,
+                scope text NOT NULL,
+                status text NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
+                summary text,
+                created_at timestamptz NOT NULL,
+                completed_at timestamptz,
+                completion_seq bigint,
+                -- case-folded by the backend (Python's casefold, as the tinydb backend folds);
+                -- folded_text is the summary, a newline and the task, which no query word spans
+                folded_summary text,
+                folded_text text
+            )
+            """,
+            # A delegation that goes takes its child conversation; deferred because a delegation
+            # and its child conversation are inserted in one transaction, each naming the other.
+            """
+            ALTER TABLE conversations ADD CONSTRAINT conversations_parent_delegation_fk
+                FOREIGN KEY (parent_delegation_id) REFERENCES delegations ON DELETE CASCADE
+                DEFERRABLE INITIALLY DEFERRED
+            """,
+            "CREATE INDEX conversations_by_parent_delegation ON conversations (parent_delegation_id)",
+            "CREATE INDEX delegations_by_parent ON delegations (parent_id)",
+            """
+            CREATE INDEX delegations_latest ON delegations (scope, target_tier, completion_seq DESC)
+                WHERE status = 'completed'
+            """,
+            """
+            CREATE INDEX delegations_latest_any_scope ON delegations (target_tier, completion_seq DESC)
+                WHERE status = 'completed'
+            """,
+            """
+            CREATE INDEX delegations_search ON delegations USING gin (folded_text {trgm}.gin_trgm_ops)
+                WHERE status = 'completed'
+            """,
+            """
+            CREATE TABLE tool_calls (
+                seq bigserial PRIMARY KEY,
+                recorded_at timestamptz NOT NULL DEFAULT now(),
+                record json NOT NULL
+            )
+            """,
+        ),
+    ),
+)
+
+LATEST = MIGRATIONS[-1][0]
+
+
+def trigram_schema(conn: psycopg.Connection) -> str:
+    """The schema of the pg_trgm extension, installing it in ``public`` when the database lacks it."""
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"
+    ).fetchone()
+    if row is None:
+        from psycopg import errors
+
+        try:
+            # The extension lives outside the store's schema, so dropping a store never drops it.
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public")
+        except (errors.InsufficientPrivilege, errors.FeatureNotSupported, errors.UndefinedFile) as exc:
+            from entropic_mcp import StorageError
+
+            raise StorageError(
+                f"the database lacks the pg_trgm extension and this role cannot install it ({exc.diag.message_primary}); "
+                "ask the database owner to run: CREATE EXTENSION pg_trgm"
+            ) from None
+        return "public"
+    return str(row[0])
+
+
+def migrate(conn: psycopg.Connection, schema: str) -> tuple[int, list[int]]:
+    """Bring ``schema`` to ``LATEST`` in the open transaction; returns (version, versions applied).
+
+    The caller holds the advisory lock of the schema, so workers starting together migrate once.
+    """
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.schema_migrations ("
+            "version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        ).format(sql.Identifier(schema))
+    )
+    row = conn.execute(
+        sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_migrations").format(sql.Identifier(schema))
+    ).fetchone()
+    current = int(row[0]) if row else 0
+    if current > LATEST:
+        raise PostgresSchemaTooNew(
+            f"schema {schema!r} is at migration {current}, made by a newer entropic-mcp-postgres; this one knows "
+            f"migrations up to {LATEST}. Upgrade entropic-mcp-postgres (pip install -U entropic-mcp-postgres), or "
+            "point [storage] options.schema at another schema. Nothing was changed."
+        )
+    applied: list[int] = []
+    pending = [m for m in MIGRATIONS if m[0] > current]
+    if pending:
+        trgm_schema = trigram_schema(conn)
+        trgm = sql.Identifier(trgm_schema).as_string(conn)
+        # Unqualified names in the migrations are the store's: its schema first on the path.
+        conn.execute(
+            "SELECT set_config('search_path', %s, true)", (f"{sql.Identifier(schema).as_string(conn)}, {trgm}",)
+        )
+        for version, name, statements in pending:
+            for statement in statements:
+                conn.execute(statement.replace("{trgm}", trgm).encode())
+            conn.execute(
+                sql.SQL("INSERT INTO {}.schema_migrations (version, name) VALUES (%s, %s)").format(
+                    sql.Identifier(schema)
+                ),
+                (version, name),
+            )
+            applied.append(version)
+    return max(current, LATEST if pending else current), applied

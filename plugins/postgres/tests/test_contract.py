@@ -1,0 +1,20 @@
+"""The postgres backend passes the same contract suite as the tinydb backend, on a real server."""
+
+from __future__ import annotations
+
+import pytest
+from entropic_mcp.testing import StorageContract
+
+
+class TestPostgresContract(StorageContract):
+    @pytest.fixture
+    def open_backend(self, open_pg):
+        return open_pg
+
+
+class TestPostgresContractOneConnection(StorageContract):
+    """The same contract when every operation (and the audit) must share a single connection."""
+
+    @pytest.fixture
+    def open_backend(self, open_pg):
+        return lambda: open_pg(pool_min=1, pool_max=1, audit_batch=1)
