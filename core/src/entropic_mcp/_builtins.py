@@ -34,6 +34,21 @@ class DelegationHandlers:
         return default_handlers()
 
 
+class ExternalServers:
+    """One server per ``[external.<name>]`` table (and imported ``.mcp.json`` entry), reached through the
+    client pool; with none configured the SDK client is never imported."""
+
+    @hookimpl
+    def entropic_mcp_servers(self, config: Any) -> Any:
+        external = config.settings.external
+        if not external:
+            return None
+        from ._external._server import ExternalServer
+
+        return [ExternalServer(entry, root=config.root) for entry in external.values()]
+
+
 def builtin_plugins() -> Iterator[tuple[str, object]]:
     yield "builtin-tinydb", TinyDBStorage()
     yield "builtin-delegation", DelegationHandlers()
+    yield "builtin-external", ExternalServers()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -64,6 +65,31 @@ class IdentityConfig:
 
 
 @attrs.frozen(kw_only=True)
+class ExternalServerConfig:
+    """One ``[external.<name>]`` server (or an imported ``.mcp.json`` entry): how to reach it, its limits."""
+
+    name: str
+    transport: str  # "stdio" | "http"
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    cwd: Path | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    plan: str = "shared"
+    access: Mapping[str, AccessLevel] = attrs.field(factory=dict)
+    call_timeout_seconds: float = 60.0
+    connect_timeout_seconds: float = 30.0
+    max_operations: int = 8
+    idle_seconds: float = 900.0
+    max_clients: int = 64
+    list_ttl_seconds: float | None = None
+    backoff_initial_seconds: float = 0.5
+    backoff_max_seconds: float = 30.0
+    source: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class Config:
     """The effective configuration. ``sources`` maps ``section.key`` to the file it came from."""
 
@@ -75,6 +101,7 @@ class Config:
     serve: ServeConfig = attrs.field(factory=ServeConfig)
     identities: Mapping[str, IdentityConfig] = attrs.field(factory=dict)
     servers: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    external: Mapping[str, ExternalServerConfig] = attrs.field(factory=dict)
     path: Path | None = None
     local_path: Path | None = None
     sources: Mapping[str, str] = attrs.field(factory=dict)
@@ -160,8 +187,189 @@ def _table(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _bool_or_path(value: Any, where: str) -> bool | str:
+    if not isinstance(value, (bool, str)) or value == "":
+        raise _fail(where, 'true, false, or the path of a .mcp.json file (e.g. ".mcp.json")', value)
+    return value
+
+
+# -- external servers ([external.<name>], import_mcp_json) ----------------------------------
+
+#: Environment variables an external server's ``env`` may not set: the dynamic loader's controls
+#: (code injected into the child) and entropic-mcp's own settings (tokens, config, plugin policy).
+REFUSED_ENV_PREFIXES = ("LD_", "DYLD_", "ENTROPIC_MCP_")
+PLANS = ("shared", "per_conversation")
+_EXTERNAL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def refused_env(name: str) -> bool:
+    """Whether ``name`` may never be passed to an external server's process (case-insensitively)."""
+    upper = name.upper()
+    return upper.startswith(REFUSED_ENV_PREFIXES)
+
+
+def _positive(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise _fail(where, "a positive number", value)
+    return float(value)
+
+
+def _string_table(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise _fail(where, "a table of strings", value)
+    return dict(value)
+
+
+def _env(value: Any, where: str) -> dict[str, str]:
+    env = _string_table(value, where)
+    for key, text in env.items():
+        if not key or "=" in key or "\x00" in key or "\x00" in text:
+            raise _fail(
+                f"{where}.{key}", "an environment variable name without '=' or NUL, and a value without NUL", key
+            )
+        if refused_env(key):
+            raise ConfigError(
+                f"{where}.{key}: this variable is never passed to an external server (refused: "
+                f"{', '.join(p + '*' for p in REFUSED_ENV_PREFIXES)}); remove it"
+            )
+    return env
+
+
+def _access(value: Any, where: str) -> dict[str, AccessLevel]:
+    table = _table(value, where)
+    levels = {}
+    for tool, level in table.items():
+        try:
+            levels[tool] = AccessLevel.parse(level)
+        except ValueError:
+            raise _fail(f"{where}.{tool}", '"NONE", "READ" or "WRITE"', level) from None
+    return levels
+
+
+_EXTERNAL_NUMBERS: dict[str, Check] = {
+    "call_timeout_seconds": _positive,
+    "connect_timeout_seconds": _positive,
+    "idle_seconds": _positive,
+    "list_ttl_seconds": _positive,
+    "backoff_initial_seconds": _positive,
+    "backoff_max_seconds": _positive,
+    "max_operations": _int(1),
+    "max_clients": _int(1),
+}
+EXTERNAL_KEYS = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "plan",
+    "access",
+    "read_only_tools",
+    *_EXTERNAL_NUMBERS,
+)
+
+
+def external_server(name: str, table: Any, path: Path | str, *, section: str = "external") -> ExternalServerConfig:
+    """Validate one ``[external.<name>]`` table; errors name the file and the key."""
+    where = f"{path}: {section}.{name}"
+    if not _EXTERNAL_NAME.match(name):
+        raise ConfigError(f"{path}: [{section}.{name}]: server names use letters, digits, '_' or '-' (at most 64)")
+    table = _table(table, where)
+    unknown = sorted(set(table) - set(EXTERNAL_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{path}: [{section}.{name}] unknown key(s) {unknown}; expected one of: {', '.join(EXTERNAL_KEYS)}"
+        )
+    has_command, has_url = "command" in table, "url" in table
+    if has_command == has_url:
+        raise ConfigError(
+            f"{path}: [{section}.{name}] needs exactly one of 'command' (a stdio server) or 'url' "
+            "(a Streamable HTTP server)"
+        )
+    fields: dict[str, Any] = {"name": name, "source": str(path)}
+    if has_command:
+        fields["transport"] = "stdio"
+        command = _str(table["command"], f"{where}.command")
+        if not command.strip() or "\x00" in command:
+            raise _fail(f"{where}.command", "a program name or path", command)
+        fields["command"] = command
+        fields["args"] = _strings(table.get("args", []), f"{where}.args")
+        fields["env"] = _env(table.get("env", {}), f"{where}.env")
+        if "cwd" in table:
+            fields["cwd"] = Path(_str(table["cwd"], f"{where}.cwd")).expanduser()
+        for key in ("headers",):
+            if key in table:
+                raise ConfigError(f"{where}.{key}: only a Streamable HTTP server ('url') takes {key}")
+    else:
+        fields["transport"] = "http"
+        url = _str(table["url"], f"{where}.url")
+        if not url.startswith(("http://", "https://")):
+            raise _fail(f"{where}.url", "an http:// or https:// URL", url)
+        fields["url"] = url
+        fields["headers"] = _string_table(table.get("headers", {}), f"{where}.headers")
+        for key in ("args", "env", "cwd"):
+            if key in table:
+                raise ConfigError(f"{where}.{key}: only a stdio server ('command') takes {key}")
+    if "plan" in table:
+        fields["plan"] = _choice(*PLANS)(table["plan"], f"{where}.plan")
+    access = _access(table.get("access", {}), f"{where}.access")
+    for tool in _strings(table.get("read_only_tools", []), f"{where}.read_only_tools"):
+        access.setdefault(tool, AccessLevel.READ)
+    fields["access"] = access
+    for key, check in _EXTERNAL_NUMBERS.items():
+        if key in table:
+            fields[key] = check(table[key], f"{where}.{key}")
+    return ExternalServerConfig(**fields)
+
+
+def import_mcp_json(path: Path, configured: Mapping[str, ExternalServerConfig]) -> dict[str, ExternalServerConfig]:
+    """The ``mcpServers`` of a Claude / Cursor ``.mcp.json`` as external servers.
+
+    Entries that would shadow a configured name, that use a transport entropic-mcp does not
+    speak (SSE) or whose name is not a valid server name are skipped with a warning; keys
+    other tools define (``disabled``, ``autoApprove``, ...) are ignored.
+    """
+    import json
+    import logging
+
+    log = logging.getLogger("entropic_mcp")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: import_mcp_json: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: import_mcp_json: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON: {exc}") from None
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise ConfigError(f'{path}: expected an object with "mcpServers": {{"<name>": {{...}}}}')
+    found: dict[str, ExternalServerConfig] = {}
+    for name, entry in servers.items():
+        if name in configured:
+            log.warning("%s: mcpServers.%s skipped: [external.%s] is configured in entropic-mcp.toml", path, name, name)
+            continue
+        if not isinstance(name, str) or not _EXTERNAL_NAME.match(name):
+            log.warning("%s: mcpServers.%s skipped: not a valid server name (letters, digits, '_', '-')", path, name)
+            continue
+        if not isinstance(entry, dict):
+            raise _fail(f"{path}: mcpServers.{name}", "an object", entry)
+        kind = entry.get("type")
+        if kind in ("sse",):
+            log.warning(
+                "%s: mcpServers.%s skipped: the SSE transport is not supported (use Streamable HTTP)", path, name
+            )
+            continue
+        if kind not in (None, "stdio", "http", "streamable-http", "streamableHttp"):
+            raise _fail(f"{path}: mcpServers.{name}.type", '"stdio" or "http"', kind)
+        table = {key: entry[key] for key in ("command", "args", "env", "cwd", "url", "headers") if key in entry}
+        found[name] = external_server(name, table, path, section="mcpServers")
+    return found
+
+
 SECTIONS: dict[str, dict[str, Check]] = {
-    "entropic_mcp": {"root": _str, "plugins": _strings},
+    "entropic_mcp": {"root": _str, "plugins": _strings, "import_mcp_json": _bool_or_path},
     "storage": {"backend": _str, "path": _str, "options": _table},
     "permissions": {
         "default": _choice("ask", "allow", "deny"),
@@ -238,12 +446,12 @@ def _validate_file(data: dict[str, Any], path: Path) -> dict[tuple[str, str], An
                         ) from None
                 flat[("identities", name)] = IdentityConfig(keys=levels)
         elif section == "external":
-            raise ConfigError(
-                f"{path}: [external.*] (external MCP servers as plugins) is not available in this version "
-                "of entropic-mcp; configure that server directly in your MCP client beside entropic-mcp serve"
-            )
+            for name, server_table in _table(table, where).items():
+                flat[("external", name)] = external_server(name, server_table, path)
+        elif section == "import_mcp_json":  # also accepted at the top level of the file
+            flat[("entropic_mcp", "import_mcp_json")] = _bool_or_path(table, f"{path}: import_mcp_json")
         else:
-            known = [*SECTIONS, "servers", "identities"]
+            known = [*SECTIONS, "servers", "identities", "external"]
             raise ConfigError(f"{path}: unknown section [{section}]; expected one of: {', '.join(known)}")
     return flat
 
@@ -313,6 +521,11 @@ def build_config(
     if "path" in storage:
         storage["path"] = Path(storage["path"]).expanduser()
     plugins = flat.get(("entropic_mcp", "plugins"))
+    external: dict[str, ExternalServerConfig] = section("external")
+    wanted = flat.get(("entropic_mcp", "import_mcp_json"), False)
+    if wanted:
+        mcp_json = root / ".mcp.json" if wanted is True else (base_dir / Path(str(wanted)).expanduser())
+        external.update(import_mcp_json(mcp_json.resolve(), external))
     return Config(
         root=root,
         plugins=plugins,
@@ -322,6 +535,7 @@ def build_config(
         serve=ServeConfig(**section("serve")),
         identities=section("identities"),
         servers=section("servers"),
+        external=external,
         path=path,
         local_path=local_path,
         sources=sources,

@@ -1,0 +1,72 @@
+"""The pool's own event loop, in one background thread.
+
+The SDK's client connections are bound to the event loop they were opened on, while a host may
+call from any loop (``serve``'s, a fresh ``anyio.run`` per ``call_sync``) or from no loop at all
+(``entropic-mcp tools`` listing synchronously). Every pool operation therefore runs on one
+long-lived loop; callers hand work over and wait for it, and a caller's cancellation cancels the
+work on the pool's side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_LOCK = threading.Lock()
+_SHARED: PoolLoop | None = None
+
+
+class PoolLoop:
+    """An asyncio loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="entropic-mcp-external", daemon=True)
+        self.thread.start()
+        self._started.wait()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._started.set)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the pool loop from any thread."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the pool loop from any event loop; cancelling the caller cancels it."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - always called from async code
+            running = None
+        if running is self.loop:
+            return await coro
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Block the calling thread (never the pool's own) until ``coro`` finishes."""
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("run_sync called on the pool's own thread")
+        future = self.submit(coro)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError from None
+
+
+def shared_loop() -> PoolLoop:
+    """The process's one pool loop, started on first use."""
+    global _SHARED
+    if _SHARED is None:
+        with _LOCK:
+            if _SHARED is None:
+                _SHARED = PoolLoop()
+    return _SHARED

@@ -1,0 +1,382 @@
+"""An external MCP server as an ``MCPServerBase``: its tools go through the same pipeline."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._access import AccessLevel
+from .._config import ExternalServerConfig
+from .._context import CallContext
+from .._envelope import ServerResponse, dumps
+from .._errors import ToolDefinitionError
+from .._server import MCPServerBase, normalize_args
+from .._tools import TOOL_NAME, ToolBase, ToolDefinition
+from ._client import ClientBroken, ToolListIncompleteError
+from ._loop import PoolLoop, shared_loop
+from ._pool import Binding, PoolError
+
+if TYPE_CHECKING:
+    from .._manager import ServerManager
+
+log = logging.getLogger("entropic_mcp.external")
+
+#: Extra seconds the pipeline allows beyond ``call_timeout_seconds``: the pool's own timeout ends
+#: a hung call first (and disconnects the server), so the pipeline's is only a backstop.
+PIPELINE_GRACE_SECONDS = 5.0
+
+
+class ExternalTool(ToolBase):
+    """One tool of an external server: its definition and hints as the server listed them."""
+
+    def __init__(self, definition: ToolDefinition, level: AccessLevel, hints: Mapping[str, Any]) -> None:
+        super().__init__(definition)
+        self.required_access_level = level  # type: ignore[misc]  # per tool, from hints and config
+        self.hints = dict(hints)
+
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> str:  # pragma: no cover - ExternalServer runs calls
+        raise RuntimeError("external tools are run by their ExternalServer")
+
+    def annotations(self) -> dict[str, Any]:
+        data = {key: value for key, value in self.hints.items() if key != "readOnlyHint"}
+        data["readOnlyHint"] = self.required_access_level <= AccessLevel.READ
+        if self.definition.title and "title" not in data:
+            data["title"] = self.definition.title
+        return data
+
+    def same_as(self, other: ExternalTool) -> bool:
+        return (
+            self.definition == other.definition
+            and self.required_access_level == other.required_access_level
+            and self.hints == other.hints
+        )
+
+
+def to_response(server: str, tool: str, result: Any) -> ServerResponse:
+    """An SDK ``tools/call`` result as the envelope: text → ``result``, ``isError`` kept, never directives.
+
+    Whatever the server put in ``_meta``, in its text or in its structured content — including
+    something shaped like entropic-mcp directives — stays data: the envelope's directives are
+    always empty, so an external server can never steer the host.
+    """
+    import mcp_types
+
+    if isinstance(result, mcp_types.InputRequiredResult):
+        return ServerResponse.refusal(
+            "input_required_unsupported",
+            f"external server '{server}' asked for user input during '{server}.{tool}', which entropic-mcp does not "
+            "relay to external servers; use the tool with arguments that need no further input",
+            server=server,
+        )
+    parts: list[str] = []
+    for block in result.content:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource":
+            inner = block.resource
+            text = getattr(inner, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource {inner.uri} ({inner.mime_type or 'binary'})]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link {block.uri}]")
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} {block.mime_type}, {len(block.data)} base64 characters]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content]")
+    structured = result.structured_content if isinstance(result.structured_content, dict) else None
+    text = "\n".join(parts)
+    if not parts and structured is not None:
+        text = dumps(structured)
+    return ServerResponse._make(text, (), bool(result.is_error), None if result.is_error else structured)
+
+
+def _hints(tool: Any) -> dict[str, Any]:
+    annotations = tool.annotations
+    if annotations is None:
+        return {}
+    return annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ExternalServer(MCPServerBase):
+    """The tools of one ``[external.<name>]`` server, reached through its client pool.
+
+    Its tools are read when it starts (``tools`` waits for that first listing, at most
+    ``connect_timeout_seconds`` plus ``call_timeout_seconds``), withdrawn while it is down and
+    restored when it is back; every change calls the registered listeners (a ServerManager's
+    ``invalidate``, ``serve``'s change notification).
+    """
+
+    def __init__(self, config: ExternalServerConfig, *, root: str | Path | None = None, loop: PoolLoop | None = None):
+        super().__init__(config.name, root=root)
+        from ._pool import Pool
+
+        self.config = config
+        self.default_timeout_seconds = config.call_timeout_seconds + PIPELINE_GRACE_SECONDS
+        self._known: dict[str, ExternalTool] = {}
+        self.skipped: dict[str, str] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._managers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self.pool = Pool(config, self.root, loop or shared_loop(), self._on_listing)
+        self._first: concurrent.futures.Future[None] = self.pool.start()
+
+    # -- the tool list -------------------------------------------------------------------------
+
+    def wait_started(self, timeout: float | None = None) -> bool:
+        """Wait for the first discovery (success or failure); False if it is still running."""
+        if threading.current_thread() is self.pool.loop.thread:
+            return self._first.done()
+        if timeout is None:
+            timeout = self.config.connect_timeout_seconds + self.config.call_timeout_seconds
+        try:
+            self._first.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        except Exception:  # the failure is the pool's to report (tools.discovery_failed)
+            log.debug("first discovery of %s raised", self.name, exc_info=True)
+        return True
+
+    @property
+    def tools(self) -> Mapping[str, ToolBase]:
+        if not self._first.done():
+            self.wait_started()
+        return self._tools
+
+    def get_tool(self, tool_name: str) -> ToolBase | None:
+        # While the server is down its tools are withdrawn from the listing, but a call by name
+        # still finds it and is answered "disconnected" rather than "unknown tool".
+        if not self._first.done():
+            self.wait_started()
+        return self._known.get(tool_name)
+
+    def access_level(self, tool_name: str) -> AccessLevel:
+        tool = self._known.get(tool_name)
+        return tool.required_access_level if tool is not None else AccessLevel.WRITE
+
+    def _level(self, name: str, hints: Mapping[str, Any]) -> AccessLevel:
+        override = self.config.access.get(name)
+        if override is not None:
+            return override
+        return AccessLevel.READ if hints.get("readOnlyHint") is True else AccessLevel.WRITE
+
+    def _build(self, listed: list[Any]) -> dict[str, ExternalTool]:
+        from .._schema import SchemaValidator
+
+        tools: dict[str, ExternalTool] = {}
+        skipped: dict[str, str] = {}
+        for item in listed:
+            name = item.name
+            if not isinstance(name, str) or not TOOL_NAME.match(name):
+                skipped[str(name)] = "the name is not usable in <server>.<tool> (letters, digits, '_', '-'; at most 64)"
+                continue
+            if name in tools:
+                skipped[name] = "the server listed this name twice"
+                continue
+            try:
+                schema = dict(item.input_schema)
+                SchemaValidator(schema)
+                definition = ToolDefinition(
+                    name=name,
+                    description=item.description or "",
+                    input_schema=schema,
+                    title=item.title,
+                    output_schema=item.output_schema,
+                )
+            except (ToolDefinitionError, TypeError, ValueError) as exc:
+                skipped[name] = f"unusable inputSchema: {exc}"
+                continue
+            hints = _hints(item)
+            tools[name] = ExternalTool(definition, self._level(name, hints), hints)
+        for name, why in skipped.items():
+            if self.skipped.get(name) != why:
+                log.warning("external server %r: tool %r skipped: %s", self.name, name, why)
+        self.skipped = skipped
+        return tools
+
+    def _on_listing(self, listed: list[Any] | None) -> None:
+        """Called on the pool loop: a new list (``None``: the server went down, withdraw all)."""
+        with self._lock:
+            if listed is None:
+                if not self._tools:
+                    return
+                self._tools = {}
+            else:
+                tools = self._build(listed)
+                unchanged = tools.keys() == self._tools.keys() and all(
+                    t.same_as(self._tools[n])  # type: ignore[arg-type]
+                    for n, t in tools.items()
+                )
+                self._known = tools
+                if unchanged:
+                    return
+                self._tools = tools  # type: ignore[assignment]  # swapped whole: readers never see a half list
+        self._changed()
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                log.warning("a tool-list listener of %s raised", self.name, exc_info=True)
+
+    def add_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` (from the pool's thread) whenever the tools change; returns a remover."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
+    def attach(self, manager: ServerManager) -> None:
+        """Invalidate ``manager``'s cached listing whenever this server's tools change (idempotent)."""
+        if manager in self._managers:
+            return
+        self._managers.add(manager)
+        ref = weakref.ref(manager)
+
+        def invalidate() -> None:
+            target = ref()
+            if target is not None:
+                target.invalidate()
+
+        self.add_listener(invalidate)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def execute(self, tool_name: str, raw_args: object, ctx: CallContext | None = None) -> ServerResponse:
+        """Run one call on the caller's client; every failure is an envelope naming the server."""
+        if ctx is None:
+            ctx = CallContext()
+        if ctx.manager is not None:
+            self.attach(ctx.manager)
+        if self._known.get(tool_name) is None:
+            return ServerResponse.failure(f"Error: unknown tool '{self.name}.{tool_name}'")
+        args = normalize_args(raw_args)
+        binding = Binding(ctx.conversation_id, ctx.identity)
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            result = await self.pool.loop.run(self.pool.call(binding, tool_name, args, ctx.deadline))
+        except PoolError as exc:
+            return ServerResponse.refusal(exc.code, exc.message, server=self.name, **exc.extra)
+        except (ClientBroken, ToolListIncompleteError) as exc:
+            reason = exc.reason if isinstance(exc, ClientBroken) else str(exc)
+            return ServerResponse.refusal(
+                "server_failed",
+                f"external server '{self.name}' failed during '{self.name}.{tool_name}': {reason}. It was "
+                "disconnected and is being reconnected; try again shortly.",
+                server=self.name,
+            )
+        except MCPError as exc:
+            return ServerResponse.refusal(
+                "server_error",
+                f"external server '{self.name}' answered '{self.name}.{tool_name}' with an error: {exc.message}",
+                server=self.name,
+                rpc_code=exc.code,
+            )
+        return to_response(self.name, tool_name, result)
+
+    async def list_for(self, ctx: CallContext) -> list[dict[str, Any]]:
+        """The tools ``ctx``'s conversation may see now, named ``<server>.<tool>``, through the pool.
+
+        Raises:
+            PoolError: ``DiscoveryFailedError`` (code ``tools.discovery_failed``) or
+                ``BindingChangedError`` — a failed discovery, never a tool result.
+        """
+
+        def resolve() -> Binding:
+            return Binding(ctx.conversation_id, ctx.identity)
+
+        listed = await self.pool.loop.run(self.pool.list(resolve, ctx.deadline))
+        tools = self._build(listed)
+        return [tool.to_mcp(f"{self.name}.{name}") for name, tool in tools.items()]
+
+    # -- lifetime --------------------------------------------------------------------------------
+
+    def end_conversation(self, conversation_id: str) -> None:
+        if not self.closed:
+            self.pool.loop.submit(self.pool.end_conversation(conversation_id))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if threading.current_thread() is self.pool.loop.thread:
+                self.pool.loop.submit(self.pool.close())
+            else:
+                self.pool.loop.run_sync(self.pool.close(), timeout=20)
+        except Exception:
+            log.warning("external server %s did not close cleanly", self.name, exc_info=True)
+
+    def configure(self, config: Mapping[str, Any]) -> None:
+        """``[servers.<name>]`` tables do not apply: an external server is configured in ``[external.<name>]``."""
+        if config:
+            from .._errors import ConfigError
+
+            self.close()  # the manager stops building: the process started for this server must not leak
+            raise ConfigError(
+                f"[servers.{self.name}] does not apply to the external server {self.name!r}; "
+                f"put its settings in [external.{self.name}]"
+            )
+
+
+@attrs.frozen(kw_only=True)
+class DiscoveryFailure:
+    """One server whose tools could not be discovered for a turn (``tools.discovery_failed``)."""
+
+    server: str
+    code: str
+    message: str
+    event: str = "tools.discovery_failed"
+
+
+@attrs.frozen(kw_only=True)
+class ToolDiscovery:
+    """A turn's tool discovery: the tools the conversation may use, and the servers that failed."""
+
+    tools: tuple[dict[str, Any], ...]
+    failures: tuple[DiscoveryFailure, ...] = ()
+
+
+async def discover_tools(manager: ServerManager, ctx: CallContext | None = None) -> ToolDiscovery:
+    """Every tool ``ctx``'s conversation may use this turn, external servers listed through the pool.
+
+    A server whose listing fails or is refused is reported in ``failures`` (event
+    ``tools.discovery_failed``) and contributes no tools — it never turns into a tool result.
+    """
+    import asyncio
+
+    ctx = ctx if ctx is not None else CallContext()
+    externals = [s for s in manager.servers.values() if isinstance(s, ExternalServer)]
+    for server in externals:
+        server.attach(manager)
+    results = await asyncio.gather(*(s.list_for(ctx) for s in externals), return_exceptions=True)
+    by_server: dict[str, list[dict[str, Any]]] = {}
+    failures: list[DiscoveryFailure] = []
+    for server, result in zip(externals, results, strict=True):
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result
+            code = result.code if isinstance(result, PoolError) else "tools.discovery_failed"
+            message = result.message if isinstance(result, PoolError) else str(result)
+            log.warning("tools.discovery_failed: %s: %s", server.name, message)
+            failures.append(DiscoveryFailure(server=server.name, code=code, message=message))
+        else:
+            by_server[server.name] = result
+    tools: list[dict[str, Any]] = []
+    for name, owner in manager.servers.items():
+        if isinstance(owner, ExternalServer):
+            tools.extend(by_server.get(name, ()))
+        else:
+            tools.extend(tool.to_mcp(f"{name}.{tool.name}") for tool in owner.tools.values())
+    return ToolDiscovery(tools=tuple(tools), failures=tuple(failures))
