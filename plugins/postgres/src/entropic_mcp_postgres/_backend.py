@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import psycopg
+import psycopg.errors
 from entropic_mcp import DEFAULT_SCOPE, ConfigError, StorageError, ToolCallRecord
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
@@ -233,6 +234,7 @@ class PostgresBackend:
             raise ConfigError(f"[storage] options.dsn / ${ENV_DSN}: not a valid connection string ({exc})") from None
         except psycopg.OperationalError as exc:
             raise connection_error(exc, self.where) from None
+        user, database = first.info.user, first.info.dbname
         try:
             with first:
                 with first.transaction():
@@ -243,6 +245,12 @@ class PostgresBackend:
                     log.info("migrated schema %s of %s to version %d (%s)", schema, self.where, LATEST, applied)
         except StorageError:
             raise
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise StorageError(
+                f"PostgreSQL at {self.where}: role {user!r} may not create or change schema {schema!r} ({exc}); "
+                f"ask the database owner to run: CREATE SCHEMA {schema} AUTHORIZATION {user} "
+                f"(or GRANT CREATE ON DATABASE {database} TO {user}). Nothing was changed."
+            ) from None
         except psycopg.OperationalError as exc:
             raise connection_error(exc, self.where) from None
         except psycopg.Error as exc:

@@ -1,0 +1,238 @@
+"""Opening the store: configuration, migrations, and the errors a user can act on."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from entropic_mcp import ConfigError, StorageError, config_from_dict
+from entropic_mcp._plugins import Plugins
+from entropic_mcp._storage import open_storage
+from entropic_mcp_postgres import PostgresAuthError, PostgresBackend, PostgresSchemaTooNew, PostgresUnavailable
+from entropic_mcp_postgres._migrations import LATEST, MIGRATIONS
+from psycopg import sql
+
+from conftest import drop_schema
+
+
+def _config(tmp_path: Path, **options: object):
+    return config_from_dict({"storage": {"backend": "postgres", "options": options}}, root=tmp_path)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _with(dsn: str, **parts: str) -> str:
+    conninfo = psycopg.conninfo.conninfo_to_dict(dsn)
+    conninfo.update(parts)
+    return psycopg.conninfo.make_conninfo(**conninfo)
+
+
+# -- migrations ------------------------------------------------------------------------------------
+
+
+def test_migrations_are_applied_once_and_recorded(pg_dsn: str, open_pg) -> None:
+    first = open_pg()
+    assert first.version == LATEST
+    second = open_pg()  # a second process starting: nothing left to apply
+    assert second.version == LATEST
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT version, name FROM {}.schema_migrations ORDER BY version").format(
+                sql.Identifier(first.schema)
+            )
+        ).fetchall()
+    assert rows == [(version, name) for version, name, _ in MIGRATIONS]
+
+
+def test_workers_starting_together_migrate_once(pg_dsn: str, pg_schema: str) -> None:
+    import threading
+
+    opened: list[PostgresBackend] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            opened.append(PostgresBackend(pg_dsn, schema=pg_schema))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == [] and len(opened) == 4
+        opened[0].create_conversation("works")
+        assert opened[3].stats()["conversations"] == 1
+    finally:
+        for backend in opened:
+            backend.close()
+
+
+def test_a_schema_from_a_newer_version_is_refused_and_left_alone(pg_dsn: str, open_pg, pg_schema: str) -> None:
+    store = open_pg()
+    root = store.create_conversation("keep me")
+    store.close()
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(
+            sql.SQL("INSERT INTO {}.schema_migrations (version, name) VALUES (%s, 'from the future')").format(
+                sql.Identifier(pg_schema)
+            ),
+            (LATEST + 1,),
+        )
+    with pytest.raises(PostgresSchemaTooNew, match=r"newer entropic-mcp-postgres.*Upgrade") as caught:
+        open_pg()
+    assert isinstance(caught.value, StorageError)
+    with psycopg.connect(pg_dsn) as conn:
+        count = conn.execute(sql.SQL("SELECT count(*) FROM {}.conversations").format(sql.Identifier(pg_schema)))
+        assert count.fetchone() == (1,)
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(
+            sql.SQL("DELETE FROM {}.schema_migrations WHERE version > %s").format(sql.Identifier(pg_schema)), (LATEST,)
+        )
+    assert open_pg().load_conversation(root)["conversation"]["title"] == "keep me"
+
+
+def test_stores_in_different_schemas_do_not_see_each_other(pg_dsn: str, open_pg) -> None:
+    other_schema = f"t_other_{uuid.uuid4().hex[:10]}"
+    try:
+        mine = open_pg()
+        other = PostgresBackend(pg_dsn, schema=other_schema)
+        try:
+            mine.create_conversation("mine")
+            assert other.stats()["conversations"] == 0
+        finally:
+            other.close()
+    finally:
+        drop_schema(pg_dsn, other_schema)
+
+
+# -- errors a user can act on ----------------------------------------------------------------------
+
+
+def test_an_unreachable_server_is_a_clear_error(pg_dsn: str) -> None:
+    port = _free_port()
+    with pytest.raises(PostgresUnavailable, match=rf"cannot reach PostgreSQL at .*127\.0\.0\.1:{port}.*server running"):
+        PostgresBackend(f"postgresql://postgres@127.0.0.1:{port}/test", connect_timeout=2)
+
+
+def test_an_unknown_role_is_a_login_error(pg_dsn: str) -> None:
+    role = f"nobody_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(PostgresAuthError, match=rf"refused the login.*{role}.*check the user and password"):
+        PostgresBackend(_with(pg_dsn, user=role))
+
+
+def test_a_wrong_password_is_a_login_error_without_the_password(pg_dsn: str) -> None:
+    role = f"pw_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'right-one'").format(sql.Identifier(role)))
+        rules = conn.execute("SELECT type, auth_method FROM pg_hba_file_rules WHERE type = 'host'").fetchall()
+    try:
+        expected: type[StorageError] = PostgresAuthError
+        if rules and all(method == "trust" for _, method in rules):
+            # A trust-auth server lets any password in; the login then fails for want of rights to
+            # create the schema, which must be just as clear.
+            expected = StorageError
+        with pytest.raises(expected) as caught:
+            PostgresBackend(_with(pg_dsn, user=role, password="wrong-one"))
+        assert "wrong-one" not in str(caught.value)
+        if expected is StorageError:
+            assert f"CREATE SCHEMA entropic_mcp AUTHORIZATION {role}" in str(caught.value)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_a_missing_database_says_to_create_it(pg_dsn: str) -> None:
+    name = f"missing_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(PostgresAuthError, match=rf"{name}.*does not exist.*createdb"):
+        PostgresBackend(_with(pg_dsn, dbname=name))
+
+
+def test_the_password_never_appears_in_messages(pg_dsn: str) -> None:
+    port = _free_port()
+    with pytest.raises(PostgresUnavailable) as caught:
+        PostgresBackend(f"postgresql://postgres:s3cret-pass@127.0.0.1:{port}/test", connect_timeout=1)
+    assert "s3cret-pass" not in str(caught.value)
+
+
+def test_operations_after_close_raise(open_pg) -> None:
+    store = open_pg()
+    store.close()
+    for operation in (
+        lambda: store.create_conversation("x"),
+        lambda: store.search_delegations("x"),
+        lambda: store.stats(),
+    ):
+        with pytest.raises(StorageError, match="closed"):
+            operation()
+
+
+# -- configuration ---------------------------------------------------------------------------------
+
+
+def test_the_hook_offers_the_backend_and_the_dsn_comes_from_config(
+    tmp_path: Path, pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ENTROPIC_MCP_POSTGRES_DSN", raising=False)
+    plugins = Plugins()
+    plugins.load_entry_points(["postgres"])
+    store = open_storage(_config(tmp_path, dsn=pg_dsn, schema=pg_schema), plugins)
+    try:
+        assert isinstance(store, PostgresBackend) and store.schema == pg_schema
+        store.create_conversation("through the hook")
+    finally:
+        assert store is not None
+        store.close()
+
+
+def test_the_dsn_falls_back_to_the_environment(
+    tmp_path: Path, pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENTROPIC_MCP_POSTGRES_DSN", pg_dsn)
+    store = PostgresBackend.from_config(_config(tmp_path, schema=pg_schema))
+    store.close()
+    # a DSN in the config wins over the environment
+    monkeypatch.setenv("ENTROPIC_MCP_POSTGRES_DSN", f"postgresql://postgres@127.0.0.1:{_free_port()}/test")
+    store = PostgresBackend.from_config(_config(tmp_path, dsn=pg_dsn, schema=pg_schema))
+    store.close()
+
+
+def test_no_dsn_anywhere_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENTROPIC_MCP_POSTGRES_DSN", raising=False)
+    with pytest.raises(ConfigError, match=r"options.dsn.*ENTROPIC_MCP_POSTGRES_DSN"):
+        PostgresBackend.from_config(_config(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"dsn": ""}, "options.dsn"),
+        ({"dsn": 5}, "options.dsn"),
+        ({"pool_max": 0}, "options.pool_max"),
+        ({"pool_max": 2.5}, "options.pool_max"),
+        ({"pool_min": -1}, "options.pool_min"),
+        ({"connect_timeout": "5"}, "options.connect_timeout"),
+        ({"audit_batch": True}, "options.audit_batch"),
+        ({"path": "x"}, "unknown option for the postgres backend"),
+        ({"schema": "bad-name; DROP TABLE x"}, "options.schema"),
+        ({"schema": "1abc"}, "options.schema"),
+        ({"schema": "a" * 64}, "options.schema"),
+        ({"dsn": "host=127.0.0.1 port"}, "options.dsn"),
+    ],
+)
+def test_bad_options_are_config_errors(
+    tmp_path: Path, pg_dsn: str, options: dict[str, object], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENTROPIC_MCP_POSTGRES_DSN", pg_dsn)
+    with pytest.raises(ConfigError, match=message):
+        PostgresBackend.from_config(_config(tmp_path, **options))
