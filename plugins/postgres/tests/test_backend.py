@@ -13,9 +13,8 @@ from entropic_mcp._plugins import Plugins
 from entropic_mcp._storage import open_storage
 from entropic_mcp_postgres import PostgresAuthError, PostgresBackend, PostgresSchemaTooNew, PostgresUnavailable
 from entropic_mcp_postgres._migrations import LATEST, MIGRATIONS
+from entropic_mcp_postgres.testing import drop_schema
 from psycopg import sql
-
-from conftest import drop_schema
 
 
 def _config(tmp_path: Path, **options: object):

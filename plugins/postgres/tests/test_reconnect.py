@@ -11,16 +11,15 @@ import psycopg
 import pytest
 from entropic_mcp import StorageError
 from entropic_mcp_postgres import PostgresBackend, PostgresUnavailable
+from entropic_mcp_postgres.testing import no_server
 from pg_cluster import Cluster, make_cluster
-
-from conftest import _no_server
 
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     made = make_cluster()
     if isinstance(made, str):
-        _no_server(f"the kill test needs a PostgreSQL cluster of its own: {made}")
+        no_server(f"the kill test needs a PostgreSQL cluster of its own: {made}")
     assert isinstance(made, Cluster)
     try:
         yield made
