@@ -358,7 +358,7 @@ class Pool:
         self._backoff.pop(key, None)
         self.clients[key] = client
         self.record(conversation, "connect", "wire", "own", time.monotonic() - started, "ok")
-        self._evict_over_limit()
+        self._evict_over_limit(keep=key)
         return client
 
     def _client_broken(self, client: PooledClient) -> None:
@@ -403,7 +403,7 @@ class Pool:
         self.record(None if client.key.startswith("\x00") else client.key, why, "-", "none", 0.0, "ok")
         self._spawn(client.aclose())
 
-    def _evict_over_limit(self) -> None:
+    def _evict_over_limit(self, keep: str) -> None:
         """Keep at most ``max_clients``: least recently used first, never one in use."""
         excess = len(self.clients) - self.config.max_clients
         if excess <= 0:
@@ -411,7 +411,7 @@ class Pool:
         for key, client in list(self.clients.items()):
             if excess <= 0:
                 break
-            if client.in_use == 0 and key != self.home:
+            if client.in_use == 0 and key not in (self.home, keep):
                 self._close_client(client, "evict")
                 excess -= 1
 
