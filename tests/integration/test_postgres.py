@@ -1,0 +1,212 @@
+"""The postgres backend across processes: the reference host unchanged on it, and several
+`entropic-mcp serve --transport http` workers sharing one store (the way past one machine).
+
+Needs ``ENTROPIC_MCP_TEST_POSTGRES_DSN`` (see ``entropic_mcp_postgres.testing``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from conftest import connect, start_http, stop, wait_until, write_project
+
+pytestmark = [pytest.mark.integration]
+
+WORKERS = 2
+CONVERSATIONS = 50
+CONVERSATION_KEY = "entropic-mcp/conversation"
+
+
+@pytest.fixture
+def pg(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    from entropic_mcp_postgres.testing import fresh_schema, test_dsn
+
+    dsn = test_dsn()
+    with fresh_schema(dsn, "it") as schema:
+        yield dsn, schema
+
+
+# -- the reference host ----------------------------------------------------------------------------
+
+
+class Script:
+    """A model that plays its turns in order."""
+
+    def __init__(self, *turns: Any) -> None:
+        self.turns = list(turns)
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        self.seen.append(messages)
+        turn = self.turns.pop(0)
+        return turn(messages) if callable(turn) else turn
+
+
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def test_the_reference_host_works_unchanged_on_postgres(tmp_path: Path, pg: tuple[str, str]) -> None:
+    import entropic_mcp_entropic
+    import entropic_mcp_postgres
+    from entropic_mcp import CallContext, ServerManager, config_from_dict
+    from entropic_mcp.host import Host
+    from entropic_mcp.testing import fresh_plugins
+
+    dsn, schema = pg
+    config = config_from_dict(
+        {
+            "storage": {"backend": "postgres", "options": {"dsn": dsn, "schema": schema}},
+            "permissions": {"default": "allow"},
+            "servers": {"entropic": {"tiers": ["lead", "researcher"]}},
+        },
+        root=tmp_path,
+    )
+    manager = ServerManager(config, plugins=fresh_plugins(entropic_mcp_entropic, entropic_mcp_postgres))
+    manager.build_servers()
+    try:
+        summary = "Retries back off exponentially; the settings are in config/retry.toml"
+        first = Host(
+            manager,
+            {
+                "lead": Script(
+                    tool("entropic.delegate", target="researcher", task="find where retries are configured"),
+                    tool("entropic.complete", summary="found it"),
+                ),
+                "researcher": Script(tool("entropic.complete", summary=summary)),
+            },
+        ).run_sync("sort out retries")
+        assert first.status == "completed"
+        [delegation] = first.delegations
+        assert delegation.persisted and delegation.status == "completed"
+        assert type(manager.storage).__name__ == "PostgresBackend"
+        record = manager.storage.load_delegation_with_messages(delegation.delegation_id)
+        assert record["summary"] == summary and record["messages"]
+
+        # follow-up from the lead's own conversation finds it; resume by target continues it
+        outcome = anyio.run(
+            manager.call,
+            "entropic.followup",
+            {"query": "RETRY.toml exponentially"},
+            CallContext(conversation_id=first.conversation_id),
+        )
+        found = orjson.loads(outcome.response.result)["results"]
+        assert [r["delegation_id"] for r in found] == [delegation.delegation_id]
+        researcher = Script(tool("entropic.complete", summary="jitter is 10%"))
+        second = Host(
+            manager,
+            {
+                "lead": Script(
+                    tool("entropic.resume_delegation", target="researcher", task="now the jitter"),
+                    tool("entropic.complete", summary="done"),
+                ),
+                "researcher": researcher,
+            },
+        ).run_sync("second")
+        [resumed] = second.delegations
+        assert resumed.resume_from == delegation.delegation_id and resumed.status == "completed"
+        assert any(m.get("content") == "find where retries are configured" for m in researcher.seen[0])
+        assert manager.storage.stats()["completed_delegations"] == 2
+    finally:
+        manager.close()
+
+
+# -- several serve workers, one store --------------------------------------------------------------
+
+
+def _project(root: Path, dsn: str, schema: str) -> Path:
+    return write_project(
+        root,
+        f"""\
+[entropic_mcp]
+plugins = ["entropic", "postgres"]
+[storage]
+backend = "postgres"
+options = {{ dsn = {json.dumps(dsn)}, schema = {json.dumps(schema)}, audit_flush_seconds = 0.2 }}
+[permissions]
+default = "allow"
+[servers.entropic]
+tiers = ["lead", "researcher"]
+""",
+    )
+
+
+def test_http_workers_share_one_store_without_crossing_conversations(tmp_path: Path, pg: tuple[str, str]) -> None:
+    from entropic_mcp_postgres import PostgresBackend
+
+    dsn, schema = pg
+    store = PostgresBackend(dsn, schema=schema)
+    try:
+        # Each conversation is a tenant's: its own scope, one completed delegation in it.
+        conversations = []
+        for i in range(CONVERSATIONS):
+            root = store.create_conversation(f"conversation {i}", None, f"tenant-{i}")
+            delegation_id, _ = store.create_delegation(root, "lead", "researcher", f"study topic {i}", 2, None)
+            store.complete_delegation(delegation_id, "completed", f"finding {i}: the shared word is widget")
+            conversations.append((i, root, delegation_id))
+
+        servers = [start_http(_project(tmp_path / f"worker{n}", dsn, schema)) for n in range(WORKERS)]
+        try:
+            problems: list[str] = []
+
+            async def conversation(i: int, root: str, delegation_id: str, limit: anyio.Semaphore) -> None:
+                async with limit, connect(servers[i % WORKERS].url, "2026-07-28") as peer:
+                    meta = {CONVERSATION_KEY: root}
+                    for item in ("first", "second"):
+                        await anyio.sleep(random.random() / 50)  # interleave the conversations
+                        todo = await peer.call(
+                            "entropic.todo", {"action": "add", "content": f"{item} of {i}"}, meta=meta
+                        )
+                        if todo.is_error:
+                            problems.append(f"{i}: todo failed: {todo.content[0].text}")
+                    text = todo.content[0].text
+                    if f"first of {i}" not in text or f"second of {i}" not in text or text.count(" of ") != 2:
+                        problems.append(f"{i}: todo list shows {text!r}")
+                    found = await peer.call("entropic.followup", {"query": "widget", "max_results": 10}, meta=meta)
+                    results = json.loads(found.content[0].text)["results"]
+                    if [r["delegation_id"] for r in results] != [delegation_id]:
+                        problems.append(f"{i}: followup found {results}")
+                    resumed = await peer.call(
+                        "entropic.resume_delegation", {"target": "researcher", "task": "go on"}, meta=meta
+                    )
+                    directives = (resumed.meta or {}).get("entropic-mcp/directives", [])
+                    if resumed.is_error or [d.get("resume_from") for d in directives[:1]] != [delegation_id]:
+                        problems.append(f"{i}: resume gave {resumed.content[0].text} {directives}")
+
+            async def load() -> None:
+                limit = anyio.Semaphore(10)
+                async with anyio.create_task_group() as group:
+                    for i, root, delegation_id in conversations:
+                        group.start_soon(conversation, i, root, delegation_id, limit)
+
+            anyio.run(load)
+            assert problems == []
+
+            # Nothing lost: every call of every conversation is in the one audit trail.
+            expected = CONVERSATIONS * 4
+            assert wait_until(lambda: store.stats()["tool_calls"] >= expected, timeout=30)
+            assert store.stats()["tool_calls"] == expected
+        finally:
+            for served in servers:
+                stop(served.process)
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute(
+                sql.SQL(
+                    "SELECT record->>'conversation_id', count(*), count(DISTINCT record->>'tool') "
+                    "FROM {}.tool_calls GROUP BY 1"
+                ).format(sql.Identifier(schema))
+            ).fetchall()
+        assert sorted(rows) == sorted((root, 4, 3) for _, root, _ in conversations)
+    finally:
+        store.close()
