@@ -134,7 +134,7 @@ def test_long_diff_is_cut_with_a_note(repo):
     repo.write("README.md", "".join(f"new line {i}\n" for i in range(2000)))
     text = ok(server, "diff")
     assert len(text.encode()) < 4096 + 300
-    assert text.rstrip().endswith("narrow the diff with 'paths' or 'context_lines': 0]")
+    assert text.rstrip().endswith("narrow the diff with 'paths', 'context_lines': 0 or 'format': \"stat\"]")
 
 
 # -- log ---------------------------------------------------------------------------------------

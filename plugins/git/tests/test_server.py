@@ -262,7 +262,7 @@ def test_a_hanging_git_times_out_through_the_pipeline(tmp_path, repo):
     table = {"git": str(_hanging_git(tmp_path)), "timeout_seconds": 0.5}
     manager = make_manager(
         repo.path,
-        servers=[make_server(repo.path)],
+        plugins=[entropic_mcp_git],
         config={"permissions": {"default": "allow"}, "servers": {"git": table}},
     )
     assert call(manager, "git.log").kind == "timeout"

@@ -24,6 +24,8 @@ _CONFLICT = {
 }
 
 LOG_FORMAT = "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%s"
+#: One record per commit: RS, the fields, the body, GS; then (with --numstat -z) its file stats.
+LOG_DETAIL_FORMAT = "--format=%x1e%H%x1f%an%x1f%ae%x1f%aI%x1f%s%x1f%b%x1d"
 BRANCH_FORMAT = "--format=%(refname)%00%(symref)"
 
 
@@ -121,3 +123,59 @@ def parse_branches(data: bytes) -> list[str]:
         elif refname.startswith("refs/remotes/"):
             names.append(refname[len("refs/remotes/") :])
     return names
+
+
+def parse_numstat(data: bytes) -> list[dict[str, Any]]:
+    """``--numstat -z`` entries: ``{"path", "added", "deleted"}`` (``null`` counts for binary
+    files), renames with ``from``."""
+    tokens = data.lstrip(b"\x00\n").split(b"\x00")
+    files: list[dict[str, Any]] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if not token.strip():
+            continue
+        added, _, rest = token.partition(b"\t")
+        deleted, _, path = rest.partition(b"\t")
+        entry: dict[str, Any] = {
+            "path": "",
+            "added": int(added) if added.isdigit() else None,
+            "deleted": int(deleted) if deleted.isdigit() else None,
+        }
+        if path:
+            entry["path"] = _decode(path)
+        elif index + 1 < len(tokens):
+            entry["from"], entry["path"] = _decode(tokens[index]), _decode(tokens[index + 1])
+            index += 2
+        else:
+            break  # cut in the middle of a rename
+        files.append(entry)
+    return files
+
+
+def parse_log_detail(data: bytes, *, stats: bool, truncated: bool = False) -> list[dict[str, Any]]:
+    """``LOG_DETAIL_FORMAT`` records (with ``--numstat -z`` when ``stats``): commits with ``body``
+    and, when asked, ``files``."""
+    records = data.split(b"\x1e")[1:]
+    if truncated and records:
+        records = records[:-1]
+    commits = []
+    for record in records:
+        header, _, tail = record.partition(b"\x1d")
+        fields = header.split(b"\x1f", 5)
+        if len(fields) < 6:
+            continue
+        sha, author, email, date, subject, body = (_decode(f) for f in fields)
+        commit: dict[str, Any] = {
+            "sha": sha,
+            "author": author,
+            "email": email,
+            "date": date,
+            "subject": subject,
+            "body": body.rstrip("\n"),
+        }
+        if stats:
+            commit["files"] = parse_numstat(tail)
+        commits.append(commit)
+    return commits

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
-from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from ._args import choice, flag, integer, revision
-from ._porcelain import BRANCH_FORMAT, LOG_FORMAT, parse_branches, parse_log, parse_status
+from ._hidden import rules_may_refuse_reads
+from ._porcelain import (
+    BRANCH_FORMAT,
+    LOG_DETAIL_FORMAT,
+    LOG_FORMAT,
+    parse_branches,
+    parse_log,
+    parse_log_detail,
+    parse_status,
+)
 from ._runner import GitOutput
 from ._tool import JSON_READ_LIMIT, GitTool, check
 
@@ -39,6 +49,15 @@ class Status(GitTool):
         return ToolResult.json(parse_status(out.stdout, truncated=out.truncated))
 
 
+#: How ``diff`` reports: the patch, git's per-file summary, or just the names.
+DIFF_FORMATS = {
+    "patch": (),
+    "stat": ("--stat=200,150",),
+    "name_only": ("--name-only",),
+    "name_status": ("--name-status",),
+}
+
+
 class Diff(GitTool):
     definition = load_tool_definition(PACKAGE, "diff")
     required_access_level = AccessLevel.READ
@@ -47,19 +66,23 @@ class Diff(GitTool):
         staged = flag(args, "staged", False)
         target = revision(args, "target")
         context = integer(args, "context_lines", 3, 0, 1000)
+        shape = choice(args, "format", "patch", tuple(DIFF_FORMATS))
         tree = await self.worktree()
         paths = self.paths(args, tree, access="read")
-        command = ["diff", *DIFF_SAFETY, f"-U{context}"]
-        if staged:
-            command.append("--cached")
+        compare = ["--cached"] if staged else []
         if target is not None:
             # --end-of-options: the revision is verified by this same run, never read as an option
-            command += ["--end-of-options", target]
-        command += ["--", *paths]
+            compare += ["--end-of-options", target]
+        hidden = self.hidden_excludes(tree)
+        refused = await self.refused_excludes(
+            ctx, tree, ["diff", "--name-only", "-z", "--no-renames", *compare, "--", *paths, *hidden]
+        )
+        options = DIFF_FORMATS[shape] or (f"-U{context}",)
+        command = ["diff", *DIFF_SAFETY, *options, *compare, "--", *paths, *hidden, *refused]
         limit = self.text_limit(ctx)
         out = await self.git(ctx, tree, command, limit=limit)
         check(out, "diff", "Check the arguments and try again.", [("target", target)])
-        return capped_text(out, limit, "narrow the diff with 'paths' or 'context_lines': 0")
+        return capped_text(out, limit, "narrow the diff with 'paths', 'context_lines': 0 or 'format': \"stat\"")
 
 
 class Log(GitTool):
@@ -71,9 +94,14 @@ class Log(GitTool):
         rev = revision(args, "revision")
         since = revision(args, "since")
         until = revision(args, "until")
+        body = flag(args, "body", False)
+        stats = flag(args, "stats", False)
         tree = await self.worktree()
         paths = self.paths(args, tree, access="read")
-        command = ["log", "-z", f"--max-count={max_count}", LOG_FORMAT]
+        detailed = body or stats
+        command = ["log", "-z", f"--max-count={max_count}", LOG_DETAIL_FORMAT if detailed else LOG_FORMAT]
+        if stats:
+            command += [*DIFF_SAFETY, "--numstat"]
         if since is not None:
             command.append(f"--since={since}")
         if until is not None:
@@ -85,7 +113,48 @@ class Log(GitTool):
         if not out.ok and rev is None and "does not have any commits yet" in out.stderr:
             return ToolResult.json([])
         check(out, "log", "Check the arguments and try again.", [("revision", rev)])
-        return ToolResult.json(parse_log(out.stdout, truncated=out.truncated))
+        if not detailed:
+            return ToolResult.json(parse_log(out.stdout, truncated=out.truncated))
+        commits = parse_log_detail(out.stdout, stats=stats, truncated=out.truncated)
+        for commit in commits:
+            if not body:
+                del commit["body"]
+            if stats:
+                # files the project hides are left out of the statistics, names and all
+                commit["files"] = [
+                    entry
+                    for entry in commit["files"]
+                    if self.hidden(ctx, tree, entry["path"]) is None
+                    and ("from" not in entry or self.hidden(ctx, tree, entry["from"]) is None)
+                ]
+        return ToolResult.json(commits)
+
+
+def split_object_path(rev: str) -> tuple[str, str | None]:
+    """``<rev>:<path>`` (or ``:<path>``, ``:<stage>:<path>``) as git reads it: the path part, or
+    None when the revision names no file (``:/message`` searches; ``:`` inside ``^{...}``)."""
+    if rev.startswith(":"):
+        if rev.startswith(":/"):
+            return rev, None
+        if len(rev) > 2 and rev[1] in "0123" and rev[2] == ":":
+            return rev[:3], rev[3:]
+        return ":", rev[1:]
+    depth = 0
+    for index, char in enumerate(rev):
+        if char == "{":
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+        elif char == ":" and not depth:
+            return rev[:index], rev[index + 1 :]
+    return rev, None
+
+
+def tree_path(path: str) -> str:
+    """A path inside a tree object as git resolves it from the top (``./`` is the top here)."""
+    while path.startswith("./"):
+        path = path[2:]
+    return posixpath.normpath(path) if path else ""
 
 
 class Show(GitTool):
@@ -95,8 +164,34 @@ class Show(GitTool):
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> str:
         rev = revision(args, "revision") or "HEAD"
         tree = await self.worktree()
-        command = ["show", *DIFF_SAFETY, "--pretty=fuller", "--end-of-options", rev, "--"]
+        _, path = split_object_path(rev)
+        guarded = self.server.ignores.rules(self.server.root) is not None or rules_may_refuse_reads(ctx)
+        if path is not None:
+            for spelling in dict.fromkeys((tree_path(path), path)):
+                if spelling and spelling != ".":
+                    reason = self.hidden(ctx, tree, spelling)
+                    if reason is not None:
+                        raise ToolError("path_hidden", f"{reason}; git.show does not print it")
+        elif guarded and ".." not in rev:
+            # a blob or tree named by its id could be a hidden file: only <rev>:<path> is checked
+            kind = await self.git(ctx, tree, ("cat-file", "-t", f"{rev}^{{}}"))
+            if kind.exit_code == 0 and kind.text.strip() in ("blob", "tree"):
+                raise ToolError(
+                    "invalid_argument",
+                    f"'revision' {rev!r} names a file or directory by its object id; name it as "
+                    '"<revision>:<path>" (e.g. "HEAD:src/app.py") so the project\'s rules can be checked',
+                )
         limit = self.text_limit(ctx)
+        if path is None:
+            hidden = self.hidden_excludes(tree)
+            refused = await self.refused_excludes(
+                ctx,
+                tree,
+                ["show", "--name-only", "-z", "--format=", "--no-renames", "--end-of-options", rev, "--", *hidden],
+            )
+            command = ["show", *DIFF_SAFETY, "--pretty=fuller", "--end-of-options", rev, "--", *hidden, *refused]
+        else:
+            command = ["show", *DIFF_SAFETY, "--pretty=fuller", "--end-of-options", rev, "--"]
         out = await self.git(ctx, tree, command, limit=limit)
         check(out, "show", "Check the revision and try again.", [("revision", rev)])
         return capped_text(

@@ -65,6 +65,11 @@ _DROPPED_ENV = frozenset(
         "GIT_GRAFT_FILE",
         "GIT_IMPLICIT_WORK_TREE",
         "GIT_PREFIX",
+        # every path the server passes spells its own magic (:(literal), :(exclude,glob))
+        "GIT_LITERAL_PATHSPECS",
+        "GIT_GLOB_PATHSPECS",
+        "GIT_NOGLOB_PATHSPECS",
+        "GIT_ICASE_PATHSPECS",
     }
 )
 #: Prefixes of variables dropped the same way (GIT_CONFIG_KEY_0, GIT_TRACE2_EVENT, ...).
@@ -81,8 +86,6 @@ _FORCED_ENV = {
     "GIT_ALLOW_PROTOCOL": NO_PROTOCOLS,
     # status and diff must not take the index lock a user's own git might be waiting on
     "GIT_OPTIONAL_LOCKS": "0",
-    # paths reach git already confined; magic like ':(top)' or globs would widen them again
-    "GIT_LITERAL_PATHSPECS": "1",
     # stable English messages: the server recognises a few of them (nothing to commit, ...)
     "LC_ALL": "C",
     "LANGUAGE": "C",

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from entropic_mcp import ConfigError, MCPServerBase
 
+from ._hidden import IgnoreCache
 from ._read_tools import Branch, Diff, Log, Show, Status
 from ._runner import DEFAULT_MAX_OUTPUT_BYTES, GitRunner
 from ._write_tools import Add, Checkout, Commit, CreateBranch, Reset
@@ -28,6 +29,7 @@ class GitServer(MCPServerBase):
     def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
         super().__init__(name, root=root)
         self.runner = GitRunner(timeout=30.0)
+        self.ignores = IgnoreCache()
         for tool in (Status, Diff, Log, Show, Branch, Add, Commit, CreateBranch, Checkout, Reset):
             self.register_tool(tool(self))
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from entropic_mcp import CallContext, ToolBase, ToolError
 
 from ._args import pathspecs, raw_paths
+from ._hidden import refused_read, root_relative, rules_may_refuse_reads
 from ._runner import GitOutput, WorkTree, git_failed
 
 if TYPE_CHECKING:
@@ -64,11 +67,60 @@ class GitTool(ToolBase):
             limit = min(limit, max(1024, cap - 256))
         return limit
 
-    def paths(self, args: dict[str, Any], tree: WorkTree, *, access: str, required: bool = False) -> list[str]:
-        raws = raw_paths(args, "paths", required=required)
+    def paths(
+        self, args: dict[str, Any], tree: WorkTree, *, access: str, required: bool = False, name: str = "paths"
+    ) -> list[str]:
+        """The confined paths of argument ``name`` as literal pathspecs (``:(literal)<path>``):
+        a file named ``*.md`` or ``:(top)x`` is that file, never a glob or pathspec magic."""
+        raws = raw_paths(args, name, required=required)
         if raws is None:
             return []
-        return pathspecs(raws, root=self.server.root, top=tree.top, tool=f"git.{self.name}", access=access)
+        found = pathspecs(raws, root=self.server.root, top=tree.top, tool=f"git.{self.name}", access=access, name=name)
+        return [f":(literal){path}" for path in found]
+
+    # -- what must not be printed: .entropicignore and the host's path read rules ---------------
+
+    def hidden_excludes(self, tree: WorkTree) -> list[str]:
+        """Exclude pathspecs for everything the project's ``.entropicignore`` hides."""
+        rules = self.server.ignores.rules(self.server.root)
+        if rules is None:
+            return []
+        base = root_relative(tree.top, self.real_root(), "") or ""
+        return rules.excludes(base if base != "." else "")
+
+    def real_root(self) -> Path:
+        return Path(os.path.realpath(self.server.root))
+
+    def hidden(self, ctx: CallContext, tree: WorkTree, path: str) -> str | None:
+        """Why ``path`` (relative to the work tree top) must not be printed, or None."""
+        rules = self.server.ignores.rules(self.server.root)
+        relative = root_relative(self.real_root(), tree.top, path)
+        if (
+            rules is not None
+            and relative is not None
+            and relative not in ("", ".")
+            # a tree path may name a directory, which "dir/" lines match
+            and (rules.hides(relative) or rules.hides(relative.rstrip("/") + "/"))
+        ):
+            return f"{path} is excluded by the project's .entropicignore"
+        rule = refused_read(ctx, self.real_root(), tree.top, path)
+        if rule is not None:
+            return f"reading {path} is refused by the permission rule {rule!r}"
+        return None
+
+    async def refused_excludes(self, ctx: CallContext, tree: WorkTree, names_command: Sequence[str]) -> list[str]:
+        """Exclude pathspecs for the files a read rule refuses, among those ``names_command``
+        (a ``--name-only -z`` run) lists; no run at all when no rule could refuse a read."""
+        if not rules_may_refuse_reads(ctx):
+            return []
+        out = await self.git(ctx, tree, names_command, limit=JSON_READ_LIMIT)
+        check(out, names_command[0], "Check the arguments and try again.")
+        names = dict.fromkeys(n.decode("utf-8", "surrogateescape") for n in out.stdout.split(b"\x00") if n)
+        return [
+            f":(exclude,literal){name}"
+            for name in names
+            if name and refused_read(ctx, self.real_root(), tree.top, name) is not None
+        ]
 
     async def verify_commit(self, ctx: CallContext, tree: WorkTree, name: str, value: str) -> str:
         """``rev-parse --verify`` a revision as a commit; its sha, or ``invalid_argument``."""
