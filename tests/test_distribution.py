@@ -55,7 +55,7 @@ def test_tools_lists_every_server_with_access_levels(project):
 
 def test_a_real_call_through_the_cli(project):
     (project / "notes.txt").write_text("one\ntwo\n")
-    result = run_cli("call", "filesystem.read_file", '{"path": "notes.txt"}', cwd=project)
+    result = run_cli("call", "filesystem.read_file", '{"path": "notes.txt", "format": "json"}', cwd=project)
     envelope = json.loads(result.stdout)
     assert envelope["kind"] == "ok", envelope
     assert json.loads(envelope["result"])["lines"] == ["one", "two"]

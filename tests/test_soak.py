@@ -40,7 +40,7 @@ def test_fifty_conversations_for_a_minute_keep_their_state_apart(tmp_path):
         deadline = time.monotonic() + SECONDS
         while time.monotonic() < deadline:
             r = rounds[n]
-            read = await call("filesystem.read_file", {"path": mine})
+            read = await call("filesystem.read_file", {"path": mine, "format": "json"})
             lines = json.loads(read.response.result)["lines"] if read.kind == "ok" else []
             if not lines or lines[0] != f"owner {n}":
                 problems.append(f"c{n}: read its own file as {read.response.result[:80]}")

@@ -47,7 +47,7 @@ async def _exercise(peer: object, repo: Path) -> None:
     written = await call("filesystem.write_file", {"path": "a.txt", "content": "alpha\n"})
     assert written.is_error is False and written.structured_content["created"] is True
     read = await call("filesystem.read_file", {"path": "a.txt"})
-    assert read.structured_content["lines"] == ["alpha"]
+    assert read.content[0].text == "1\talpha"  # numbered lines, cat -n style
     status = await call("git.status", {})
     assert "a.txt" in status.structured_content["untracked"]
     echoed = await call("bash.execute", {"command": "echo served-by-bash"})
@@ -134,7 +134,7 @@ async def test_outside_root_path_is_asked_of_the_user(tmp_path: Path, era: str, 
     target = served.url if served is not None else stdio_params(repo)
     try:
         async with connect(target, era, elicitation=elicit) as peer:
-            allowed = await peer.call("filesystem.read_file", {"path": str(outside)})
+            allowed = await peer.call("filesystem.read_file", {"path": str(outside), "format": "json"})
             assert allowed.is_error is False and allowed.structured_content["lines"] == ["from outside"]
             assert str(outside) in asked[0] and "outside the project root" in asked[0]
             rejected = await peer.call("filesystem.read_file", {"path": str(outside), "offset": 1})

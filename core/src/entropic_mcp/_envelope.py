@@ -17,6 +17,10 @@ def _directives(value: Iterable[object]) -> tuple[Directive, ...]:
     return tuple(coerce_directive(v) for v in value)
 
 
+def _blocks(value: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(value)
+
+
 def dumps(data: Any) -> str:
     """Compact JSON text as tools return it (non-ASCII kept)."""
     return orjson.dumps(data).decode()
@@ -30,6 +34,9 @@ class ToolResult:
     directives: tuple[Directive, ...] = attrs.field(default=(), converter=_directives)
     is_error: bool = False
     structured: Mapping[str, Any] | None = None
+    #: Extra MCP content blocks sent after the text (``{"type": "image", "data", "mimeType"}``,
+    #: ``{"type": "resource", "resource": {...}}``): a picture or document the model should see.
+    content: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_blocks)
 
     @classmethod
     def json(cls, data: Any, *, directives: Iterable[object] = ()) -> ToolResult:
@@ -54,6 +61,8 @@ class ServerResponse:
     directives: tuple[Directive, ...] = attrs.field(default=(), converter=_directives)
     is_error: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     structured: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
+    #: Extra MCP content blocks (images, embedded resources) from the tool's ``ToolResult``.
+    content: tuple[Mapping[str, Any], ...] = attrs.field(default=(), eq=False, repr=False, converter=_blocks)
 
     def __attrs_post_init__(self) -> None:
         if self.is_error and self.directives:
@@ -66,6 +75,7 @@ class ServerResponse:
         directives: tuple[Directive, ...] = (),
         is_error: bool = False,
         structured: Mapping[str, Any] | None = None,
+        content: tuple[Mapping[str, Any], ...] = (),
     ) -> ServerResponse:
         """Build from values that are already checked (the per-call hot path skips validation)."""
         response = cls.__new__(cls)
@@ -74,6 +84,7 @@ class ServerResponse:
         setattr_(response, "directives", () if is_error else directives)
         setattr_(response, "is_error", is_error)
         setattr_(response, "structured", structured)
+        setattr_(response, "content", content)
         return response
 
     @classmethod

@@ -149,6 +149,7 @@ class MCPServerBase:
                 (*response.directives, ContextAnchor(key=key, content=response.result)),
                 False,
                 response.structured,
+                response.content,
             )
         return response
 
@@ -158,7 +159,9 @@ class MCPServerBase:
         if isinstance(value, str):
             return ServerResponse(result=str(value))
         if isinstance(value, ToolResult):
-            return ServerResponse._make(value.text, value.directives, bool(value.is_error), value.structured)
+            return ServerResponse._make(
+                value.text, value.directives, bool(value.is_error), value.structured, value.content
+            )
         if isinstance(value, ServerResponse):
             return value
         raise TypeError(

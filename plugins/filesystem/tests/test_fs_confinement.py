@@ -114,7 +114,7 @@ def test_symlink_inside_root_pointing_inside_is_followed(fs, root):
     (root / "real").mkdir()
     (root / "real" / "f.txt").write_text("ok\n")
     (root / "alias").symlink_to("real")
-    assert fs.ok("read_file", {"path": "alias/f.txt"}) | {"lines": None} == {
+    assert fs.ok("read_file", {"format": "json", "path": "alias/f.txt"}) | {"lines": None} == {
         "path": "real/f.txt",
         "total": 1,
         "start": 1,
@@ -129,8 +129,8 @@ def test_root_reached_through_a_symlink(make, root, world):
     alias.symlink_to(root)
     fs = make(at=alias)
     assert fs.server.root == root
-    assert fs.ok("read_file", {"path": "inside.txt"})["path"] == "inside.txt"
-    assert fs.ok("read_file", {"path": str(alias / "inside.txt")})["path"] == "inside.txt"
+    assert fs.ok("read_file", {"format": "json", "path": "inside.txt"})["path"] == "inside.txt"
+    assert fs.ok("read_file", {"format": "json", "path": str(alias / "inside.txt")})["path"] == "inside.txt"
     assert fs.error("read_file", {"path": str(alias / ".." / "outside" / "secret.txt")})["error"] in (
         "outside_root_approval_required",
         "not_found",
@@ -161,7 +161,7 @@ def test_hard_to_spell_names_work_with_every_tool(fs, root, name):
     (root / "d").mkdir()
     rel = f"d/{name}"
     assert fs.ok("write_file", {"path": rel, "content": "hello\n"})["path"] == rel
-    assert fs.ok("read_file", {"path": rel})["lines"] == ["hello"]
+    assert fs.ok("read_file", {"format": "json", "path": rel})["lines"] == ["hello"]
     assert fs.ok("edit_file", {"path": rel, "old_string": "hello", "new_string": "bye"})["replacements"] == 1
     assert (root / "d" / name).read_text() == "bye\n"
     assert [e["path"] for e in fs.ok("list_directory", {"path": "d"})] == [rel]

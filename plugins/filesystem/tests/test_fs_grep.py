@@ -98,7 +98,11 @@ def test_non_ascii_pattern_and_non_utf8_file(fs, root):
 def test_long_lines_are_cut(fs, root):
     (root / "min.js").write_text("x" * 5000 + "needle\n")
     [match] = fs.ok("grep", {"pattern": "needle"})
-    assert len(match["content"]) <= 1001 and match["content"].endswith("…")
+    # A window of the line around the match, marked as cut.
+    assert len(match["content"]) <= 1002 and match["content"].startswith("…") and "needle" in match["content"]
+    (root / "min.js").write_text("needle" + "x" * 5000 + "\n")
+    [match] = fs.ok("grep", {"pattern": "needle"})
+    assert match["content"].startswith("needle") and match["content"].endswith("…") and len(match["content"]) == 1001
 
 
 def test_results_follow_path_order(fs, root):
@@ -116,3 +120,124 @@ def test_results_fit_the_pipeline_result_cap_with_a_note(make, root):
     assert len(outcome.response.result.encode()) <= 1500
     assert result[-1]["truncated"] is True and "max_result_bytes" in result[-1]["note"]
     assert [m["line"] for m in result[:-1]] == list(range(1, len(result)))
+
+
+@pytest.fixture
+def code(root):
+    (root / "src").mkdir(exist_ok=True)
+    (root / "src" / "a.py").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    (root / "src" / "b.py").write_text("alpha\nneedle one\nbeta\nneedle two\n")
+    (root / "web.js").write_text("const needle = 1;\n")
+    (root / "notes.md").write_text("needle in notes\n")
+    return root
+
+
+def test_output_modes(fs, code):
+    assert fs.ok("grep", {"pattern": "needle", "output_mode": "files_with_matches"}) == [
+        "notes.md",
+        "web.js",
+        "src/b.py",
+    ]
+    assert fs.ok("grep", {"pattern": "needle", "output_mode": "count"}) == [
+        {"path": "notes.md", "count": 1},
+        {"path": "web.js", "count": 1},
+        {"path": "src/b.py", "count": 2},
+    ]
+    assert fs.error("grep", {"pattern": "x", "output_mode": "lines"})["error"] == "invalid_args"
+
+
+def test_before_and_after_context(fs, code):
+    [hit] = fs.ok("grep", {"pattern": "^line 5$", "before_context": 2, "after_context": 1})
+    assert hit == {
+        "path": "src/a.py",
+        "line": 5,
+        "content": "line 5",
+        "before": ["line 3", "line 4"],
+        "after": ["line 6"],
+    }
+    [hit] = fs.ok("grep", {"pattern": "^line 10$", "context": 3})
+    assert hit["before"] == ["line 7", "line 8", "line 9"] and hit["after"] == []
+    [hit] = fs.ok("grep", {"pattern": "^line 1$", "after_context": 2})
+    assert "before" not in hit and hit["after"] == ["line 2", "line 3"]
+
+
+def test_head_limit_and_offset_page_through_results(fs, code):
+    first = fs.ok("grep", {"pattern": "line", "path": "src/a.py", "head_limit": 4})
+    assert [m["line"] for m in first[:4]] == [1, 2, 3, 4]
+    assert first[4]["truncated"] is True and first[4]["next_offset"] == 4
+    second = fs.ok("grep", {"pattern": "line", "path": "src/a.py", "head_limit": 4, "offset": 4})
+    assert [m["line"] for m in second[:4]] == [5, 6, 7, 8] and second[4]["next_offset"] == 8
+    last = fs.ok("grep", {"pattern": "line", "path": "src/a.py", "head_limit": 4, "offset": 8})
+    assert [m["line"] for m in last] == [9, 10]
+    files = fs.ok("grep", {"pattern": "needle", "output_mode": "files_with_matches", "head_limit": 1, "offset": 1})
+    assert files[0] == "web.js" and files[1]["next_offset"] == 2
+
+
+def test_type_filter(fs, code):
+    assert {m["path"] for m in fs.ok("grep", {"pattern": "needle", "type": "py"})} == {"src/b.py"}
+    assert {m["path"] for m in fs.ok("grep", {"pattern": "needle", "type": "js"})} == {"web.js"}
+    assert fs.ok("grep", {"pattern": "needle", "type": "py", "glob": "a.py"}) == []
+    error = fs.error("grep", {"pattern": "needle", "type": "cobol"})
+    assert error["error"] == "invalid_args" and "py" in error["message"]
+
+
+def test_multiline_mode_matches_across_lines(fs, code):
+    assert fs.ok("grep", {"pattern": r"alpha\s+needle"}) == []
+    [hit] = fs.ok("grep", {"pattern": r"alpha\s+needle", "multiline": True})
+    assert hit == {"path": "src/b.py", "line": 1, "content": "alpha\nneedle one"}
+    [hit] = fs.ok("grep", {"pattern": "one.beta", "multiline": True})
+    assert hit["line"] == 2
+    assert fs.ok("grep", {"pattern": "needle.*two", "multiline": True, "output_mode": "count"}) == [
+        {"path": "src/b.py", "count": 1}
+    ]
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"a(?=b)", r"(?<=a)b", r"(?!x)y", r"(?<!x)y", r"(?>a)", r"a++"])
+def test_patterns_re2_cannot_run_get_a_clear_error(fs, root, pattern):
+    (root / "a.txt").write_text("aab\n")
+    error = fs.error("grep", {"pattern": pattern})
+    assert error["error"] == "invalid_regex" and "RE2" in error["message"] and "rewrite" in error["message"]
+
+
+def test_catastrophic_pattern_answers_while_other_calls_are_served(make, root):
+    import anyio
+    from entropic_mcp import CallContext
+
+    fs = make({"timeout_seconds": 30})
+    (root / "evil.txt").write_text(("a" * 40 + "!\n") * 2000)
+    (root / "ok.txt").write_text("fine\n")
+    outcomes = {}
+
+    async def run():
+        async def call(key, name, args):
+            outcomes[key] = await fs.manager.call(f"filesystem.{name}", args, CallContext(conversation_id=key))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "grep", "grep", {"pattern": "(a+)+$"})
+            tg.start_soon(call, "grep2", "grep", {"pattern": "(a|aa)*!$", "output_mode": "count"})
+            for i in range(5):
+                tg.start_soon(call, f"list{i}", "list_directory", {})
+                tg.start_soon(call, f"read{i}", "read_file", {"path": "ok.txt"})
+
+    anyio.run(run)
+    assert outcomes["grep"].kind == "ok_empty" or outcomes["grep"].response.result == "[]"
+    assert outcomes["grep2"].response.result == '[{"path":"evil.txt","count":2000}]'
+    assert all(o.kind == "ok" for k, o in outcomes.items() if not k.startswith("grep")), outcomes
+
+
+def test_long_line_longer_than_the_cap_is_searched_in_pieces(make, root):
+    fs = make({"max_grep_line_bytes": 4096})
+    (root / "min.js").write_text("x" * 100_000 + "needle" + "y" * 100_000 + "\nsecond needle\n")
+    hits = fs.ok("grep", {"pattern": "needle"})
+    assert [h["line"] for h in hits] == [1, 2] and "needle" in hits[0]["content"]
+
+
+def test_hard_linked_files_are_skipped_in_walks_and_refused_by_name(fs, root, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("TOPSECRET needle\n")
+    (root / "linked.txt").hardlink_to(outside)
+    (root / "plain.txt").write_text("needle\n")
+    found = fs.ok("grep", {"pattern": "needle"})
+    assert found[0] == {"path": "plain.txt", "line": 1, "content": "needle"}
+    assert found[1]["skipped_hard_links"] == 1 and "TOPSECRET" not in str(found)
+    assert fs.error("grep", {"pattern": "needle", "path": "linked.txt"})["error"] == "hard_link"

@@ -89,7 +89,7 @@ def test_entropicignore_negation_re_includes_a_gitignored_file(fs, root):
 
 
 def test_gitignored_file_is_still_readable_by_name(fs, tree):
-    assert fs.ok("read_file", {"path": "debug.log"})["lines"] == ["x"]
+    assert fs.ok("read_file", {"format": "json", "path": "debug.log"})["lines"] == ["x"]
 
 
 def test_edited_gitignore_is_picked_up(fs, root):

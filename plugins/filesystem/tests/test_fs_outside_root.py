@@ -41,13 +41,13 @@ def test_deny_list_beats_allow_list_and_true(make, outside):
     )
     error = fs.error("read_file", {"path": str(outside / "private" / "key.txt")})
     assert error["error"] == "outside_root_denied" and "outside_root_deny" in error["message"]
-    assert fs.ok("read_file", {"path": str(outside / "notes.txt")})["lines"] == ["outside notes"]
+    assert fs.ok("read_file", {"format": "json", "path": str(outside / "notes.txt")})["lines"] == ["outside notes"]
 
 
 def test_allow_list_serves_without_asking(make, outside):
     approver = Approver(False)
     fs = make({"outside_root_allow": [str(outside)]}, plugins=[approver])
-    data = fs.ok("read_file", {"path": str(outside / "notes.txt")})
+    data = fs.ok("read_file", {"format": "json", "path": str(outside / "notes.txt")})
     assert data["path"] == str(outside / "notes.txt")  # absolute outside the root
     assert approver.requests == []
 
@@ -63,7 +63,7 @@ def test_optional_asks_the_hook_once_with_the_canonical_path_and_access(make, ro
     approver = Approver(True)
     fs = make({"allow_outside_root": "optional"}, plugins=[approver])
     (root / "out").symlink_to(outside)
-    assert fs.ok("read_file", {"path": "out/./private/../notes.txt"})["lines"] == ["outside notes"]
+    assert fs.ok("read_file", {"format": "json", "path": "out/./private/../notes.txt"})["lines"] == ["outside notes"]
     [request] = approver.requests
     assert request.path == outside / "notes.txt"
     assert (request.access, request.tool, request.root, request.conversation_id) == (

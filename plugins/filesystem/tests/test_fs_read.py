@@ -1,31 +1,72 @@
-"""filesystem.read_file: ordered lines, paging, byte budget, errors, anchors."""
+"""filesystem.read_file: numbered lines, paging, long lines, notes, errors, anchors, media."""
 
 from __future__ import annotations
 
+import base64
+
+import pytest
 from entropic_mcp import ContextAnchor
 
 
-def test_lines_are_an_ordered_array(fs, root):
+def json_read(fs, **args):
+    return fs.ok("read_file", {"format": "json", **args})
+
+
+def test_lines_are_numbered_like_cat_n(fs, root):
     (root / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 13)))
-    data = fs.ok("read_file", {"path": "a.txt"})
-    assert data["lines"] == [f"line {i}" for i in range(1, 13)]
-    assert data["lines"].index("line 10") == data["lines"].index("line 9") + 1
+    text = fs.ok("read_file", {"path": "a.txt"})
+    assert text.split("\n") == [f"{i:>2}\tline {i}" for i in range(1, 13)]
+
+
+def test_json_form_is_an_ordered_array(fs, root):
+    (root / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 13)))
+    data = json_read(fs, path="a.txt")
     assert data == {
         "path": "a.txt",
         "total": 12,
         "start": 1,
-        "lines": data["lines"],
+        "lines": [f"line {i}" for i in range(1, 13)],
         "truncated": False,
         "next_offset": None,
     }
 
 
+def test_default_page_is_2000_lines_and_says_where_to_continue(fs, root):
+    (root / "big.txt").write_text("".join(f"{i}\n" for i in range(1, 2501)))
+    text = fs.ok("read_file", {"path": "big.txt"})
+    lines = text.split("\n")
+    assert lines[0] == "   1\t1" and lines[1999] == "2000\t2000"
+    assert lines[2000] == "[lines 1-2000 of 2500; more follow: call again with offset=2001]"
+    rest = fs.ok("read_file", {"path": "big.txt", "offset": 2001}).split("\n")
+    assert rest[0] == "2001\t2001" and rest[499] == "2500\t2500"
+    assert rest[500] == "[end of file: lines 2001-2500 of 2500]"
+
+
+def test_page_size_is_configurable(make, root):
+    fs = make({"read_page_lines": 3})
+    (root / "a.txt").write_text("a\nb\nc\nd\n")
+    assert fs.ok("read_file", {"path": "a.txt"}).split("\n")[-1] == (
+        "[lines 1-3 of 4; more follow: call again with offset=4]"
+    )
+
+
+def test_offset_past_the_end_and_empty_file_say_so(fs, root):
+    (root / "a.txt").write_text("x\ny\n")
+    (root / "e.txt").write_text("")
+    assert fs.ok("read_file", {"path": "a.txt", "offset": 9}) == (
+        "[offset 9 is past the end of a.txt, which has 2 lines; read from an offset between 1 and 2]"
+    )
+    assert json_read(fs, path="a.txt", offset=9)["note"] == "offset 9 is past the end of the file (2 lines)"
+    assert fs.ok("read_file", {"path": "e.txt"}) == "[e.txt is empty]"
+    assert json_read(fs, path="e.txt")["lines"] == []
+
+
 def test_offset_and_limit_select_a_window_with_next_offset(fs, root):
     (root / "a.txt").write_text("".join(f"{i}\n" for i in range(1, 21)))
-    data = fs.ok("read_file", {"path": "a.txt", "offset": 5, "limit": 3})
+    data = json_read(fs, path="a.txt", offset=5, limit=3)
     assert data["lines"] == ["5", "6", "7"]
     assert (data["start"], data["total"], data["truncated"], data["next_offset"]) == (5, 20, True, 8)
-    tail = fs.ok("read_file", {"path": "a.txt", "offset": 19, "limit": 5})
+    tail = json_read(fs, path="a.txt", offset=19, limit=5)
     assert tail["lines"] == ["19", "20"] and tail["next_offset"] is None and not tail["truncated"]
 
 
@@ -33,40 +74,56 @@ def test_file_over_max_read_bytes_returns_first_part_and_rest_by_offset(make, ro
     fs = make({"max_read_bytes": 1024})
     lines = [f"{i:04d} " + "x" * 95 for i in range(1, 51)]  # 100 bytes + newline each
     (root / "big.txt").write_text("\n".join(lines) + "\n")
-    first = fs.ok("read_file", {"path": "big.txt"})
+    first = json_read(fs, path="big.txt")
     assert first["truncated"] is True and first["total"] == 50
     assert first["lines"] == lines[: len(first["lines"])] and 0 < len(first["lines"]) < 50
     collected, offset = list(first["lines"]), first["next_offset"]
     while offset is not None:
-        page = fs.ok("read_file", {"path": "big.txt", "offset": offset})
+        page = json_read(fs, path="big.txt", offset=offset)
         assert page["start"] == offset
         collected += page["lines"]
         offset = page["next_offset"]
     assert collected == lines
 
 
-def test_single_line_longer_than_budget_is_cut_and_paging_moves_on(make, root):
-    fs = make({"max_read_bytes": 1024})
-    (root / "min.js").write_text("y" * 5000 + "\nsecond\n")
-    data = fs.ok("read_file", {"path": "min.js"})
-    assert data["lines"] == ["y" * 1024] and data["line_truncated"] is True and data["next_offset"] == 2
-    assert fs.ok("read_file", {"path": "min.js", "offset": 2})["lines"] == ["second"]
+def test_long_line_is_cut_with_a_marker_and_continues_by_column(make, root):
+    fs = make({"max_line_chars": 100})
+    line = "".join(chr(ord("a") + i % 26) for i in range(250))
+    (root / "min.js").write_text(line + "\nsecond\n")
+    text = fs.ok("read_file", {"path": "min.js"}).split("\n")
+    assert text[0] == (
+        f"1\t{line[:100]} [… line continues: 150 more bytes; read them with offset=1, limit=1, column=101]"
+    )
+    assert text[1] == "2\tsecond"
+    more = fs.ok("read_file", {"path": "min.js", "offset": 1, "limit": 1, "column": 101}).split("\n")
+    assert more[0].startswith(f"1\t{line[100:200]} [… line continues: 50 more bytes;") and "column=201" in more[0]
+    last = fs.ok("read_file", {"path": "min.js", "offset": 1, "limit": 1, "column": 201}).split("\n")
+    assert last[0] == f"1\t{line[200:]}"
+    data = json_read(fs, path="min.js")
+    assert data["lines"] == [line[:100], "second"] and data["line_truncated"] is True
+
+
+def test_one_huge_line_is_linear_and_bounded(fs, root):
+    # 64 MiB on one line: the page keeps ~2,000 characters of it, and the stream is read once.
+    with open(root / "huge.txt", "wb") as handle:
+        for _ in range(64):
+            handle.write(b"q" * (1 << 20))
+        handle.write(b"\nend\n")
+    text = fs.ok("read_file", {"path": "huge.txt"}).split("\n")
+    assert text[0].startswith("1\t" + "q" * 2000 + " [… line continues: ")
+    assert text[1] == "2\tend"
 
 
 def test_crlf_and_missing_final_newline(fs, root):
     (root / "w.txt").write_bytes(b"a\r\nb\r\nc")
-    data = fs.ok("read_file", {"path": "w.txt"})
+    data = json_read(fs, path="w.txt")
     assert data["lines"] == ["a", "b", "c"] and data["total"] == 3
-
-
-def test_empty_file(fs, root):
-    (root / "e.txt").write_text("")
-    assert fs.ok("read_file", {"path": "e.txt"})["lines"] == []
+    assert fs.ok("read_file", {"path": "w.txt"}) == "1\ta\n2\tb\n3\tc"
 
 
 def test_invalid_utf8_is_replaced_not_refused(fs, root):
     (root / "latin.txt").write_bytes(b"caf\xe9\n")
-    assert fs.ok("read_file", {"path": "latin.txt"})["lines"] == ["caf\ufffd"]
+    assert json_read(fs, path="latin.txt")["lines"] == ["caf\ufffd"]
 
 
 def test_not_found_names_list_directory(fs):
@@ -81,8 +138,13 @@ def test_directory_is_refused(fs, root):
 
 
 def test_binary_file_is_refused(fs, root):
-    (root / "b.bin").write_bytes(b"\x89PNG\x00\x00\x01")
+    (root / "b.bin").write_bytes(b"\x7fELF\x00\x00\x01")
     assert fs.error("read_file", {"path": "b.bin"})["error"] == "binary_file"
+
+
+def test_bad_format_is_invalid_args(fs, root):
+    (root / "a.txt").write_text("x\n")
+    assert fs.error("read_file", {"path": "a.txt", "format": "yaml"})["error"] == "invalid_args"
 
 
 def test_fifo_is_refused_without_hanging(fs, root):
@@ -112,31 +174,93 @@ def test_read_always_runs_skipping_the_duplicate_check(fs, root):
     (root / "a.txt").write_text("one\n")
     fs.ok("read_file", {"path": "a.txt"})
     (root / "a.txt").write_text("two\n")
-    assert fs.ok("read_file", {"path": "a.txt"})["lines"] == ["two"]
+    assert fs.ok("read_file", {"path": "a.txt"}) == "1\ttwo"
 
 
 def test_tilde_is_a_literal_character(fs, root):
     (root / "~").mkdir()
     (root / "~" / "x.txt").write_text("home?\n")
-    assert fs.ok("read_file", {"path": "~/x.txt"})["lines"] == ["home?"]
+    assert json_read(fs, path="~/x.txt")["lines"] == ["home?"]
 
 
 def test_page_fits_the_pipeline_result_cap_and_rest_is_reachable(make, root):
     fs = make(result_cap=2000)
     lines = [f"{i:04d} " + "q" * 60 for i in range(1, 201)]
     (root / "long.txt").write_text("\n".join(lines) + "\n")
-    collected, offset = [], 1
-    while offset is not None:
-        outcome, page = fs.call("read_file", {"path": "long.txt", "offset": offset})
-        assert len(outcome.response.result.encode()) <= 2000 and "[... truncated" not in outcome.response.result
-        collected += page["lines"]
-        offset = page["next_offset"]
-    assert collected == lines
+    for form in ("json", "text"):
+        collected, offset = [], 1
+        while offset is not None:
+            outcome, page = fs.call("read_file", {"path": "long.txt", "offset": offset, "format": form})
+            assert len(outcome.response.result.encode()) <= 2000 and "[... truncated" not in outcome.response.result
+            if form == "json":
+                collected += page["lines"]
+                offset = page["next_offset"]
+            else:
+                rows = page.split("\n")
+                collected += [row.split("\t", 1)[1] for row in rows if "\t" in row]
+                offset = int(rows[-1].rsplit("offset=", 1)[1].rstrip("]")) if "offset=" in rows[-1] else None
+        assert collected == lines, form
 
 
 def test_one_line_bigger_than_the_result_cap(make, root):
     fs = make(result_cap=1000)
     (root / "one.txt").write_text("z" * 5000 + "\nnext\n")
-    outcome, page = fs.call("read_file", {"path": "one.txt"})
+    outcome, page = fs.call("read_file", {"path": "one.txt", "format": "json"})
     assert len(outcome.response.result.encode()) <= 1000
     assert page["line_truncated"] is True and page["next_offset"] == 2 and page["lines"][0].startswith("zzz")
+
+
+def test_hard_linked_file_is_refused_unless_allowed(make, root, tmp_path):
+    outside = tmp_path / "outside-key.txt"
+    outside.write_text("TOPSECRET\n")
+    (root / "innocent.txt").hardlink_to(outside)
+    fs = make()
+    error = fs.error("read_file", {"path": "innocent.txt"})
+    assert error["error"] == "hard_link" and "allow_hard_links" in error["message"]
+    assert "TOPSECRET" not in str(error)
+    assert make({"allow_hard_links": True}).ok("read_file", {"path": "innocent.txt"}) == "1\tTOPSECRET"
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(20)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "mime"),
+    [
+        ("a.png", PNG, "image/png"),
+        ("b.jpg", b"\xff\xd8\xff\xe0" + bytes(30), "image/jpeg"),
+        ("c.gif", b"GIF89a" + bytes(30), "image/gif"),
+        ("d.webp", b"RIFF\x10\x00\x00\x00WEBPVP8 " + bytes(20), "image/webp"),
+    ],
+)
+def test_images_are_returned_as_image_content(fs, root, name, data, mime):
+    from entropic_mcp_filesystem._media import supports_content
+
+    (root / name).write_bytes(data)
+    outcome, info = fs.call("read_file", {"path": name})
+    assert not outcome.response.is_error, outcome.response.result
+    assert info == {"path": name, "mime_type": mime, "size": len(data)}
+    if supports_content():
+        [block] = outcome.response.content
+        assert block == {"type": "image", "data": base64.b64encode(data).decode(), "mimeType": mime}
+
+
+def test_pdf_is_returned_as_an_embedded_resource(fs, root):
+    from entropic_mcp_filesystem._media import supports_content
+
+    data = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n"
+    (root / "doc.pdf").write_bytes(data)
+    outcome, info = fs.call("read_file", {"path": "doc.pdf"})
+    assert info["mime_type"] == "application/pdf"
+    if supports_content():
+        [block] = outcome.response.content
+        assert block["type"] == "resource" and block["resource"]["mimeType"] == "application/pdf"
+        assert base64.b64decode(block["resource"]["blob"]) == data
+        assert block["resource"]["uri"] == (root / "doc.pdf").as_uri()
+
+
+def test_media_over_the_limit_is_refused_without_reading(make, root):
+    fs = make({"max_media_bytes": 1024})
+    (root / "big.png").write_bytes(PNG + bytes(5000))
+    error = fs.error("read_file", {"path": "big.png"})
+    assert error["error"] == "too_large" and "max_media_bytes" in error["message"]

@@ -264,7 +264,7 @@ def check_race(root: Path, kinds: dict[str, int]) -> None:
 
 def test_symlink_flipped_between_check_and_write_never_lands_in_a_denied_directory(make, root):
     fs = make(permissions={"default": "allow", "deny": ["filesystem.write:denied/*"]})
-    check_race(root, flip_race(fs, root, 5000))
+    check_race(root, flip_race(fs, root, 2000))
 
 
 @pytest.mark.slow

@@ -104,7 +104,7 @@ def test_empty_content_is_allowed(fs, root):
 
 def test_unicode_content_round_trips(fs, root):
     fs.ok("write_file", {"path": "u.txt", "content": "héllo ✓\n"})
-    assert fs.ok("read_file", {"path": "u.txt"})["lines"] == ["héllo ✓"]
+    assert fs.ok("read_file", {"format": "json", "path": "u.txt"})["lines"] == ["héllo ✓"]
 
 
 def test_bytes_written_counts_utf8_bytes(fs):
@@ -117,6 +117,6 @@ def test_writes_into_git_internals_are_refused_reads_are_not(fs, root):
     error = fs.error("write_file", {"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\nrm -rf ~\n"})
     assert error["error"] == "ignored" and "git tools" in error["message"]
     assert not (root / ".git" / "hooks" / "pre-commit").exists()
-    assert fs.ok("read_file", {"path": ".git/config"})["lines"] == ["[core]"]
+    assert fs.ok("read_file", {"format": "json", "path": ".git/config"})["lines"] == ["[core]"]
     error = fs.error("edit_file", {"path": ".git/config", "old_string": "[core]", "new_string": "[x]"})
     assert error["error"] == "ignored"

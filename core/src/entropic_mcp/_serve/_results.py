@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -14,15 +14,21 @@ KIND_KEY = "entropic-mcp/kind"
 CONVERSATION_KEY = "entropic-mcp/conversation"
 
 
-def call_result(outcome: CallOutcome) -> dict[str, Any]:
-    """One text block with the envelope's result, ``isError``, structured content for objects, ``_meta``."""
+def call_result(outcome: CallOutcome, rename: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """One text block with the envelope's result, ``isError``, structured content for objects, ``_meta``.
+
+    ``rename`` rewrites tool names in error messages to the names the client calls.
+    """
     response = outcome.response
+    text = response.result
+    if rename is not None and response.is_error:
+        text = rename(text)
     result: dict[str, Any] = {
-        "content": [{"type": "text", "text": response.result}],
+        "content": [{"type": "text", "text": text}, *(dict(block) for block in response.content)],
         "isError": response.is_error,
         "_meta": {
             DIRECTIVES_KEY: [directive.to_dict() for directive in response.directives],
-            KIND_KEY: outcome.kind,
+            KIND_KEY: str(outcome.kind),
         },
     }
     structured = response.structured

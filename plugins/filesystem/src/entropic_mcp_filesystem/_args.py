@@ -46,3 +46,12 @@ def flag(args: Mapping[str, Any], name: str, *, default: bool = False) -> bool:
     if not isinstance(value, bool):
         raise ToolError("invalid_args", f"'{name}' must be true or false, got {value!r:.40}")
     return value
+
+
+def choice(args: Mapping[str, Any], name: str, options: tuple[str, ...], *, default: str) -> str:
+    value = args.get(name, default)
+    if value is None:
+        return default
+    if value not in options:
+        raise ToolError("invalid_args", f"'{name}' must be one of {', '.join(options)}, got {value!r:.40}")
+    return str(value)

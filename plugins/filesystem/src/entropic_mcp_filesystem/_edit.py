@@ -136,7 +136,7 @@ class EditFile(FilesystemTool):
             outcome["data"] = result.encode("utf-8")
             return outcome["data"]
 
-        written = write_atomic(loc, render)
+        written = write_atomic(loc, render, inspect=fs.inspect_existing(loc.display))
         fs.tracker.record(
             ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(outcome["data"])
         )

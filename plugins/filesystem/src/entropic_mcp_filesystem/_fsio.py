@@ -203,13 +203,19 @@ class Written:
     mtime_ns: int
 
 
-def write_atomic(loc: Location, render: Callable[[Existing | None], bytes]) -> Written:
+def write_atomic(
+    loc: Location,
+    render: Callable[[Existing | None], bytes],
+    *,
+    inspect: Callable[[os.stat_result], None] | None = None,
+) -> Written:
     """Replace (or create) ``loc`` atomically.
 
     ``render`` gets the current file (``None`` when there is none) and returns the new bytes; it
     may raise ``ToolError`` to refuse, in which case nothing at all is written or created. The new
     content goes to a temporary file in the same, already-verified directory, is flushed, given the
-    old file's mode, and renamed over the target.
+    old file's mode, and renamed over the target. ``inspect`` sees the existing file's status
+    before a byte of it is read, and may refuse it (too large, a hard link).
     """
     if not loc.parts:
         raise is_directory(loc.display)
@@ -221,7 +227,7 @@ def write_atomic(loc: Location, render: Callable[[Existing | None], bytes]) -> W
     except OSError as exc:
         raise os_failure(exc, loc.display) from None
     try:
-        existing = _existing(parent, loc) if parent is not None else None
+        existing = _existing(parent, loc, inspect) if parent is not None else None
         data = render(existing)
         if parent is None:
             try:
@@ -234,7 +240,7 @@ def write_atomic(loc: Location, render: Callable[[Existing | None], bytes]) -> W
             os.close(parent)
 
 
-def _existing(parent: int, loc: Location) -> Existing | None:
+def _existing(parent: int, loc: Location, inspect: Callable[[os.stat_result], None] | None) -> Existing | None:
     try:
         fd = os.open(loc.name, FILE_FLAGS, dir_fd=parent)
     except FileNotFoundError:
@@ -244,6 +250,12 @@ def _existing(parent: int, loc: Location) -> Existing | None:
     except OSError as exc:
         raise os_failure(exc, loc.display) from None
     st = _regular_stat(fd, loc.display)
+    if inspect is not None:
+        try:
+            inspect(st)
+        except BaseException:
+            os.close(fd)
+            raise
     return Existing(data=read_all(fd), stat=st)
 
 

@@ -1,17 +1,20 @@
 """filesystem.grep: regex search over file contents, gitignore-aware, binaries skipped, bounded.
 
-Speed matters (P9 of performance.md): each file is read whole with one or two ``read`` calls,
-searched with one regex over bytes (pure-ASCII files with an ASCII pattern) or text, and line
-numbers are counted only for files that match.
+One call must not stall the server: patterns run on RE2 (linear time, and it releases the
+interpreter lock while it searches), files are streamed in fixed-size chunks (a line longer than
+``max_grep_line_bytes`` is searched in pieces, so memory stays bounded whatever the file), and
+output lines are cut to a window around the match. Line numbers are counted only up to matches.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
@@ -22,121 +25,389 @@ from ._read import SNIFF
 from ._rules import WalkGate
 from ._walk import Walk, start
 
-READ_CHUNK = 1 << 18
+CHUNK = 1 << 20
 MAX_CONTENT_CHARS = 1000
+#: Characters shown before the match when a long line is cut to a window around it.
+LEAD_CHARS = 100
 MAX_CONTEXT = 20
+MAX_HEAD_LIMIT = 10_000
+MODES = ("content", "files_with_matches", "count")
+
+#: ``type`` filter: ripgrep's names for the common languages and formats.
+FILE_TYPES: dict[str, tuple[str, ...]] = {
+    "py": (".py", ".pyi"),
+    "js": (".js", ".mjs", ".cjs", ".jsx"),
+    "ts": (".ts", ".tsx", ".mts", ".cts"),
+    "go": (".go",),
+    "rust": (".rs",),
+    "java": (".java",),
+    "kotlin": (".kt", ".kts"),
+    "c": (".c", ".h"),
+    "cpp": (".cpp", ".cc", ".cxx", ".hpp", ".hh", ".hxx", ".h"),
+    "cs": (".cs",),
+    "rb": (".rb",),
+    "php": (".php",),
+    "swift": (".swift",),
+    "sh": (".sh", ".bash", ".zsh"),
+    "html": (".html", ".htm"),
+    "css": (".css", ".scss", ".sass", ".less"),
+    "md": (".md", ".markdown"),
+    "json": (".json",),
+    "yaml": (".yaml", ".yml"),
+    "toml": (".toml",),
+    "sql": (".sql",),
+    "txt": (".txt",),
+    "xml": (".xml",),
+}
 
 
 class Matcher:
-    """A compiled search: bytes regex for ASCII data when possible, text regex otherwise."""
+    """A compiled RE2 search over bytes (UTF-8); ``multiline`` lets matches span lines."""
 
-    def __init__(self, pattern: str, case_insensitive: bool) -> None:
-        flags = re.MULTILINE | (re.IGNORECASE if case_insensitive else 0)
+    def __init__(self, pattern: str, case_insensitive: bool, *, multiline: bool = False) -> None:
+        import re2
+
+        options = re2.Options()
+        options.log_errors = False
+        options.case_sensitive = not case_insensitive
+        if multiline:
+            options.dot_nl = True
+        else:
+            options.never_nl = True  # a match never spans lines, as in grep
+        self.multiline = multiline
         try:
-            self.text = re.compile(pattern, flags)
-        except (re.error, OverflowError, RecursionError, ValueError) as exc:
-            raise ToolError(
-                "invalid_regex",
-                f"'pattern' is not a valid regular expression ({exc}); fix it, "
-                "or escape special characters such as ( [ . * with a backslash",
-            ) from None
-        self.data: re.Pattern[bytes] | None = None
-        if pattern.isascii():
-            try:
-                self.data = re.compile(pattern.encode("ascii"), flags)
-            except (re.error, OverflowError, RecursionError, ValueError):
-                self.data = None
+            self.regex = re2.compile("(?m)" + pattern, options)
+        except re2.error as exc:
+            raise _regex_error(pattern, exc) from None
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ToolError("invalid_regex", f"'pattern' is not a valid regular expression ({exc})") from None
 
 
-def _cut(line: str) -> str:
-    line = line[:-1] if line.endswith("\r") else line
-    return line if len(line) <= MAX_CONTENT_CHARS else line[:MAX_CONTENT_CHARS] + "…"
+def _regex_error(pattern: str, exc: Exception) -> ToolError:
+    import re
+
+    reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError, ValueError):
+        return ToolError(
+            "invalid_regex",
+            f"'pattern' is not a valid regular expression ({reason}); fix it, "
+            "or escape special characters such as ( [ . * with a backslash",
+        )
+    return ToolError(
+        "invalid_regex",
+        f"'pattern' uses a feature the linear-time search engine (RE2) does not support ({reason}): "
+        "backreferences (\\1), lookahead/lookbehind ((?=, (?!, (?<=, (?<!), atomic groups and "
+        "possessive quantifiers cannot be used; rewrite the pattern without them (e.g. search for "
+        "the candidates and check them with filesystem.read_file)",
+    )
 
 
-def _text(chunk: bytes | str) -> str:
-    return chunk.decode("utf-8", "replace") if isinstance(chunk, bytes) else chunk
+@attrs.define(kw_only=True)
+class Hit:
+    line: int
+    content: str
+    before: list[str] | None = None
+    after: list[str] | None = None
+    missing_after: int = 0
 
 
-def search(buf: bytes | str, regex: re.Pattern[Any], path: str, limit: int, context: int) -> list[dict[str, Any]]:
-    """Matching lines of ``buf`` (one entry per line), at most ``limit``."""
-    nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
-    end = len(buf)
-    out: list[dict[str, Any]] = []
-    line_no, counted, pos = 1, 0, 0
-    trailing_nl = end > 0 and buf[end - 1 :] == nl
-    while len(out) < limit:
-        found = regex.search(buf, pos)
+def _text(raw: bytes) -> str:
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    return raw.decode("utf-8", "replace")
+
+
+def _cut(raw: bytes, at: int = 0) -> str:
+    """The line ``raw`` for output: whole when short, else a window that shows the match at ``at``."""
+    if len(raw) <= MAX_CONTENT_CHARS:
+        text = _text(raw)
+        if len(text) <= MAX_CONTENT_CHARS:
+            return text
+    lead = max(0, min(at - LEAD_CHARS, len(raw) - MAX_CONTENT_CHARS))
+    window = raw[lead : lead + MAX_CONTENT_CHARS * 4]
+    text = _text(window) if lead + len(window) >= len(raw) else window.decode("utf-8", "replace")
+    head = "…" if lead else ""
+    if lead:
+        text = text.lstrip("\ufffd")  # a character cut in half by the window
+    if len(text) > MAX_CONTENT_CHARS or lead + len(window) < len(raw):
+        return head + text[:MAX_CONTENT_CHARS] + "…"
+    return head + text
+
+
+class FileScan:
+    """The matches of one file, read in chunks; ``want`` bounds what is kept (None: count only)."""
+
+    def __init__(
+        self,
+        matcher: Matcher,
+        *,
+        want: int | None,
+        before: int,
+        after: int,
+        max_line: int,
+        cancelled: threading.Event | None,
+    ) -> None:
+        self.regex = matcher.regex
+        self.want = want
+        self.before = before
+        self.after = after
+        self.max_line = max_line
+        self.cancelled = cancelled
+        self.hits: list[Hit] = []
+        self.count = 0
+        self._line = 1  # number of the first line of the next region
+        self._last = 0  # last line reported (a long line searched in pieces is reported once)
+        self._tail: deque[str] = deque(maxlen=before or 1)
+        self._pending: list[Hit] = []
+
+    @property
+    def done(self) -> bool:
+        return self.want is not None and len(self.hits) >= self.want and not self._pending
+
+    def run(self, read: Callable[[int], bytes]) -> None:
+        carry = b""
+        first = True
+        while not self.done:
+            if self.cancelled is not None and self.cancelled.is_set():
+                return
+            chunk = read(CHUNK)
+            if first:
+                first = False
+                if b"\x00" in chunk[:SNIFF]:
+                    return  # binary: skipped
+            if not chunk:
+                break
+            buf = carry + chunk if carry else chunk
+            cut = buf.rfind(b"\n") + 1
+            if cut:
+                self._region(buf[:cut], complete=True)
+                carry = buf[cut:]
+            else:
+                carry = buf
+            if len(carry) > self.max_line:
+                # A line longer than the cap: search what we have of it, keep none of it.
+                self._region(carry, complete=False)
+                carry = b""
+        if carry and not self.done:
+            self._region(carry, complete=True, final=True)
+
+    def _region(self, region: bytes, *, complete: bool, final: bool = False) -> None:
+        """Search ``region`` (whole lines when ``complete``; else a piece of one long line)."""
+        if self._pending:
+            self._fill_after(region)
+        search = self.regex.search
+        end = len(region)
+        pos = 0
+        line = self._line
+        counted = 0
+        while not self.done:
+            found = search(region, pos)
+            if found is None:
+                break
+            at = found.start()
+            if at >= end and ((complete and not final) or end == 0):
+                break
+            line += region.count(b"\n", counted, at)
+            counted = at
+            first = region.rfind(b"\n", 0, at) + 1
+            last = region.find(b"\n", at)
+            last = end if last < 0 else last
+            if line != self._last:
+                self._last = line
+                self.count += 1
+                if self.want is not None and len(self.hits) < self.want:
+                    self._record(region, line, first, last, at, complete)
+            pos = last + 1
+            if pos > end:
+                break
+        self._line += region.count(b"\n")
+        if self.before and complete:
+            self._remember_tail(region)
+
+    def _record(self, region: bytes, line: int, first: int, last: int, at: int, complete: bool) -> None:
+        hit = Hit(line=line, content=_cut(region[first:last], at - first))
+        if self.before:
+            lines: list[str] = []
+            cursor = first
+            while len(lines) < self.before and cursor > 0:
+                previous = region.rfind(b"\n", 0, cursor - 1) + 1
+                lines.append(_cut(region[previous : cursor - 1]))
+                cursor = previous
+            if len(lines) < self.before and cursor == 0:
+                older = list(self._tail)[-(self.before - len(lines)) :] if self._tail else []
+                lines.extend(reversed(older))
+            hit.before = lines[::-1]
+        if self.after:
+            hit.after = []
+            cursor = last
+            end = len(region)
+            while len(hit.after) < self.after and cursor + 1 < end:
+                following = region.find(b"\n", cursor + 1)
+                following = end if following < 0 else following
+                hit.after.append(_cut(region[cursor + 1 : following]))
+                cursor = following
+            hit.missing_after = self.after - len(hit.after) if complete else 0
+            if hit.missing_after:
+                self._pending.append(hit)
+        self.hits.append(hit)
+
+    def _fill_after(self, region: bytes) -> None:
+        cursor = -1
+        end = len(region)
+        lines: list[str] = []
+        need = max(h.missing_after for h in self._pending)
+        while len(lines) < need and cursor + 1 < end:
+            following = region.find(b"\n", cursor + 1)
+            following = end if following < 0 else following
+            lines.append(_cut(region[cursor + 1 : following]))
+            cursor = following
+        for hit in self._pending:
+            taken = lines[: hit.missing_after]
+            assert hit.after is not None
+            hit.after.extend(taken)
+            hit.missing_after -= len(taken)
+        self._pending = [h for h in self._pending if h.missing_after]
+
+    def _remember_tail(self, region: bytes) -> None:
+        cursor = len(region) - 1  # the region ends with a newline
+        lines: list[str] = []
+        while len(lines) < self.before and cursor > 0:
+            previous = region.rfind(b"\n", 0, cursor) + 1
+            lines.append(_cut(region[previous:cursor]))
+            cursor = previous - 1
+        self._tail.extend(reversed(lines))
+
+    def finish(self) -> None:
+        self._pending = []
+
+
+def scan_multiline(data: bytes, matcher: Matcher, want: int | None) -> tuple[list[Hit], int]:
+    """Matches that may span lines: each reported at its first line, with the lines it covers."""
+    if b"\x00" in data[:SNIFF]:
+        return [], 0
+    hits: list[Hit] = []
+    count = 0
+    line, counted, pos = 1, 0, 0
+    end = len(data)
+    while True:
+        found = matcher.regex.search(data, pos)
         if found is None:
             break
-        at = found.start()
-        if at >= end and (trailing_nl or end == 0):
+        at, stop = found.start(), found.end()
+        if at >= end and end and data.endswith(b"\n"):
             break
-        line_no += buf.count(nl, counted, at)
+        line += data.count(b"\n", counted, at)
         counted = at
-        first = buf.rfind(nl, 0, at) + 1
-        last = buf.find(nl, at)
-        if last < 0:
-            last = end
-        entry: dict[str, Any] = {"path": path, "line": line_no, "content": _cut(_text(buf[first:last]))}
-        if context:
-            before, cursor = [], first
-            for _ in range(context):
-                if cursor == 0:
-                    break
-                previous = buf.rfind(nl, 0, cursor - 1) + 1
-                before.append(_cut(_text(buf[previous : cursor - 1])))
-                cursor = previous
-            after, cursor = [], last
-            for _ in range(context):
-                if cursor >= end - 1:
-                    break
-                following = buf.find(nl, cursor + 1)
-                following = end if following < 0 else following
-                after.append(_cut(_text(buf[cursor + 1 : following])))
-                cursor = following
-            entry["before"] = before[::-1]
-            entry["after"] = after
-        out.append(entry)
-        pos = last + 1
+        count += 1
+        if want is None or len(hits) < want:
+            first = data.rfind(b"\n", 0, at) + 1
+            last = data.find(b"\n", max(stop - 1, at))
+            last = end if last < 0 else last
+            block = data[first:last]
+            text = block.decode("utf-8", "replace").replace("\r\n", "\n")
+            if len(text) > MAX_CONTENT_CHARS * 4:
+                text = text[: MAX_CONTENT_CHARS * 4] + "…"
+            hits.append(Hit(line=line, content=text))
+        pos = stop if stop > at else at + 1
         if pos > end:
             break
-    return out
+    return hits, count
 
 
-def read_file_at(dir_fd: int, name: str) -> bytes | None:
-    """The whole file ``name`` (never through a link); None if it cannot be opened."""
+def _open_at(dir_fd: int, name: str) -> int | None:
     try:
-        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        return os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
-    try:
-        data = os.read(fd, READ_CHUNK)
-        if len(data) == READ_CHUNK:
-            chunks = [data]
-            while True:
-                more = os.read(fd, 1 << 22)
-                if not more:
+
+
+@attrs.define(kw_only=True)
+class Search:
+    """One grep call's settings and its paged output."""
+
+    matcher: Matcher
+    mode: str
+    before: int
+    after: int
+    offset: int
+    limit: int
+    max_line: int
+    max_multiline: int
+    cancelled: threading.Event | None
+    allow_hard_links: bool
+    entries: list[Any] = attrs.field(factory=list)
+    seen: int = 0  # output entries produced so far, including those skipped by ``offset``
+    hard_links: int = 0
+    too_large: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.seen > self.offset + self.limit
+
+    def _emit(self, entry: Any) -> None:
+        if self.offset <= self.seen < self.offset + self.limit + 1:
+            self.entries.append(entry)
+        self.seen += 1
+
+    def file(self, fd: int, path: str) -> None:
+        """Search one open file (closing it) and add its output entries."""
+        try:
+            st = os.fstat(fd)
+            if st.st_nlink > 1 and not self.allow_hard_links:
+                self.hard_links += 1
+                return
+            room = self.offset + self.limit + 1 - self.seen
+            want = 1 if self.mode == "files_with_matches" else (room if self.mode == "content" else None)
+            if self.matcher.multiline:
+                if st.st_size > self.max_multiline:
+                    self.too_large += 1
+                    return
+                hits, count = scan_multiline(_read_all(fd, self.max_multiline), self.matcher, want)
+            else:
+                scan = FileScan(
+                    self.matcher,
+                    want=want,
+                    before=self.before,
+                    after=self.after,
+                    max_line=self.max_line,
+                    cancelled=self.cancelled,
+                )
+                scan.run(lambda size: os.read(fd, size))
+                hits, count = scan.hits, scan.count
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        if not count:
+            return
+        if self.mode == "files_with_matches":
+            self._emit(path)
+        elif self.mode == "count":
+            self._emit({"path": path, "count": count})
+        else:
+            for hit in hits:
+                if self.full:
                     break
-                chunks.append(more)
-            data = b"".join(chunks)
-        return data
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+                entry: dict[str, Any] = {"path": path, "line": hit.line, "content": hit.content}
+                if hit.before is not None:
+                    entry["before"] = hit.before
+                if hit.after is not None:
+                    entry["after"] = hit.after
+                self._emit(entry)
 
 
-def grep_bytes(data: bytes, matcher: Matcher, path: str, limit: int, context: int) -> list[dict[str, Any]]:
-    if b"\x00" in data[:SNIFF]:
-        return []
-    if matcher.data is not None and data.isascii():
-        if matcher.data.search(data) is None:
-            return []
-        return search(data, matcher.data, path, limit, context)
-    text = data.decode("utf-8", "replace")
-    if matcher.text.search(text) is None:
-        return []
-    return search(text, matcher.text, path, limit, context)
+def _read_all(fd: int, limit: int) -> bytes:
+    chunks = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 class Grep(FilesystemTool):
@@ -145,19 +416,27 @@ class Grep(FilesystemTool):
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
-        matcher = Matcher(_args.text(args, "pattern"), _args.flag(args, "case_insensitive"))
-        context = _args.integer(args, "context", default=0, minimum=0, maximum=MAX_CONTEXT) or 0
+        settings = fs.settings
+        search = self._search(args, ctx)
         file_filter = self._filter(args)
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
-        settings = fs.settings
-        want = settings.max_grep_matches + 1  # one more than shown tells us to announce truncation
-        found: list[dict[str, Any]] = []
         try:
             top = start(loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
         except ToolError as exc:
             if exc.code != "not_directory":
                 raise
-            return self._fit(self._one_file(resolved, loc, matcher, context, want), ctx)
+            from ._fsio import open_regular
+
+            fs.refuse_ignored(resolved, loc)
+            fd, st = open_regular(loc)
+            try:
+                fs.refuse_hard_link(st, loc.display)
+            except ToolError:
+                os.close(fd)
+                raise
+            search.file(fd, loc.display)
+            del fd
+            return self._fit(self._finish(search, None, None), ctx)
         walk = Walk(limit=settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
         gate = WalkGate(ctx, fs.root)
         cut = len(top.rel) + 1 if top.rel else 0
@@ -174,58 +453,100 @@ class Grep(FilesystemTool):
                         continue
                     if directory.file_ignored(entry.name):
                         continue
-                    if gate.refused(top.display(rel)):
+                    shown = top.display(rel)
+                    if gate.refused(shown):
                         continue
-                    data = read_file_at(directory.fd, entry.name)
-                    if data is None:
-                        continue
-                    found.extend(grep_bytes(data, matcher, printable(top.display(rel)), want - len(found), context))
-                    if len(found) >= want:
+                    opened = _open_at(directory.fd, entry.name)
+                    if opened is not None:
+                        search.file(opened, printable(shown))
+                    if search.full:
                         break
-                if len(found) >= want:
+                if search.full:
                     break
         finally:
             os.close(top.fd)
-        return self._fit(self._finish(found, walk, gate), ctx)
+        return self._fit(self._finish(search, walk, gate), ctx)
+
+    def _search(self, args: dict[str, Any], ctx: CallContext) -> Search:
+        settings = self.fs.settings
+        mode = _args.choice(args, "output_mode", MODES, default="content")
+        context = _args.integer(args, "context", default=0, minimum=0, maximum=MAX_CONTEXT) or 0
+        before = _args.integer(args, "before_context", default=context, minimum=0, maximum=MAX_CONTEXT) or 0
+        after = _args.integer(args, "after_context", default=context, minimum=0, maximum=MAX_CONTEXT) or 0
+        default_limit = settings.max_grep_matches if mode == "content" else settings.max_glob_results
+        limit = _args.integer(args, "head_limit", default=default_limit, minimum=1, maximum=MAX_HEAD_LIMIT)
+        offset = _args.integer(args, "offset", default=0, minimum=0)
+        matcher = Matcher(
+            _args.text(args, "pattern"), _args.flag(args, "case_insensitive"), multiline=_args.flag(args, "multiline")
+        )
+        assert limit is not None and offset is not None
+        if mode != "content" or matcher.multiline:
+            before = after = 0
+        return Search(
+            matcher=matcher,
+            mode=mode,
+            before=before,
+            after=after,
+            offset=offset,
+            limit=limit,
+            max_line=settings.max_grep_line_bytes,
+            max_multiline=settings.max_edit_bytes,
+            cancelled=ctx.cancelled,
+            allow_hard_links=settings.allow_hard_links,
+        )
 
     def _fit(self, results: list[Any], ctx: CallContext) -> ToolResult:
-        note = "narrow the search with a more specific pattern, 'glob' or 'path', or less context"
+        note = "narrow the search with a more specific pattern, 'glob', 'type' or 'path', or less context"
         return ToolResult.json(fit_list(results, result_cap(ctx), note))
 
     def _filter(self, args: dict[str, Any]) -> Callable[[str, str], bool] | None:
+        checks: list[Callable[[str, str], bool]] = []
+        kind = args.get("type")
+        if kind is not None and kind != "":
+            name = _args.text(args, "type")
+            suffixes = FILE_TYPES.get(name)
+            if suffixes is None:
+                raise ToolError(
+                    "invalid_args",
+                    f"'type' {name!r} is not a known file type; use one of {', '.join(sorted(FILE_TYPES))}, "
+                    "or filter by name with 'glob'",
+                )
+            checks.append(lambda n, rel: n.endswith(suffixes))
         raw = args.get("glob")
-        if raw is None or raw == "":
-            return None
-        text = _args.text(args, "glob")
-        if "/" not in text.strip("/"):
-            named = compile_glob("**/" + text.strip("/"), argument="glob").name_regex
+        if raw is not None and raw != "":
+            text = _args.text(args, "glob")
+            named = (
+                compile_glob("**/" + text.strip("/"), argument="glob").name_regex
+                if "/" not in text.strip("/")
+                else None
+            )
             if named is not None:
                 match = named.match
-                return lambda name, rel: match(name) is not None
-        pattern = compile_glob(text, argument="glob")
-        return lambda name, rel: pattern.regex.match(rel) is not None
+                checks.append(lambda n, rel: match(n) is not None)
+            else:
+                pattern = compile_glob(text, argument="glob")
+                checks.append(lambda n, rel: pattern.regex.match(rel) is not None)
+        if not checks:
+            return None
+        if len(checks) == 1:
+            return checks[0]
+        return lambda n, rel: all(check(n, rel) for check in checks)
 
-    def _one_file(self, resolved: Any, loc: Any, matcher: Matcher, context: int, want: int) -> list[Any]:
-        from ._fsio import open_regular, read_all
-
-        self.fs.refuse_ignored(resolved, loc)
-        fd, _ = open_regular(loc)
-        found = grep_bytes(read_all(fd), matcher, loc.display, want, context)
-        return self._finish(found, None)
-
-    def _finish(self, found: list[dict[str, Any]], walk: Walk | None, gate: WalkGate | None = None) -> list[Any]:
-        limit = self.fs.settings.max_grep_matches
-        results: list[Any] = found[:limit]
-        skipped = gate.note() if gate is not None else None
-        if skipped is not None:
-            results.append(skipped)
-        if len(found) > limit:
-            results.append(
-                truncation(
-                    f"more than {limit} matching lines (max_grep_matches); narrow the search "
-                    "with a more specific pattern, 'glob' or 'path'"
-                )
+    def _finish(self, search: Search, walk: Walk | None, gate: WalkGate | None) -> list[Any]:
+        results: list[Any] = search.entries[: search.limit]
+        notes = _notes(search, gate)
+        results.extend(notes)
+        if search.full:
+            what = {"content": "matching lines", "files_with_matches": "files", "count": "files"}[search.mode]
+            next_offset = search.offset + search.limit
+            note = truncation(
+                f"more than {search.limit} {what} from offset {search.offset} (head_limit, by default "
+                f"{'max_grep_matches' if search.mode == 'content' else 'max_glob_results'}); call again with "
+                f"offset={next_offset} for the next ones, or narrow the search with a more specific "
+                "pattern, 'glob', 'type' or 'path'"
             )
+            note["next_offset"] = next_offset
+            results.append(note)
         elif walk is not None and walk.truncated:
             results.append(truncation(walk_note(self.fs.settings.max_walk_entries, "the search")))
         elif walk is not None and walk.stopped:
@@ -233,3 +554,19 @@ class Grep(FilesystemTool):
         elif walk is not None and walk.too_deep:
             results.append(truncation("directories nested deeper than 128 levels were not searched"))
         return results
+
+
+def _notes(search: Search, gate: WalkGate | None) -> Iterator[dict[str, Any]]:
+    skipped = gate.note() if gate is not None else None
+    if skipped is not None:
+        yield skipped
+    if search.hard_links:
+        yield {
+            "skipped_hard_links": search.hard_links,
+            "note": f"{search.hard_links} hard-linked files were not searched (allow_hard_links is false)",
+        }
+    if search.too_large:
+        yield {
+            "skipped_too_large": search.too_large,
+            "note": f"{search.too_large} files larger than max_edit_bytes were not searched in multiline mode",
+        }

@@ -1,7 +1,15 @@
-"""filesystem.read_file: a page of a text file's lines, recorded in the read tracker."""
+"""filesystem.read_file: a page of a text file's lines, recorded in the read tracker.
+
+The file is streamed once in fixed-size chunks: all of it is hashed (for the tracker) and its
+newlines counted, but only the lines of the page are cut out, and of each line only what can be
+shown is kept — one 200 MB line costs the same memory as a short one, and time linear in its
+length.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from typing import Any, BinaryIO
 
 import attrs
@@ -13,64 +21,132 @@ from ._fsio import open_regular
 
 CHUNK = 1 << 20
 SNIFF = 8192
+#: Worst-case UTF-8 bytes per character: how many bytes to keep for N characters.
+UTF8_MAX = 4
+
+
+@attrs.frozen(kw_only=True)
+class Line:
+    number: int
+    text: str  # the part shown (from ``column``), without the line ending
+    rest: int  # bytes of the line after the part shown (0: the line is complete)
 
 
 @attrs.frozen(kw_only=True)
 class Page:
-    lines: list[str]
+    lines: list[Line]
     total: int
     next_offset: int | None
     size: int
     digest: bytes
-    line_cut: bool
 
 
 def binary_refusal(display: str) -> ToolError:
     return ToolError(
         "binary_file",
         f"{display} looks binary (it contains NUL bytes); the filesystem tools "
-        "read text only — use filesystem.list_directory to see its size",
+        "read text only — use filesystem.file_info to see its size and type",
     )
 
 
-def read_page(handle: BinaryIO, *, offset: int, limit: int | None, budget: int, display: str) -> Page:
-    """Stream the file once: hash all of it, count its lines, keep lines ``offset``.. that fit."""
-    import hashlib
+class _LineCutter:
+    """Collects the page's lines from a stream of chunks, keeping a bounded part of each."""
 
+    def __init__(self, *, offset: int, limit: int, budget: int, max_chars: int, column: int) -> None:
+        self.offset = offset
+        self.limit = limit
+        self.budget = budget
+        self.max_chars = max_chars
+        self.column = column  # 1-based character of the first line to start at
+        self.lines: list[Line] = []
+        self.used = 0
+        self.number = 1  # the line being read
+        self.pieces: list[bytes] = []
+        self.kept = 0  # bytes of the current line held in ``pieces``
+        self.length = 0  # bytes of the current line seen so far
+        self.next_offset: int | None = None
+        self.full = False
+
+    def _keep_bytes(self) -> int:
+        skip = self.column - 1 if self.number == self.offset else 0
+        return (skip + self.max_chars + 1) * UTF8_MAX
+
+    def feed(self, chunk: bytes) -> None:
+        if self.full:
+            return
+        if not self.pieces and not self.length and self.number + chunk.count(b"\n") < self.offset:
+            self.number += chunk.count(b"\n")  # wholly before the page: count, keep nothing
+            return
+        pos = 0
+        end = len(chunk)
+        while pos <= end and not self.full:
+            at = chunk.find(b"\n", pos)
+            stop = end if at < 0 else at
+            if self.number >= self.offset:
+                room = self._keep_bytes() - self.kept
+                if room > 0 and stop > pos:
+                    piece = chunk[pos : min(stop, pos + room)]
+                    self.pieces.append(piece)
+                    self.kept += len(piece)
+            self.length += stop - pos
+            if at < 0:
+                return
+            self._finish()
+            pos = at + 1
+            if pos == end:
+                return
+
+    def _finish(self) -> None:
+        if self.number >= self.offset:
+            raw = b"".join(self.pieces)
+            length = self.length
+            whole = len(raw) == length
+            if whole and raw.endswith(b"\r"):
+                raw, length = raw[:-1], length - 1
+            text = raw.decode("utf-8", "replace")
+            skip = self.column - 1 if self.number == self.offset else 0
+            shown = text[skip : skip + self.max_chars]
+            if whole and skip + len(shown) >= len(text):
+                rest = 0
+            else:
+                rest = max(1, length - len(text[: skip + len(shown)].encode("utf-8")))
+            if self.lines and self.used + len(shown) + 8 > self.budget:
+                self.next_offset = self.number
+                self.full = True
+                return
+            self.lines.append(Line(number=self.number, text=shown, rest=rest))
+            self.used += len(shown) + 8
+            if len(self.lines) >= self.limit:
+                self.next_offset = self.number + 1
+                self.full = True
+        self.number += 1
+        self.pieces = []
+        self.kept = 0
+        self.length = 0
+
+    def close(self) -> None:
+        """The file ended: the last line, if it had no newline."""
+        if not self.full and (self.length or self.pieces):
+            self._finish()
+
+
+def read_page(
+    handle: BinaryIO,
+    *,
+    offset: int,
+    limit: int,
+    budget: int,
+    display: str,
+    max_chars: int = 2000,
+    column: int = 1,
+) -> Page:
+    """Stream the file once: hash all of it, count its lines, keep the page's lines."""
     hasher = hashlib.blake2b(digest_size=16)
-    lines: list[str] = []
-    used = 0
-    index = 0  # number of the last line split off
+    cutter = _LineCutter(offset=offset, limit=limit, budget=budget, max_chars=max_chars, column=column)
     newlines = 0
     size = 0
     last = b""
-    pending = b""
-    collecting = True
-    next_offset: int | None = None
-    line_cut = False
     first = True
-
-    def take(raw: bytes) -> bool:
-        """Consider line ``index``; False once the page is full."""
-        nonlocal used, next_offset, line_cut
-        if index < offset:
-            return True
-        if limit is not None and len(lines) >= limit:
-            next_offset = index
-            return False
-        cost = len(raw) + 1
-        if used + cost > budget:
-            if lines:
-                next_offset = index
-                return False
-            raw = raw[:budget]  # one line longer than the whole budget: return its start
-            line_cut = True
-            next_offset = index + 1
-        used += cost
-        text = raw.decode("utf-8", "replace")
-        lines.append(text[:-1] if text.endswith("\r") else text)
-        return not line_cut
-
     while True:
         chunk = handle.read(CHUNK)
         if first:
@@ -83,24 +159,41 @@ def read_page(handle: BinaryIO, *, offset: int, limit: int | None, budget: int, 
         hasher.update(chunk)
         newlines += chunk.count(b"\n")
         last = chunk[-1:]
-        if not collecting:
-            continue
-        parts = (pending + chunk).split(b"\n")
-        pending = parts.pop()
-        for raw in parts:
-            index += 1
-            if not take(raw):
-                collecting = False
-                break
-        if not collecting:
-            pending = b""
-    if collecting and pending:
-        index += 1
-        take(pending)
+        cutter.feed(chunk)
+    cutter.close()
     total = newlines + (1 if size and last != b"\n" else 0)
+    next_offset = cutter.next_offset
     if next_offset is not None and next_offset > total:
         next_offset = None
-    return Page(lines=lines, total=total, next_offset=next_offset, size=size, digest=hasher.digest(), line_cut=line_cut)
+    return Page(lines=cutter.lines, total=total, next_offset=next_offset, size=size, digest=hasher.digest())
+
+
+def render_text(page: Page, *, display: str, offset: int, column: int) -> str:
+    """``cat -n`` style: the right-aligned line number, a tab, the line; notes in brackets."""
+    if page.total == 0:
+        return f"[{display} is empty]"
+    if not page.lines:
+        return (
+            f"[offset {offset} is past the end of {display}, which has {page.total} "
+            f"line{'s' if page.total != 1 else ''}; read from an offset between 1 and {page.total}]"
+        )
+    width = len(str(page.lines[-1].number))
+    out = []
+    for line in page.lines:
+        text = line.text
+        if line.rest:
+            shown_to = (column - 1 if line.number == offset else 0) + len(line.text)
+            text += (
+                f" [… line continues: {line.rest} more bytes; read them with offset={line.number}, "
+                f"limit=1, column={shown_to + 1}]"
+            )
+        out.append(f"{line.number:>{width}}\t{text}")
+    first, last = page.lines[0].number, page.lines[-1].number
+    if page.next_offset is not None:
+        out.append(f"[lines {first}-{last} of {page.total}; more follow: call again with offset={page.next_offset}]")
+    elif first > 1:
+        out.append(f"[end of file: lines {first}-{last} of {page.total}]")
+    return "\n".join(out)
 
 
 def fit_page(data: dict[str, Any], cap: int) -> dict[str, Any]:
@@ -132,6 +225,70 @@ def fit_page(data: dict[str, Any], cap: int) -> dict[str, Any]:
     return fitted
 
 
+def fit_text(text: str, cap: int) -> str:
+    """Cut a text page to ``cap`` bytes at a line boundary, saying where to continue."""
+    if not cap or len(text.encode("utf-8")) <= cap:
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        cost = len(line.encode("utf-8")) + 1
+        if used + cost > cap - 200:
+            break
+        out.append(line)
+        used += cost
+    number = None
+    if out and "\t" in out[-1]:
+        head = out[-1].split("\t", 1)[0].strip()
+        number = int(head) + 1 if head.isdigit() else None
+    hint = f"call again with offset={number}" if number else "read fewer lines with 'limit'"
+    out.append(f"[the page was cut to fit max_result_bytes ({cap} bytes); {hint}]")
+    return "\n".join(out)
+
+
+def read_lines(
+    fs: Any,
+    fd: int,
+    st: Any,
+    loc: Any,
+    resolved: Any,
+    ctx: CallContext,
+    *,
+    offset: int,
+    limit: int,
+    column: int = 1,
+) -> Page:
+    """Page one open file (closing it); records the read in the tracker."""
+    settings = fs.settings
+    with open(fd, "rb", closefd=True) as handle:
+        page = read_page(
+            handle,
+            offset=offset,
+            limit=limit,
+            budget=settings.max_read_bytes,
+            display=loc.display,
+            max_chars=settings.max_line_chars,
+            column=column,
+        )
+    fs.tracker.record(
+        ctx.conversation_id, str(resolved.path), size=page.size, mtime_ns=st.st_mtime_ns, data_digest=page.digest
+    )
+    return page
+
+
+def open_for_reading(fs: Any, loc: Any, resolved: Any) -> tuple[int, Any]:
+    """The file opened (ignore rules and hard links checked); the caller closes the descriptor."""
+    fs.refuse_ignored(resolved, loc)
+    fd, st = open_regular(loc)
+    try:
+        fs.refuse_hard_link(st, loc.display)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 class ReadFile(FilesystemTool):
     definition = load_tool_definition(__package__, "read_file")
     required_access_level = AccessLevel.READ
@@ -140,25 +297,37 @@ class ReadFile(FilesystemTool):
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read")
         offset = _args.integer(args, "offset", default=1, minimum=1)
-        limit = _args.integer(args, "limit", default=None, minimum=1)
-        assert offset is not None
-        fs.refuse_ignored(resolved, loc)
-        fd, st = open_regular(loc)
-        with open(fd, "rb", closefd=True) as handle:
-            page = read_page(handle, offset=offset, limit=limit, budget=fs.settings.max_read_bytes, display=loc.display)
-        fs.tracker.record(
-            ctx.conversation_id, str(resolved.path), size=page.size, mtime_ns=st.st_mtime_ns, data_digest=page.digest
-        )
+        limit = _args.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
+        column = _args.integer(args, "column", default=1, minimum=1)
+        form = _args.choice(args, "format", ("text", "json"), default="text")
+        assert offset is not None and limit is not None and column is not None
+        from ._media import media_result
+
+        fd, st = open_for_reading(fs, loc, resolved)
+        try:
+            media = media_result(fs, fd, st, loc, resolved)
+        except BaseException:
+            os.close(fd)
+            raise
+        if media is not None:
+            os.close(fd)
+            return media
+        page = read_lines(fs, fd, st, loc, resolved, ctx, offset=offset, limit=limit, column=column)
+        if form == "text":
+            text = render_text(page, display=loc.display, offset=offset, column=column)
+            return ToolResult(text=fit_text(text, result_cap(ctx)))
         data: dict[str, Any] = {
             "path": loc.display,
             "total": page.total,
             "start": offset,
-            "lines": page.lines,
+            "lines": [line.text for line in page.lines],
             "truncated": page.next_offset is not None,
             "next_offset": page.next_offset,
         }
-        if page.line_cut:
+        if any(line.rest for line in page.lines):
             data["line_truncated"] = True
+        if not page.lines and page.total and offset > page.total:
+            data["note"] = f"offset {offset} is past the end of the file ({page.total} lines)"
         return ToolResult.json(fit_page(data, result_cap(ctx)))
 
     def anchor_key(self, args: dict[str, Any]) -> str | None:

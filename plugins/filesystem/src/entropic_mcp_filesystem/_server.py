@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -204,6 +205,37 @@ class FilesystemServer(MCPServerBase):
                 "written. Check the path with filesystem.list_directory and call again",
             )
         return resolved, locate(resolved, self.root)
+
+    def refuse_hard_link(self, st: os.stat_result, display: str) -> None:
+        """Refuse a regular file with several names unless ``allow_hard_links`` (see decisions.md).
+
+        A hard link inside the root can name a file outside it (a key, another project's
+        config); nothing in the path shows it, so the only safe reading is "several names".
+        """
+        if st.st_nlink > 1 and not self.settings.allow_hard_links and stat.S_ISREG(st.st_mode):
+            raise ToolError(
+                "hard_link",
+                f"{display} is a hard link (the file has {st.st_nlink} names, which may lie outside the "
+                "project), so the filesystem tools do not read or write it; if hard links in this "
+                "project are trusted, set allow_hard_links = true under [servers.filesystem]",
+            )
+
+    def inspect_existing(self, display: str) -> Callable[[os.stat_result], None]:
+        """What write_file and edit_file check before reading the file they replace."""
+
+        def inspect(st: os.stat_result) -> None:
+            self.refuse_hard_link(st, display)
+            limit = self.settings.max_edit_bytes
+            if st.st_size > limit:
+                raise ToolError(
+                    "too_large",
+                    f"{display} is {st.st_size} bytes, more than max_edit_bytes ({limit}) under "
+                    "[servers.filesystem], so it is not rewritten or edited here (that would hold it "
+                    "whole in memory); edit it with a tool made for large files, or ask the user to "
+                    "raise the limit",
+                )
+
+        return inspect
 
     def refuse_ignored(self, resolved: ResolvedPath, loc: Location, *, write: bool = False) -> None:
         """Refuse a path the root's ``.entropicignore`` excludes (``ignored``), and writes into ``.git``.

@@ -19,6 +19,12 @@ CONFIG_KEYS = frozenset(
         "max_walk_entries",
         "max_glob_results",
         "max_grep_matches",
+        "allow_hard_links",
+        "read_page_lines",
+        "max_line_chars",
+        "max_edit_bytes",
+        "max_media_bytes",
+        "max_grep_line_bytes",
     }
 )
 
@@ -28,6 +34,11 @@ LIMITS = {
     "max_walk_entries": (250_000, 1),
     "max_glob_results": (500, 1),
     "max_grep_matches": (100, 1),
+    "read_page_lines": (2000, 1),
+    "max_line_chars": (2000, 80),
+    "max_edit_bytes": (10 * 1024 * KIB, 1 * KIB),
+    "max_media_bytes": (5 * 1024 * KIB, 1 * KIB),
+    "max_grep_line_bytes": (1024 * KIB, 1 * KIB),
 }
 
 
@@ -40,6 +51,18 @@ class Settings:
     max_walk_entries: int = LIMITS["max_walk_entries"][0]
     max_glob_results: int = LIMITS["max_glob_results"][0]
     max_grep_matches: int = LIMITS["max_grep_matches"][0]
+    #: Lines read_file returns per page (text form).
+    read_page_lines: int = LIMITS["read_page_lines"][0]
+    #: Characters of one line read_file shows before a continuation marker.
+    max_line_chars: int = LIMITS["max_line_chars"][0]
+    #: Largest existing file write_file and edit_file replace (they read it whole to check it).
+    max_edit_bytes: int = LIMITS["max_edit_bytes"][0]
+    #: Largest image or PDF read_file returns as MCP content.
+    max_media_bytes: int = LIMITS["max_media_bytes"][0]
+    #: Longest line grep holds at once; a longer one is searched in pieces of this size.
+    max_grep_line_bytes: int = LIMITS["max_grep_line_bytes"][0]
+    #: A regular file with more than one name may be a hard link to a file outside the root.
+    allow_hard_links: bool = False
 
 
 def settings_from_table(server: str, table: Mapping[str, Any]) -> Settings:
@@ -50,6 +73,11 @@ def settings_from_table(server: str, table: Mapping[str, Any]) -> Settings:
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ConfigError(f"{where} {key}: expected an integer >= {minimum}, got {value!r}")
+        values[key] = value
+    for key in ("allow_hard_links",):
+        value = table.get(key, False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} {key}: expected true or false, got {value!r}")
         values[key] = value
     policy_args: dict[str, Any] = {}
     if "allow_outside_root" in table:

@@ -55,7 +55,7 @@ class WriteFile(FilesystemTool):
             written_data = text.encode("utf-8")
             return written_data
 
-        written = write_atomic(loc, render)
+        written = write_atomic(loc, render, inspect=fs.inspect_existing(loc.display))
         fs.tracker.record(
             ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(written_data)
         )
