@@ -119,6 +119,19 @@ def test_env_deny_hides_variables_and_env_set_adds_them(root: Path, monkeypatch:
     assert data["output"] == "unset kept hello\n"
 
 
+@pytest.mark.parametrize("bash", [{}, {"env_deny": ["*_SECRET"]}, {"env_set": {"ENTROPIC_MCP_TOKEN": "set-by-config"}}])
+def test_entropic_variables_never_reach_a_command(
+    root: Path, monkeypatch: pytest.MonkeyPatch, bash: dict[str, object]
+) -> None:
+    # The serve token (and every ENTROPIC_MCP_* variable) is removed whatever env_deny says.
+    monkeypatch.setenv("ENTROPIC_MCP_TOKEN", "serve-token-value")
+    monkeypatch.setenv("ENTROPIC_MCP_CONFIG", "/some/config.toml")
+    _, data = run(root, "env; cat /proc/$$/environ | tr '\\0' '\\n'", bash=bash)
+    assert "ENTROPIC_MCP" not in data["output"]
+    assert "serve-token-value" not in data["output"]
+    assert "PATH=" in data["output"]
+
+
 def test_timeout_stops_the_whole_group_and_returns_partial_output(root: Path) -> None:
     command = "trap '' TERM; sleep 1000 & echo $!; (trap '' TERM; sleep 1000) & echo $!; echo $$; sleep 1000"
     kind, data = run(root, command, timeout_seconds=0.5)

@@ -59,7 +59,11 @@ def test_redirect_targets_resolve_against_the_directory_cd_reaches(tmp_path: Pat
         for f in analyse("echo a > one; cd sub && echo b > two; cd /etc; echo c >> passwd 2>/dev/null", tmp_path)
         if isinstance(f, Write)
     ]
-    assert writes == [tmp_path / "one", tmp_path / "sub" / "two", Path("/etc/passwd")]
+    # cd may fail, or run in a subshell or a branch: every directory it may be in is checked.
+    assert writes[0] == tmp_path / "one"
+    assert tmp_path / "sub" / "two" in writes
+    assert Path("/etc/passwd") in writes
+    assert tmp_path / "passwd" in writes
 
 
 def test_descriptor_duplication_is_not_a_write() -> None:

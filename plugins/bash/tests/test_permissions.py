@@ -165,7 +165,7 @@ def test_prefix_rule_with_subcommand(root: Path) -> None:
         "PATH=/tmp/x; ls",
         "export PATH=/tmp/x; ls",
         "declare -x LD_PRELOAD=/x.so; ls",
-        "xargs -0 rm",
+        "xargs -I{} rm {}",
         "eval $x",
         'bash -c "$x"',
     ],

@@ -28,7 +28,7 @@ def test_defaults(root: Path) -> None:
         600.0,
         65536,
     )
-    assert settings.environment() is None
+    assert "PATH" in settings.environment()
 
 
 def test_every_config_key_is_applied(root: Path, tmp_path: Path) -> None:

@@ -1,4 +1,9 @@
-"""Shell text → the simple commands and redirections in it, with tree-sitter-bash.
+"""Shell text → the simple commands, redirections and assignments in it, with tree-sitter-bash.
+
+The walk is a whitelist: every node type the analysis knows to be inert is listed; anything
+else, and every construct that makes bash evaluate text as code (arithmetic, array subscripts,
+``${x@P}``, ``${!x}``, backticks the parser did not see, ...), becomes a ``Flag`` — "not
+understood", never allowed by a rule.
 
 This module imports tree-sitter at import time; the rest of the plugin imports it lazily, on
 the first permission check, so loading the plugin stays cheap.
@@ -29,11 +34,119 @@ _DYNAMIC = frozenset(
         "ansi_c_string",
     }
 )
+#: Node types the walk understands; any other named node (``ERROR``, ``c_style_for_statement``,
+#: types a newer grammar adds) is flagged.
+_KNOWN = frozenset(
+    {
+        "program",
+        "comment",
+        "list",
+        "pipeline",
+        "redirected_statement",
+        "subshell",
+        "compound_statement",
+        "if_statement",
+        "elif_clause",
+        "else_clause",
+        "while_statement",
+        "for_statement",
+        "case_statement",
+        "case_item",
+        "do_group",
+        "negated_command",
+        "command",
+        "command_name",
+        "word",
+        "string",
+        "raw_string",
+        "string_content",
+        "simple_expansion",
+        "expansion",
+        "command_substitution",
+        "process_substitution",
+        "arithmetic_expansion",
+        "concatenation",
+        "variable_name",
+        "special_variable_name",
+        "variable_assignment",
+        "variable_assignments",
+        "subscript",
+        "file_redirect",
+        "heredoc_redirect",
+        "heredoc_start",
+        "heredoc_body",
+        "heredoc_content",
+        "heredoc_end",
+        "herestring_redirect",
+        "file_descriptor",
+        "number",
+        "test_command",
+        "binary_expression",
+        "unary_expression",
+        "parenthesized_expression",
+        "ternary_expression",
+        "postfix_expression",
+        "test_operator",
+        "regex",
+        "extglob_pattern",
+        "declaration_command",
+        "unset_command",
+        "function_definition",
+        "ansi_c_string",
+        "translated_string",
+        "brace_expression",
+        "array",
+    }
+)
+#: Textual nodes whose text between their children must hold no command substitution: one the
+#: parser did not turn into a node (a backtick in a here-doc body) would run unseen.
+_GAP_CHECKED = frozenset(
+    {
+        "word",
+        "string",
+        "string_content",
+        "heredoc_body",
+        "heredoc_content",
+        "number",
+        "regex",
+        "extglob_pattern",
+        "expansion",
+        "subscript",
+        "brace_expression",
+        "translated_string",
+        "concatenation",
+        "command_name",
+    }
+)
+_HIDDEN_CODE = re.compile(r"`|\$\(|\$\[")
+_HIDDEN_UNQUOTED = re.compile(r"[<>]\(")
+_ESCAPED = re.compile(r"\\.", re.DOTALL)
 #: Unquoted characters that make bash glob or brace-expand a word.
 _PATTERN_CHARS = re.compile(r"(?<!\\)(?:\\\\)*[*?\[{]")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _DQ_ESCAPE = re.compile(r"\\([$`\"\\\n])")
+#: ``${...}``: an optional ``#`` (length), the parameter, a literal subscript, then the operator.
+_EXPANSION = re.compile(
+    r"\$\{(?P<length>#?)(?P<name>[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!0-])"
+    r"(?P<subscript>\[[^\]]*\])?(?P<rest>.*)\}\Z",
+    re.DOTALL,
+)
+#: ``${!name[@]}``, ``${!prefix*}``: lists of names, not indirection.
+_NAME_LISTS = re.compile(r"\$\{![A-Za-z_][A-Za-z0-9_]*(?:\[[@*]\]|[@*])\}\Z")
+_WORD_OPERATORS = (":-", ":=", ":?", ":+", "-", "=", "?", "+")
+_PATTERN_OPERATORS = ("##", "#", "%%", "%", "//", "/#", "/%", "/", "^^", "^", ",,", ",")
+#: Transformations of ``${x@X}``; ``P`` (prompt expansion) runs code and is not among them.
+_SAFE_TRANSFORMS = frozenset("QEAaKkUuL")
+_OFFSET = re.compile(r":\s*-?\s*[0-9]+\s*(?::\s*-?\s*[0-9]+\s*)?\Z")
+#: Integer literals of arithmetic: ``12``, ``0x1f``, ``2#1010``.
+_ARITH_NUMBER = re.compile(r"\b(?:0[xX][0-9A-Fa-f]+|[0-9]+#[0-9A-Za-z@_]+|[0-9]+)\b")
+_ARITH_UNSAFE = re.compile(r"[A-Za-z_$`\[\]\\'\"{}@]")
+LITERAL_INDEX = re.compile(r"\[\s*(?:[0-9]+|@|\*)\s*\]\Z")
+#: ``[[ a -eq b ]]`` evaluates both sides as arithmetic.
+_ARITH_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_INTEGER = re.compile(r"-?[0-9]+\Z")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @attrs.frozen(kw_only=True)
@@ -50,11 +163,17 @@ class Word:
 
 @attrs.frozen(kw_only=True)
 class Command:
-    """A simple command: its words (command name first) and its leading assignments."""
+    """A simple command: its words (command name first) and the names it assigns.
+
+    ``declaration`` marks ``export``/``declare``/``local``/``readonly``/``typeset``/``unset``,
+    whose words are arguments rather than a program and whose ``assignments`` are the names
+    written as ``NAME=value`` nodes.
+    """
 
     words: tuple[Word, ...]
     assignments: tuple[str, ...] = ()
     text: str = ""
+    declaration: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -64,17 +183,34 @@ class Redirect:
     operator: str
     target: Word | None
     text: str
+    fd: str | None = None
 
 
 @attrs.frozen(kw_only=True)
 class Assignment:
-    """A standalone ``NAME=value`` (it changes the environment of the commands after it)."""
+    """A name the script sets outside a command: ``NAME=value``, ``for NAME in``, ``${NAME:=x}``."""
 
     name: str
     text: str
 
 
-Item = Command | Redirect | Assignment
+@attrs.frozen(kw_only=True)
+class Function:
+    """A function definition (its body is walked like any other code)."""
+
+    name: str
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class Flag:
+    """Something bash would evaluate that the analysis cannot prove harmless."""
+
+    text: str
+    reason: str
+
+
+Item = Command | Redirect | Assignment | Function | Flag
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +219,40 @@ class Script:
 
     items: tuple[Item, ...]
     complete: bool
+
+
+def expansion_problem(text: str) -> str | None:
+    """Why ``${...}`` is not harmless (code in it runs), or None; also returns ``"assigns NAME"``."""
+    if _NAME_LISTS.match(text):
+        return None
+    match = _EXPANSION.match(text)
+    if match is None:
+        return "indirect or unusual parameter expansion"
+    subscript = match["subscript"]
+    if subscript is not None and not LITERAL_INDEX.match(subscript):
+        return "array subscript evaluated as arithmetic"
+    rest = match["rest"]
+    if not rest:
+        return None
+    if match["length"]:
+        return "unusual parameter expansion"
+    for operator in _WORD_OPERATORS:
+        if rest.startswith(operator):
+            if operator in ("=", ":="):
+                return f"assigns {match['name']}"
+            return None
+    if rest.startswith(_PATTERN_OPERATORS):
+        return None
+    if rest.startswith("@"):
+        return None if len(rest) == 2 and rest[1] in _SAFE_TRANSFORMS else "prompt or unknown transformation"
+    if rest.startswith(":") and _OFFSET.match(rest):
+        return None
+    return "substring offset evaluated as arithmetic"
+
+
+def arithmetic_safe(inner: str) -> bool:
+    """True when an arithmetic expression holds only numbers and operators (no names to evaluate)."""
+    return not _ARITH_UNSAFE.search(_ARITH_NUMBER.sub("0", inner))
 
 
 class _Reader:
@@ -137,8 +307,7 @@ class _Reader:
         for child in node.named_children:
             kind = child.type
             if kind == "variable_assignment" and not words:
-                name = child.child_by_field_name("name")
-                assignments.append(self.text(name) if name is not None else self.text(child))
+                assignments.append(self.assigned_name(child))
             elif kind == "command_name":
                 inner = child.named_children
                 words.append(self.word(inner[0]) if len(inner) == 1 else Word(text=self.text(child), value=None))
@@ -148,27 +317,50 @@ class _Reader:
                 words.append(self.word(child))
         return Command(words=tuple(words), assignments=tuple(assignments), text=self.text(node))
 
+    def assigned_name(self, node: tree_sitter.Node) -> str:
+        name = node.child_by_field_name("name")
+        if name is None:
+            return self.text(node).partition("=")[0]
+        if name.type == "subscript":  # a[1]=x assigns a
+            inner = name.child_by_field_name("name")
+            return self.text(inner) if inner is not None else self.text(name)
+        return self.text(name)
+
     def declaration(self, node: tree_sitter.Node) -> Command:
-        """``export A=1``, ``local x``, ``unset y``: a command whose assignments are kept as names."""
+        """``export A=1``, ``local x``, ``unset y``: the keyword, then every argument as a word."""
         keyword = self.text(node.children[0])
         words = [Word(text=keyword, value=keyword)]
-        words.extend(self.word(child) for child in node.named_children)
         names = []
         for child in node.named_children:
-            name = child.child_by_field_name("name") if child.type == "variable_assignment" else None
-            if name is not None:
-                names.append(self.text(name))
-        return Command(words=tuple(words), assignments=tuple(names), text=self.text(node))
+            if child.type == "variable_assignment":
+                names.append(self.assigned_name(child))
+                words.append(Word(text=self.text(child), value=None))
+            else:
+                words.append(self.word(child))
+        return Command(words=tuple(words), assignments=tuple(names), text=self.text(node), declaration=True)
 
     def redirect(self, node: tree_sitter.Node) -> Redirect | None:
         operator = ""
+        fd = None
         for child in node.children:
-            if not child.is_named and not operator:
+            if child.type == "file_descriptor":
+                fd = self.text(child)
+            elif not child.is_named and not operator:
                 operator = self.text(child)
-            elif child.is_named and child.type != "file_descriptor" and operator:
+            elif child.is_named and operator:
                 target = None if child.type == "process_substitution" else self.word(child)
-                return Redirect(operator=operator, target=target, text=self.text(node))
+                return Redirect(operator=operator, target=target, text=self.text(node), fd=fd)
         return None
+
+    def gaps(self, node: tree_sitter.Node) -> str:
+        """The text of ``node`` outside its named children."""
+        pieces = []
+        at = node.start_byte
+        for child in node.named_children:
+            pieces.append(self.source[at : child.start_byte])
+            at = child.end_byte
+        pieces.append(self.source[at : node.end_byte])
+        return b" ".join(pieces).decode("utf-8", errors="replace")
 
 
 def _parser_input(text: str, source: bytes) -> bytes:
@@ -184,8 +376,75 @@ def _parser_input(text: str, source: bytes) -> bytes:
     return _ASTRAL.sub("....", text).encode("utf-8", errors="surrogatepass")
 
 
+def _check(node: tree_sitter.Node, reader: _Reader) -> Item | None:
+    """A Flag (or an Assignment) for a node that evaluates text, else None."""
+    kind = node.type
+    if kind == "arithmetic_expansion":
+        text = reader.text(node)
+        inner = text[3:-2] if text.startswith("$((") else text[2:-1]
+        return None if arithmetic_safe(inner) else Flag(text=text, reason="arithmetic on names")
+    if kind == "command_substitution" and reader.text(node).startswith("$(("):
+        # bash reads $(( as arithmetic when it can (tree-sitter sometimes sees a subshell).
+        return Flag(text=reader.text(node), reason="arithmetic or subshell substitution")
+    if kind == "compound_statement" and node.child_count and node.children[0].type == "((":
+        text = reader.text(node)
+        return None if arithmetic_safe(text[2:-2]) else Flag(text=text, reason="arithmetic on names")
+    if kind == "expansion":
+        text = reader.text(node)
+        problem = expansion_problem(text)
+        if problem is None:
+            return None
+        if problem.startswith("assigns "):
+            return Assignment(name=problem[8:], text=text)
+        return Flag(text=text, reason=problem)
+    if kind == "subscript":
+        index = node.child_by_field_name("index")
+        if index is None or not (index.type == "number" or reader.text(index) in ("@", "*")):
+            return Flag(text=reader.text(node), reason="array subscript evaluated as arithmetic")
+        return None
+    if kind == "array":
+        for child in node.named_children:
+            text = reader.text(child)
+            if text.startswith("[") and not re.match(r"\[\s*[0-9]+\s*\]\+?=", text):
+                return Flag(text=text, reason="array key evaluated as arithmetic")
+        return None
+    if kind == "binary_expression":
+        return _test_check(node, reader)
+    if kind == "unary_expression":
+        operator = node.child_by_field_name("operator")
+        op_text = reader.text(operator) if operator is not None else reader.text(node.children[0])
+        if op_text in ("-v", "-R"):
+            operand = reader.text(node.named_children[-1]) if node.named_children else ""
+            if not NAME.match(operand):
+                return Flag(text=reader.text(node), reason="variable test on a computed name")
+        return None
+    if kind == "for_statement":
+        variable = node.child_by_field_name("variable")
+        if variable is not None:
+            return Assignment(name=reader.text(variable), text=reader.text(node))
+        return None
+    return None
+
+
+def _test_check(node: tree_sitter.Node, reader: _Reader) -> Item | None:
+    test = node.parent
+    while test is not None and test.type != "test_command":
+        test = test.parent
+    if test is None or not reader.text(test).startswith("[["):
+        return None  # test / [ compare integers without evaluating them; (( )) is checked whole
+    operator = node.child_by_field_name("operator")
+    if operator is None or reader.text(operator) not in _ARITH_TESTS:
+        return None
+    left = node.child_by_field_name("left")
+    right = node.child_by_field_name("right")
+    for side in (left, right):
+        if side is None or not _INTEGER.match(reader.text(side)):
+            return Flag(text=reader.text(node), reason="[[ ]] arithmetic comparison of non-literals")
+    return None
+
+
 def parse(text: str) -> Script:
-    """Every simple command, file redirection and standalone assignment in ``text``.
+    """Every simple command, file redirection, assignment and flag in ``text``, in source order.
 
     Never raises: text tree-sitter cannot parse gives ``complete=False`` with whatever parts
     it recovered.
@@ -201,6 +460,18 @@ def parse(text: str) -> Script:
     while stack:
         node = stack.pop()
         kind = node.type
+        children = node.children
+        if node.is_named:
+            if kind not in _KNOWN:
+                items.append(Flag(text=reader.text(node), reason=f"construct not analysed ({kind})"))
+            else:
+                checked = _check(node, reader)
+                if checked is not None:
+                    items.append(checked)
+            if kind in _GAP_CHECKED:
+                gaps = _ESCAPED.sub("", reader.gaps(node))
+                if _HIDDEN_CODE.search(gaps) or (kind == "word" and _HIDDEN_UNQUOTED.search(gaps)):
+                    items.append(Flag(text=reader.text(node), reason="command substitution the parser did not see"))
         if kind == "command":
             command = reader.command(node)
             if command.words:
@@ -211,12 +482,19 @@ def parse(text: str) -> Script:
             redirect = reader.redirect(node)
             if redirect is not None:
                 items.append(redirect)
+        elif kind == "function_definition":
+            name = node.child_by_field_name("name")
+            items.append(Function(name=reader.text(name) if name is not None else "", text=reader.text(node)))
+        elif kind == "heredoc_redirect":
+            start = next((c for c in children if c.type == "heredoc_start"), None)
+            if start is None or re.search(r"['\"\\]", reader.text(start)):
+                # A quoted delimiter: the body is data, never expanded.
+                children = [c for c in children if c.type != "heredoc_body"]
         elif (
             kind == "variable_assignment"
             and node.parent is not None
             and node.parent.type not in ("command", "declaration_command")
         ):
-            name = node.child_by_field_name("name")
-            items.append(Assignment(name=reader.text(name) if name is not None else "", text=reader.text(node)))
-        stack.extend(reversed(node.children))
+            items.append(Assignment(name=reader.assigned_name(node), text=reader.text(node)))
+        stack.extend(reversed(children))
     return Script(items=tuple(items), complete=not root.has_error)

@@ -9,14 +9,14 @@ sub-command for multi-level tools.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from entropic_mcp import PermissionPart, is_within
+from entropic_mcp import PermissionPart, is_within, path_part
 
 from ._analyse import SHELLS, Invocation, Unclear, Write, analyse
 
 TOOL = "bash.execute"
-WRITE = "filesystem.write_file"
 
 #: Tools whose first non-option word is a sub-command that "always allow" keeps.
 MULTI_LEVEL = frozenset(
@@ -87,11 +87,30 @@ def escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def permission_parts(command: str, *, cwd: Path, root: Path) -> list[PermissionPart]:
-    """The parts of one ``bash.execute`` call, commands first in source order."""
+def permission_parts(
+    command: str,
+    *,
+    cwd: Path,
+    root: Path,
+    env: Mapping[str, str] | None = None,
+    cwds: Sequence[Path] = (),
+    bash_like: bool = True,
+) -> list[PermissionPart]:
+    """The parts of one ``bash.execute`` call, commands first in source order.
+
+    Args:
+        command: the command line.
+        cwd: where it runs; ``cwds`` other directories it may run in.
+        root: the project root (writes inside it are matched root-relative too).
+        env: the environment the shell starts with (``HOME`` for ``~``).
+        bash_like: False when the configured shell is not bash's grammar: nothing is understood.
+    """
     parts: dict[PermissionPart, None] = {}
     commands = False
-    for finding in analyse(command, cwd):
+    findings = analyse(command, cwd, env=env, cwds=cwds)
+    if not bash_like:
+        findings.insert(0, Unclear(text=command, reason="the configured shell is not bash"))
+    for finding in findings:
         if isinstance(finding, Invocation):
             commands = True
             for part in _invocation_parts(finding):
@@ -162,14 +181,12 @@ def _store(invocation: Invocation) -> str:
 
 
 def _write_part(write: Write, root: Path) -> PermissionPart:
+    """A redirection as a file write: every write rule (write_file, edit_file, ...) applies."""
     if write.path is None:
-        # A computed target (``> "$f"``) can be any file: it cannot be checked, so it asks.
-        return PermissionPart(names=(f"{WRITE}:{write.text}",), store=f"{WRITE}:{escape(write.text)}", understood=False)
+        # A target that cannot be known (``> "$f"``, ``> /dev/fd/5``) can be any file: it asks.
+        return path_part("write", write.text, understood=False)
     path = write.path
     if is_within(path, root):
         display = "." if path == root else path.relative_to(root).as_posix()
-        names: tuple[str, ...] = (f"{WRITE}:{display}", f"{WRITE}:{path}")
-    else:
-        display = str(path)
-        names = (f"{WRITE}:{display}",)
-    return PermissionPart(names=names, store=f"{WRITE}:{escape(display)}", neutral=True)
+        return path_part("write", display, also=(str(path),), neutral=True)
+    return path_part("write", str(path), neutral=True)

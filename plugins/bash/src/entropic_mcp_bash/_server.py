@@ -46,9 +46,18 @@ class BashServer(MCPServerBase):
         if tool_name != "execute" or not isinstance(command, str) or not command.strip():
             full = f"{self.name}.{tool_name}"
             return [PermissionPart(names=(full,), store=full)]
+        import os
+
         from ._patterns import permission_parts  # tree-sitter loads on the first check only
 
-        return permission_parts(command, cwd=self._cwd_for(args.get("working_dir")), root=self.root)
+        settings = self.settings
+        return permission_parts(
+            command,
+            cwd=self._cwd_for(args.get("working_dir")),
+            root=self.root,
+            env=settings.environment() or os.environ,
+            bash_like=os.path.basename(settings.shell) in ("bash", "sh", "dash", "ash", "rbash"),
+        )
 
     def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
         return self.permission_parts(tool_name, args)[0].store

@@ -15,6 +15,10 @@ DEFAULT_SHELL = "/bin/bash"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_TIMEOUT = 600.0
 DEFAULT_MAX_OUTPUT = 64 * 1024
+#: Always removed from a command's environment, whatever ``env_deny`` says: entropic-mcp's own
+#: variables, among them the serve token (``ENTROPIC_MCP_TOKEN``).
+ALWAYS_DENIED = ("ENTROPIC_MCP_*",)
+_ALWAYS_DENIED = re.compile("|".join(translate(g) for g in ALWAYS_DENIED))
 #: Seconds between TERM and KILL when a process group is stopped.
 KILL_GRACE = 2.0
 
@@ -50,15 +54,13 @@ class BashSettings:
     _env_deny_regex: re.Pattern[str] | None = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_env_deny_regex", _deny_regex(self.env_deny))
+        object.__setattr__(self, "_env_deny_regex", _deny_regex((*ALWAYS_DENIED, *self.env_deny)))
 
-    def environment(self) -> dict[str, str] | None:
-        """The child's environment; None (inherit unchanged) when nothing is denied or set."""
-        if self._env_deny_regex is None and not self.env_set:
-            return None
+    def environment(self) -> dict[str, str]:
+        """The child's environment: the server's, minus ``env_deny`` (and ``ENTROPIC_MCP_*``), plus ``env_set``."""
         deny = self._env_deny_regex
         env = {k: v for k, v in os.environ.items() if deny is None or not deny.match(k)}
-        env.update(self.env_set)
+        env.update({k: v for k, v in self.env_set.items() if not _ALWAYS_DENIED.match(k)})
         return env
 
     @classmethod

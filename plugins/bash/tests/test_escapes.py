@@ -1,0 +1,181 @@
+"""Issue 13: the escape corpus — every case is live (plain bash really deletes or overwrites the
+victim) and the pipeline refuses it, under allow rules and under a deny rule, with the victim intact."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from bash_helpers import make_manager
+from entropic_mcp import CallContext
+from escape_corpus import CASES, POLICY, REDIRECTS, Case
+
+PRECIOUS = "precious\n"
+EVIL_CONFIG = "[core]\n\tfsmonitor = rm victim; false\n"
+ALLOW = {
+    "default": "deny",
+    "allow": ["bash.execute:ls *", "bash.execute:cat *", "bash.execute:git status *", "bash.execute:echo *"],
+}
+DENY = {"default": "allow", "deny": ["bash.execute:rm *"]}
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=_clean_env())
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "BASH_ENV"))}
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with a victim, a script that removes it, a git repository and hostile configs."""
+    root = tmp_path_factory.mktemp("escape-template") / "project"
+    root.mkdir()
+    _git(root, "init", "-q")
+    _git(root, "config", "user.email", "t@example.com")
+    _git(root, "config", "user.name", "t")
+    (root / "s.sh").write_text("rm victim\n")
+    (root / "ls").write_text("#!/bin/sh\n/bin/rm victim\n")  # PATH=. ls
+    (root / "ls").chmod(0o755)
+    (root / "evil.cfg").write_text(EVIL_CONFIG)
+    (root / ".gitconfig").write_text(EVIL_CONFIG)
+    (root / "cfg" / "git").mkdir(parents=True)
+    (root / "cfg" / "git" / "config").write_text(EVIL_CONFIG)
+    (root / "evil").mkdir()
+    _git(root / "evil", "init", "-q")
+    with (root / "evil" / ".git" / "config").open("a") as fh:
+        fh.write("[core]\n\tfsmonitor = rm ../victim; rm victim; false\n")
+    (root / "sub").mkdir()
+    (root / "link").symlink_to(".")
+    (root / "entropic-mcp.toml").write_text(PRECIOUS)
+    (root / "entropic-mcp.local.toml").write_text(PRECIOUS)
+    (root / ".entropicignore").write_text(PRECIOUS)
+    return root
+
+
+@pytest.fixture
+def project(template: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    (root / "victim").write_text(PRECIOUS)
+    (root / "alias-of-victim").symlink_to("victim")
+    return root.resolve()
+
+
+def intact(root: Path, name: str = "victim") -> bool:
+    path = root / name
+    return path.is_file() and path.read_text() == PRECIOUS
+
+
+def run_plain(root: Path, command: str) -> None:
+    """The case with no checks at all: plain bash in the project."""
+    subprocess.run(
+        ["bash", "-c", command],
+        cwd=root,
+        env=_clean_env() | {"HOME": str(root.parent)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=20,
+    )
+
+
+def run_checked(root: Path, command: str, permissions: dict) -> str:
+    manager, _ = make_manager(root, permissions=permissions)
+    try:
+        return manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c")).kind
+    finally:
+        manager.close()
+
+
+def _ids(cases: list[Case]) -> list[str]:
+    return [c.command[:60] for c in cases]
+
+
+LIVE = [c for c in CASES if c.live]
+
+
+def test_the_corpus_is_large() -> None:
+    assert len(CASES) + len(REDIRECTS) + len(POLICY) >= 250
+
+
+@pytest.mark.parametrize("case", LIVE, ids=_ids(LIVE))
+def test_each_case_really_runs_hidden_code_in_plain_bash(project: Path, case: Case) -> None:
+    run_plain(project, case.command)
+    assert not intact(project), "the case does not remove the victim: fix it or mark it live=False"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_allow_rules_never_allow_a_case(project: Path, case: Case) -> None:
+    assert run_checked(project, case.command, ALLOW) == "rejected_permission"
+    assert intact(project)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_a_deny_rule_on_rm_stops_every_case(project: Path, case: Case) -> None:
+    assert run_checked(project, case.command, DENY) == "rejected_permission"
+    assert intact(project)
+
+
+def _redirects(root: Path) -> list[str]:
+    return [
+        *REDIRECTS,
+        f"echo x > /dev/fd/../../..{root}/victim",
+        f"echo x > /proc/self/root{root}/victim",
+        f"echo x > {root}/victim",
+        f"cd /; echo x > {root}/sub/../victim",
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(REDIRECTS) + 4))
+def test_redirections_land_where_bash_puts_them(project: Path, index: int) -> None:
+    command = _redirects(project)[index]
+    run_plain(project, command)
+    assert not intact(project), f"{command!r} does not overwrite the victim in plain bash"
+    (project / "victim").write_text(PRECIOUS)
+    for rule in ("filesystem.edit_file:victim", "filesystem.write:victim", f"filesystem.write_file:{project}/victim"):
+        kind = run_checked(project, command, {"default": "allow", "deny": [rule]})
+        assert kind == "rejected_permission", (command, rule)
+        assert intact(project), (command, rule)
+
+
+@pytest.mark.parametrize("command", POLICY)
+def test_policy_files_are_never_written_by_a_redirection(project: Path, command: str) -> None:
+    assert run_checked(project, command, {"default": "allow"}) == "rejected_permission"
+    assert run_checked(project, command, {"default": "allow", "allow": ["bash.execute", "bash.execute:*"]}) == (
+        "rejected_permission"
+    )
+    for name in ("entropic-mcp.toml", "entropic-mcp.local.toml", ".entropicignore"):
+        assert intact(project, name)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls",
+        "ls -la && echo hi | cat",
+        "echo hi > out.txt",
+        "echo $((1 + 2)) ${#HOME} ${HOME:-x} ${HOME:1:2} ${arr[0]} ${arr[@]}",
+        "[[ 1 -eq 1 ]] && echo yes",
+        '[ "$#" -eq 0 ] && echo none',
+        "cat <<'EOF'\n$(rm victim) `rm victim`\nEOF",
+        "cat <<EOF\nhello $HOME ${HOME}\nEOF",
+        "x=1; echo $x",
+        "export FOO=bar; echo $FOO",
+        "GIT_AUTHOR_NAME=x git status",
+        "git status --short",
+        "cat < s.sh > /dev/null",
+        "echo hi > /dev/stdout 2> /dev/stderr",
+        "cd sub && echo hi > out.txt",
+    ],
+)
+def test_plain_commands_stay_understood_and_allowed(project: Path, command: str) -> None:
+    rules = {
+        "default": "deny",
+        "allow": [*ALLOW["allow"], "bash.execute:cd *", "bash.execute:export *", "bash.execute:[ *"],
+    }
+    assert run_checked(project, command, rules) == "ok"
+    assert intact(project)
