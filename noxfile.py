@@ -35,6 +35,8 @@ def tests(session: nox.Session, package: str) -> None:
 def integration(session: nox.Session) -> None:
     """Everything installed together: real entry points, real MCP clients over stdio and HTTP."""
     install_all(session)
+    # A published external MCP server, listed and called through serve (test_external_serve.py).
+    session.install("mcp-server-git>=2026.10")
     session.run("pytest", "tests", "-m", "not slow", *session.posargs)
 
 

@@ -54,7 +54,7 @@ async def serve_async(manager: ServerManager, *, transport: str, host: str, port
             from ._stdio import stdio_streams
 
             async with stdio_streams(settings.max_message_bytes) as (read, write):
-                await app.server.run(read, write, app.server.create_initialization_options())
+                await app.server.run(read, write, app.initialization_options())
     finally:
         await cancel_suspended(app)
 

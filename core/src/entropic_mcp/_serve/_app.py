@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import secrets
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,7 +62,8 @@ class ServeApp:
             version=__version__,
             title="entropic-mcp",
             instructions=INSTRUCTIONS,
-            get_tool_input_schema=self.listing.input_schema,
+            # Looked up through self: the listing is rebuilt when an external server's tools change.
+            get_tool_input_schema=lambda name: self.listing.input_schema(name),
         )
         # Registered as wire-dict handlers: results are built as the wire form directly.
         self.server.add_request_handler("tools/list", PaginatedRequestParams, self.list_tools)
@@ -69,10 +71,78 @@ class ServeApp:
         # After the OpenTelemetry middleware, so listing spans are still recorded.
         self.server.middleware.append(self._modern_listing)
         self._server_stamp = self.server.server_info_stamp
+        self._watch_external_servers()
 
     # -- tools/list ---------------------------------------------------------------------------------
 
+    def _watch_external_servers(self) -> None:
+        """External servers' tools come and go: rebuild the listing and tell the clients each time.
+
+        Handshake-era clients that listed tools get ``notifications/tools/list_changed``; 2026-07-28
+        clients get it on their ``subscriptions/listen`` stream (served only when there are external
+        servers, so the capability is only announced when the list can change).
+        """
+        self._listing_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._tool_events: Any = None
+        self._announcing: set[asyncio.Task[None]] = set()
+        watched = [s for s in self.manager.servers.values() if hasattr(s, "add_listener")]
+        if not watched:
+            return
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+        from mcp_types import SubscriptionsListenRequestParams
+
+        self._tool_events = InMemorySubscriptionBus()
+        self.server.add_request_handler(
+            "subscriptions/listen", SubscriptionsListenRequestParams, ListenHandler(self._tool_events)
+        )
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+
+        def changed() -> None:  # called on the pool's thread
+            target = loop
+            if target is None or target.is_closed():
+                return
+            target.call_soon_threadsafe(self.tools_changed)
+
+        for server in watched:
+            server.add_listener(changed)
+
+    def initialization_options(self) -> Any:
+        """The handshake answer; ``tools.listChanged`` when external servers can change the list."""
+        from mcp.server.lowlevel.server import NotificationOptions
+
+        return self.server.create_initialization_options(
+            NotificationOptions(tools_changed=self._tool_events is not None)
+        )
+
+    def tools_changed(self) -> None:
+        """Rebuild names and pages from the manager, then notify every client that may hold a copy."""
+        self.manager.invalidate()
+        tools = self.manager.list_tools()
+        self.names = ToolNames.build([tool["name"] for tool in tools], self.settings.tool_names)
+        self.listing = Listing(tools, self.names, self.settings.list_page_size)
+        if "display" in vars(self):
+            self.display = self.names.exposed if self.names.style != "dotted" else None
+        task = asyncio.get_running_loop().create_task(self._announce_tools_changed())
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+    async def _announce_tools_changed(self) -> None:
+        for session in list(self._listing_sessions):
+            await _notify_quietly(session)
+        if self._tool_events is not None:
+            from mcp.server.subscriptions import ToolsListChanged
+
+            await self._tool_events.publish(ToolsListChanged())
+
     async def list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
+        if self._tool_events is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # The connection, not ctx.session: that is a proxy built per request.
+            connection = getattr(ctx.session, "_connection", None)
+            if connection is not None:
+                self._listing_sessions.add(connection)
         cursor = params.cursor if params is not None else None
         try:
             page = self.listing.page(cursor)
@@ -260,6 +330,13 @@ class ServeApp:
             return
         connection.state["entropic_mcp_conversation"] = key
         connection.exit_stack.callback(self.manager.end_conversation, key)
+
+
+async def _notify_quietly(session: Any) -> None:
+    try:
+        await session.send_tool_list_changed()
+    except Exception:  # a client that went away misses nothing it could still use
+        log.debug("could not send tools/list_changed", exc_info=True)
 
 
 async def cancel_suspended(app: ServeApp) -> None:
