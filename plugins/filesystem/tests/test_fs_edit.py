@@ -109,3 +109,97 @@ def test_edit_keeps_mode(fs, src):
     src.chmod(0o700)
     fs.ok("edit_file", {"path": "m.py", "old_string": "c = 3", "new_string": "c = 4"})
     assert src.stat().st_mode & 0o777 == 0o700
+
+
+def test_several_edits_in_one_call_apply_in_order(fs, src):
+    data = fs.ok(
+        "edit_file",
+        {
+            "path": "m.py",
+            "edits": [
+                {"old_string": "b = 2", "new_string": "b = 20"},
+                {"old_string": "a = 1", "new_string": "a = 5", "replace_all": True},
+                {"old_string": "b = 20\n", "new_string": "b = 20\nd = 4\n"},
+            ],
+        },
+    )
+    assert data["replacements"] == 4
+    assert src.read_text() == "a = 5\nb = 20\nd = 4\na = 5\nc = 3\n"
+    assert "+d = 4" in data["diff"]
+    # The tracker follows the write: a second edit needs no re-read.
+    fs.ok("edit_file", {"path": "m.py", "edits": [{"old_string": "c = 3", "new_string": "c = 30"}]})
+
+
+def test_edits_are_all_or_nothing(fs, src):
+    before = src.read_text()
+    error = fs.error(
+        "edit_file",
+        {
+            "path": "m.py",
+            "edits": [
+                {"old_string": "b = 2", "new_string": "b = 20"},
+                {"old_string": "not there", "new_string": "x"},
+            ],
+        },
+    )
+    assert error["error"] == "not_found" and error["edit"] == 2 and "edit 2 of 2" in error["message"]
+    assert "No edit was applied" in error["message"]
+    error = fs.error(
+        "edit_file",
+        {
+            "path": "m.py",
+            "edits": [{"old_string": "b = 2", "new_string": "x"}, {"old_string": "a = 1", "new_string": "y"}],
+        },
+    )
+    assert error["error"] == "multiple_matches" and error["edit"] == 2 and error["lines"] == [1, 3]
+    assert src.read_text() == before
+
+
+def test_a_later_edit_sees_the_earlier_ones(fs, src):
+    edits = [{"old_string": "b = 2", "new_string": "q = 7"}, {"old_string": "q = 7", "new_string": "q = 8"}]
+    fs.ok("edit_file", {"path": "m.py", "edits": edits})
+    assert "q = 8" in src.read_text()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"edits": []},
+        {"edits": "x"},
+        {"edits": [{"old_string": "a"}]},
+        {"edits": [{"old_string": "", "new_string": "x"}]},
+        {"edits": [{"new_string": "x"}]},
+        {"edits": [{"old_string": "a", "new_string": "b", "bogus": 1}]},
+        {"edits": [{"old_string": "a = 1", "new_string": "b"}], "old_string": "a", "new_string": "b"},
+        {"edits": [{"old_string": "a", "new_string": "b"}] * 101},
+    ],
+)
+def test_bad_edit_lists_are_invalid_args(fs, src, args):
+    assert fs.server.tools["edit_file"] is not None
+    response = fs.direct("edit_file", {"path": "m.py", **args})
+    assert response.is_error and '"invalid_args"' in response.result
+
+
+def test_dry_run_returns_the_diff_and_writes_nothing(fs, src):
+    before = src.read_text()
+    data = fs.ok("edit_file", {"path": "m.py", "old_string": "b = 2", "new_string": "b = 3", "dry_run": True})
+    assert data["dry_run"] is True and "-b = 2" in data["diff"] and "+b = 3" in data["diff"]
+    assert src.read_text() == before
+    multi = fs.ok(
+        "edit_file",
+        {"path": "m.py", "dry_run": True, "edits": [{"old_string": "c = 3", "new_string": "c = 4"}]},
+    )
+    assert "+c = 4" in multi["diff"] and src.read_text() == before
+    # A dry run that fails reports the failure, like the real edit would.
+    assert (
+        fs.error("edit_file", {"path": "m.py", "old_string": "nope", "new_string": "x", "dry_run": True})["error"]
+        == "not_found"
+    )
+    fs.ok("edit_file", {"path": "m.py", "old_string": "b = 2", "new_string": "b = 3"})
+    assert "b = 3" in src.read_text()
+
+
+def test_dry_run_still_needs_the_read(fs, root):
+    (root / "unread.txt").write_text("x\n")
+    error = fs.error("edit_file", {"path": "unread.txt", "old_string": "x", "new_string": "y", "dry_run": True})
+    assert error["error"] == "read_before_write"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from . import _args
@@ -15,6 +16,7 @@ from ._write import in_style, line_style
 
 MAX_DIFF_LINES = 120
 MAX_REPORTED_LINES = 50
+MAX_EDITS = 100
 
 
 def replace(body: str, old: str, new: str, *, replace_all: bool, display: str) -> tuple[str, int]:
@@ -72,6 +74,100 @@ def unified(before: str, after: str, display: str) -> str:
     return "\n".join(lines)
 
 
+@attrs.frozen(kw_only=True)
+class Edit:
+    """One change: replace ``old`` (``replace_all``: every occurrence) or insert after line ``after``."""
+
+    new: str
+    old: str | None = None
+    replace_all: bool = False
+    after: int | None = None
+
+
+def parse_edit(item: Any, where: str | None) -> Edit:
+    if not isinstance(item, dict):
+        raise ToolError("invalid_args", f"{where or 'an edit'} must be an object with old_string and new_string")
+    unknown = sorted(set(item) - {"old_string", "new_string", "replace_all", "insert_line"})
+    if unknown:
+        raise ToolError("invalid_args", f"{where or 'the edit'} has unknown keys {', '.join(unknown)}")
+    try:
+        new = _args.text(item, "new_string", allow_empty=True)
+        has_old = item.get("old_string") is not None
+        has_insert = item.get("insert_line") is not None
+        if has_old == has_insert:
+            raise ToolError(
+                "invalid_args",
+                "pass either old_string (text to replace) or insert_line "
+                "(line to insert after), not both and not neither",
+            )
+        old = _args.text(item, "old_string", allow_empty=True) if has_old else None
+        if has_old and not old:
+            raise ToolError(
+                "invalid_args",
+                "old_string is empty; pass the exact text to replace, or use insert_line to add text at a line",
+            )
+        return Edit(
+            new=new,
+            old=old,
+            replace_all=_args.flag(item, "replace_all"),
+            after=_args.integer(item, "insert_line", default=None, minimum=0),
+        )
+    except ToolError as exc:
+        if where is None:
+            raise
+        raise ToolError(exc.code, f"{where}: {exc.message}", **exc.extra) from None
+
+
+def parse_edits(args: dict[str, Any]) -> list[Edit]:
+    edits = args.get("edits")
+    if edits is None:
+        return [parse_edit(args_of(args), None)]
+    if any(args.get(k) is not None for k in ("old_string", "new_string", "insert_line", "replace_all")):
+        raise ToolError("invalid_args", "pass either 'edits' (a list) or one old_string/new_string edit, not both")
+    if not isinstance(edits, list) or not edits:
+        raise ToolError("invalid_args", "'edits' must be a non-empty list of {old_string, new_string, replace_all}")
+    if len(edits) > MAX_EDITS:
+        raise ToolError("invalid_args", f"at most {MAX_EDITS} edits per call; split the change in several calls")
+    return [parse_edit(item, f"edit {i + 1} of {len(edits)}") for i, item in enumerate(edits)]
+
+
+def args_of(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: args[k] for k in ("old_string", "new_string", "replace_all", "insert_line") if k in args}
+
+
+def apply_edits(body: str, edits: list[Edit], style: str, display: str) -> tuple[str, int]:
+    """All edits in order on ``body`` (each sees the result of the ones before); all or nothing."""
+    total = 0
+    for index, edit in enumerate(edits):
+        try:
+            if edit.old is not None:
+                body, count = replace(
+                    body,
+                    in_style(edit.old, style),
+                    in_style(edit.new, style),
+                    replace_all=edit.replace_all,
+                    display=display,
+                )
+            else:
+                assert edit.after is not None
+                body, count = insert(body, in_style(edit.new, style), edit.after), 1
+        except ToolError as exc:
+            if len(edits) == 1:
+                raise
+            raise ToolError(
+                exc.code,
+                f"edit {index + 1} of {len(edits)}: {exc.message} No edit was applied (edits are all or nothing).",
+                edit=index + 1,
+                **exc.extra,
+            ) from None
+        total += count
+    return body, total
+
+
+class _DryRun(Exception):
+    """Raised from inside the write to stop it once the diff is known."""
+
+
 class EditFile(FilesystemTool):
     definition = load_tool_definition(__package__, "edit_file")
     required_access_level = AccessLevel.WRITE
@@ -81,23 +177,8 @@ class EditFile(FilesystemTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
-        new = _args.text(args, "new_string", allow_empty=True)
-        has_old = args.get("old_string") is not None
-        has_insert = args.get("insert_line") is not None
-        if has_old == has_insert:
-            raise ToolError(
-                "invalid_args",
-                "pass either old_string (text to replace) or insert_line "
-                "(line to insert after), not both and not neither",
-            )
-        old = _args.text(args, "old_string", allow_empty=True) if has_old else ""
-        if has_old and not old:
-            raise ToolError(
-                "invalid_args",
-                "old_string is empty; pass the exact text to replace, or use insert_line to add text at a line",
-            )
-        after = _args.integer(args, "insert_line", default=None, minimum=0)
-        replace_all = _args.flag(args, "replace_all")
+        edits = parse_edits(args)
+        dry_run = _args.flag(args, "dry_run")
         fs.refuse_ignored(resolved, loc, write=True)
         key = str(resolved.path)
         outcome: dict[str, Any] = {}
@@ -119,24 +200,21 @@ class EditFile(FilesystemTool):
             style = line_style(text)
             body = text.replace("\r\n", "\n") if style == "crlf" else text
             model_style = "lf" if style == "crlf" else style
-            if has_old:
-                changed, count = replace(
-                    body,
-                    in_style(old, model_style),
-                    in_style(new, model_style),
-                    replace_all=replace_all,
-                    display=loc.display,
-                )
-            else:
-                assert after is not None
-                changed, count = insert(body, in_style(new, model_style), after), 1
+            changed, count = apply_edits(body, edits, model_style, loc.display)
             outcome["replacements"] = count
             outcome["diff"] = unified(body, changed, loc.display)
             result = in_style(changed, "crlf") if style == "crlf" else changed
             outcome["data"] = result.encode("utf-8")
+            if dry_run:
+                raise _DryRun
             return outcome["data"]
 
-        written = write_atomic(loc, render, inspect=fs.inspect_existing(loc.display))
+        try:
+            written = write_atomic(loc, render, inspect=fs.inspect_existing(loc.display))
+        except _DryRun:
+            return ToolResult.json(
+                {"path": loc.display, "replacements": outcome["replacements"], "diff": outcome["diff"], "dry_run": True}
+            )
         fs.tracker.record(
             ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(outcome["data"])
         )
