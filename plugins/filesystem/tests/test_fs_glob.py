@@ -123,3 +123,29 @@ def test_results_fit_the_pipeline_result_cap_with_a_note(make, root):
     assert len(outcome.response.result.encode()) <= 800
     assert result[0] == "file_number_000.txt" and result[-1]["truncated"] is True
     assert "max_result_bytes" in result[-1]["note"]
+
+
+def test_sort_by_mtime_lists_newest_first(fs, root):
+    import os
+
+    for age, name in enumerate(["new.py", "mid.py", "old.py", "sub/older.py"]):
+        path = root / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("x\n")
+        stamp = 1_700_000_000 - age * 1000
+        os.utime(path, (stamp, stamp))
+    assert fs.ok("glob", {"pattern": "**/*.py", "sort": "mtime"}) == ["new.py", "mid.py", "old.py", "sub/older.py"]
+    assert fs.ok("glob", {"pattern": "**/*.py"}) == ["mid.py", "new.py", "old.py", "sub/older.py"]
+    assert fs.error("glob", {"pattern": "*", "sort": "size"})["error"] == "invalid_args"
+
+
+def test_sort_by_mtime_keeps_the_newest_when_results_are_capped(make, root):
+    import os
+
+    fs = make({"max_glob_results": 2})
+    for age in range(5):
+        path = root / f"f{age}.txt"
+        path.write_text("x")
+        os.utime(path, (1_700_000_000 - age, 1_700_000_000 - age))
+    result = fs.ok("glob", {"pattern": "*.txt", "sort": "mtime"})
+    assert result[:2] == ["f0.txt", "f1.txt"] and result[2]["truncated"] is True

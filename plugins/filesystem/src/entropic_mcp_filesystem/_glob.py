@@ -24,6 +24,7 @@ class Glob(FilesystemTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
         pattern = compile_glob(_args.text(args, "pattern"))
+        sort = _args.choice(args, "sort", ("path", "mtime"), default="path")
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
         search_rel = loc.display if resolved.inside and loc.display != "." else ""
         prefix_parts = tuple(pattern.prefix.split("/")) if pattern.prefix else ()
@@ -76,7 +77,10 @@ class Glob(FilesystemTool):
         gate = WalkGate(ctx, fs.root)
         if gate.active:
             found = [r for r in found if not gate.refused(top.display(r))]
-        found.sort()
+        if sort == "mtime":
+            found = _newest_first(found, top.display if top.display_base else lambda r: str(fs.root / r))
+        else:
+            found.sort()
         limit = settings.max_glob_results
         shown = found[:limit]
         if top.display_base:
@@ -127,3 +131,15 @@ def _by_name(directory: NameDir, regex: re.Pattern[str]) -> Callable[[], list[st
         return [lead + n for n in directory.kept(matched)]
 
     return compute
+
+
+def _newest_first(found: list[str], where: Callable[[str], str]) -> list[str]:
+    """``found`` by modification time, newest first (ties by path); vanished files go last."""
+
+    def key(rel: str) -> tuple[int, str]:
+        try:
+            return (-os.stat(where(rel), follow_symlinks=False).st_mtime_ns, rel)
+        except OSError:
+            return (1, rel)
+
+    return sorted(found, key=key)
