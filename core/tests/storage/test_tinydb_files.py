@@ -75,6 +75,7 @@ def test_a_torn_last_line_is_ignored_then_cut_by_the_next_write(tmp_path: Path) 
     journal = store / "journal-00000000.jsonl"
     with journal.open("ab") as fh:
         fh.write(b'{"op":"create_conversation","conversation_id":"torn')
+    size = journal.stat().st_size
     reopened = TinyDBBackend(store)
     assert reopened.stats()["delegations"] == 2
     new_root = reopened.create_conversation("after the crash")
@@ -83,6 +84,83 @@ def test_a_torn_last_line_is_ignored_then_cut_by_the_next_write(tmp_path: Path) 
     again = TinyDBBackend(store)
     assert again.load_conversation(new_root)["conversation"]["title"] == "after the crash"
     again.close()
+    # the cut bytes were kept aside, not dropped unseen
+    torn = len(b'{"op":"create_conversation","conversation_id":"torn')
+    aside = store / f"torn-{size - torn}-journal-00000000.jsonl"
+    assert aside.read_bytes() == b'{"op":"create_conversation","conversation_id":"torn'
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda line: line, id="line-end-lost"),
+        pytest.param(lambda line: line[:20] + b"#" + line[21:], id="byte-changed"),
+        pytest.param(lambda line: line[:20] + b"\xff\xfe" + line[22:], id="not-utf8"),
+        pytest.param(lambda line: line + b" trailing", id="text-appended"),
+        pytest.param(lambda line: line[:-1] + b"]", id="bracket-swapped"),
+        pytest.param(lambda line: line[:-2] + b'"]', id="end-cut-then-changed"),
+        pytest.param(lambda line: b"\x00" * 5 + line[5:], id="zeros-then-the-rest"),
+    ],
+)
+def test_a_damaged_last_line_without_its_end_is_reported_and_never_cut(tmp_path: Path, damage) -> None:
+    """An acknowledged operation whose line lost its end is not a torn write: the store refuses
+    to open (and to write) rather than cutting it off on the next append."""
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    root, ids = _fill(backend, 2)
+    backend.close()
+    journal = store / "journal-00000000.jsonl"
+    lines = journal.read_bytes().split(b"\n")[:-1]
+    damaged = b"\n".join([*lines[:-1], damage(lines[-1])])
+    journal.write_bytes(damaged)
+    for _ in range(2):
+        with pytest.raises(StorageError, match=r"journal-00000000\.jsonl: the last entry \(at byte \d+\)"):
+            TinyDBBackend(store)
+    assert journal.read_bytes() == damaged
+    assert not list(store.glob("torn-*"))
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(lambda line: line[: len(line) // 2], id="half"),
+        pytest.param(lambda line: line[:1], id="first-byte"),
+        pytest.param(lambda line: line[:-2], id="all-but-the-brace"),
+        pytest.param(lambda line: b"\x00" * 40, id="zero-filled"),
+    ],
+)
+def test_a_line_cut_short_by_a_crash_is_kept_aside_when_cut_off(tmp_path: Path, cut) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    root, ids = _fill(backend, 1)
+    backend.close()
+    journal = store / "journal-00000000.jsonl"
+    data = journal.read_bytes()
+    # a write that had not returned: the start of one more entry (as the crash left it)
+    pending = orjson.dumps(
+        {"op": "create_conversation", "conversation_id": "c", "title": "ü≈", "metadata": {}, "at": "x"}
+    )
+    tail = cut(pending)
+    journal.write_bytes(data + tail)
+    reopened = TinyDBBackend(store)
+    assert reopened.stats()["conversations"] == 2
+    reopened.create_conversation("next")
+    reopened.close()
+    assert journal.read_bytes().startswith(data) and journal.read_bytes().count(b"\n") == data.count(b"\n") + 1
+    assert (store / f"torn-{len(data)}-journal-00000000.jsonl").read_bytes() == tail
+
+
+def test_a_line_cut_inside_a_character_is_a_torn_write(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store)
+    _fill(backend, 1)
+    backend.close()
+    journal = store / "journal-00000000.jsonl"
+    data = journal.read_bytes()
+    journal.write_bytes(data + '{"op":"create_conversation","title":"ü'.encode()[:-1])
+    reopened = TinyDBBackend(store)
+    assert reopened.stats()["conversations"] == 2
+    reopened.close()
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "not-a-store"])

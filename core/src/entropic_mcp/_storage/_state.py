@@ -1,4 +1,4 @@
-"""The store's contents in memory: TinyDB tables plus the indexes the protocol's queries need.
+"""The store's contents in memory: tables in TinyDB's layout plus the indexes the protocol's queries need.
 
 Every change is an *operation* — a JSON-able dict built by a ``prepare_*`` method, which validates
 it against the current contents and raises ``StorageError`` when it cannot be done — and then
@@ -12,12 +12,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import orjson
-from tinydb import TinyDB
-from tinydb.storages import Storage
-from tinydb.table import Table
 
 from .._errors import StorageError
 from ._records import DEFAULT_SCOPE, check_scope
@@ -50,15 +47,11 @@ def checked_copy(value: Any, what: str) -> Any:
     return orjson.loads(dumps(value, what))
 
 
-# -- TinyDB in memory, without the O(n) rewrite per change ---------------------------------------
+# -- tables in TinyDB's layout, changed in place ---------------------------------------------------
 
 
 class _Rows(dict):  # type: ignore[type-arg]
-    """A table's documents keyed by ``str(doc_id)``, accepting int ids too.
-
-    TinyDB's ``Table`` converts a whole table between int and str keys on every change; keeping
-    keys normalised here lets ``_Table`` update the dict in place (O(1) per insert).
-    """
+    """A table's documents keyed by ``str(doc_id)`` (TinyDB's JSON layout), accepting int ids too."""
 
     __slots__ = ()
 
@@ -81,28 +74,34 @@ class _Rows(dict):  # type: ignore[type-arg]
         return dict.pop(self, str(key), *default)
 
 
-class _Table(Table):
-    def _read_table(self) -> dict[str, Mapping[str, Any]]:
-        return self._storage.read()[self.name]  # type: ignore[index]
+class _DocTable:
+    """One table: TinyDB's document numbering (the next id after the largest used) and layout.
 
-    def _update_table(self, updater: Any) -> None:
-        updater(self._read_table())
-        self.clear_cache()
+    TinyDB's own ``Table`` rereads and converts the whole table on every change (O(n) per insert)
+    and can only be made incremental by overriding its private methods; this keeps the same
+    documents and ids with plain dict operations, so the snapshot is still a file
+    ``TinyDB(path, access_mode="r")`` opens, and no TinyDB internals are relied on.
+    """
 
+    __slots__ = ("next_id", "rows")
 
-class _MemoryStorage(Storage):
-    def __init__(self) -> None:
-        self.memory: dict[str, _Rows] = {name: _Rows() for name in TABLES}
+    def __init__(self, rows: _Rows, next_id: int | None = None) -> None:
+        self.rows = rows
+        self.next_id = next_id if next_id is not None else max(map(int, rows), default=0) + 1
 
-    def read(self) -> Any:
-        return self.memory
+    def insert(self, document: Mapping[str, Any]) -> int:
+        doc_id = self.next_id
+        self.next_id += 1
+        self.rows[doc_id] = dict(document)
+        return doc_id
 
-    def write(self, data: dict[str, Any]) -> None:
-        self.memory = data
+    def update(self, fields: Mapping[str, Any], doc_ids: Sequence[int]) -> None:
+        for doc_id in doc_ids:
+            self.rows[doc_id].update(fields)
 
-
-class _Database(TinyDB):
-    table_class = _Table
+    def remove(self, doc_ids: Sequence[int]) -> None:
+        for doc_id in doc_ids:
+            del self.rows[doc_id]
 
 
 # -- argument checks -----------------------------------------------------------------------------
@@ -161,19 +160,18 @@ class StoreState:
     ) -> None:
         # ``read_ref`` loads a message batch kept outside memory (``{"ref": ...}`` documents).
         self._read_ref = read_ref
-        self.db = _Database(storage=_MemoryStorage)
-        memory = self._memory = cast(_MemoryStorage, self.db.storage).memory
+        memory: dict[str, _Rows] = {}
         for name in TABLES:
             rows = (tables or {}).get(name) or {}
             memory[name] = _Rows(sorted(rows.items(), key=lambda item: int(item[0])))
-        self.conversations = self.db.table("conversations")
-        self.messages = self.db.table("messages")
-        self.snapshots = self.db.table("snapshots")
-        self.delegations = self.db.table("delegations")
-        # TinyDB numbers documents from the largest id present; after deletes that would reuse ids
-        # the writer already used, so the next ids travel with the snapshot.
-        for name, next_id in (next_ids or {}).items():
-            self.db.table(name)._next_id = next_id  # type: ignore[assignment]
+        self._memory = memory
+        # Numbering from the largest id present would reuse ids the writer already used after
+        # deletes, so the next ids travel with the snapshot.
+        self._tables = {name: _DocTable(memory[name], (next_ids or {}).get(name)) for name in TABLES}
+        self.conversations = self._tables["conversations"]
+        self.messages = self._tables["messages"]
+        self.snapshots = self._tables["snapshots"]
+        self.delegations = self._tables["delegations"]
         self.last_time = ""
         self._reindex()
 
@@ -251,11 +249,7 @@ class StoreState:
         return index
 
     def next_ids(self) -> dict[str, int]:
-        out = {}
-        for name in TABLES:
-            next_id = self.db.table(name)._next_id
-            out[name] = next_id if next_id is not None else max(map(int, self._memory[name]), default=0) + 1
-        return out
+        return {name: table.next_id for name, table in self._tables.items()}
 
     def dump(self) -> dict[str, dict[str, Any]]:
         """Every table as TinyDB's JSON layout: ``{table: {"<doc id>": document}}``."""

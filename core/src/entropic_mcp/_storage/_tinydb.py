@@ -5,8 +5,11 @@ Layout of ``[storage] path`` (a directory):
 - ``snapshot.json`` — the store as of its generation, in TinyDB's JSON layout (open it with
   ``TinyDB(path, access_mode="r")`` to look inside); replaced atomically by compaction.
 - ``journal-<generation>.jsonl`` — every change since that snapshot, one JSON line each, fsync'd
-  before the method returns. A torn last line (a crash mid-append) is ignored and cut off by the
-  next append; any other unreadable line stops the store with an error naming the file.
+  before the method returns. A last line cut short (a crash mid-append: the start of a line,
+  without its end) is ignored, and the next append moves its bytes to
+  ``torn-<offset>-journal-<generation>.jsonl`` before cutting it off; any other unreadable line —
+  including a last line that is complete or damaged but lacks its line end — stops the store with
+  an error naming the file.
 - ``messages-<n>.jsonl`` — message batches too big to keep in memory (see ``_segments``); the
   journal and the tables hold only where they are.
 - ``tool_calls.jsonl`` — the audit trail, appended in batches (see ``_audit``).
@@ -75,6 +78,34 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
 
 def _journal_name(generation: int) -> str:
     return f"journal-{generation:08d}.jsonl"
+
+
+def _damage(tail: bytes) -> str | None:
+    """Why ``tail`` (the journal after its last line end) is not a write cut short; None if it is.
+
+    A crash mid-append leaves the start of a line: JSON that ends too early (possibly in the middle
+    of a UTF-8 character), or zeros where the file system extended the file without the data. A
+    complete entry without its line end, or bytes that are not the start of one, were changed
+    after the write that returned — an acknowledged operation would be lost by cutting them.
+    """
+    if not tail.strip(b"\x00"):
+        return None
+    text = tail
+    try:
+        tail.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data" and exc.end == len(tail):
+            text = tail[: exc.start]  # a character cut in two by the crash
+        else:
+            return f"is damaged (not UTF-8 at byte {exc.start} of the entry)"
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        # orjson counts characters, not bytes
+        if exc.pos >= len(text.decode("utf-8")) and exc.msg == "unexpected end of data":
+            return None
+        return f"is damaged ({exc.msg} at byte {exc.pos} of the entry) and lacks its line end"
+    return "is complete but lacks its line end, so the file was changed after the entry was written"
 
 
 class TinyDBBackend:
@@ -307,7 +338,15 @@ class TinyDBBackend:
                 ) from None
             position += len(line) + 1
             self._offset = position
-        self._torn_at = self._offset if end < len(data) else None
+        tail = data[end:]
+        if tail:
+            problem = _damage(tail)
+            if problem is not None:
+                raise StorageError(
+                    f"{path}: the last entry (at byte {position}) {problem}; the file was left as it is — "
+                    "restore it from a backup or move the directory away"
+                )
+        self._torn_at = self._offset if tail else None
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -332,6 +371,7 @@ class TinyDBBackend:
                 fsync_dir(self.path)
         try:
             if self._torn_at is not None:
+                self._keep_torn(path, self._torn_at)
                 os.ftruncate(self._write_fd, self._torn_at)
                 self._torn_at = None
             write_all(self._write_fd, line)
@@ -354,6 +394,22 @@ class TinyDBBackend:
         if self._offset >= max(self._compact_bytes, self._snapshot_size):
             self._compact()
         self._flush_audit_quietly()
+
+    def _keep_torn(self, path: Path, offset: int) -> None:
+        """Move the bytes of a write cut short aside before they are cut off, and say so."""
+        with path.open("rb") as journal:
+            journal.seek(offset)
+            torn = journal.read()
+        if not torn:
+            return
+        aside = path.with_name(f"torn-{offset}-{path.name}")
+        atomic_write(aside, torn)
+        log.warning(
+            "%s: the last %d bytes were the start of an entry a crash cut short; moved to %s and cut off",
+            path,
+            len(torn),
+            aside.name,
+        )
 
     def _compact(self) -> None:
         # Under the lock nobody else compacts, so temp files left here are from a crashed one.
