@@ -18,19 +18,39 @@ from entropic_mcp_git import GitServer
 from entropic_mcp_git._runner import git_environment
 from git_testkit import execute, init_repo, make_server, ok, refused
 
-READ_TOOLS = ["status", "diff", "log", "show", "branch"]
-WRITE_TOOLS = ["add", "commit", "create_branch", "checkout", "reset"]
+READ_TOOLS = ["status", "diff", "log", "show", "branch", "blame", "stash_list", "tag"]
+WRITE_TOOLS = [
+    "add",
+    "commit",
+    "create_branch",
+    "checkout",
+    "reset",
+    "restore",
+    "stash",
+    "create_tag",
+    "fetch",
+    "pull",
+    "push",
+]
+DESTRUCTIVE = {"checkout", "reset", "restore", "stash", "pull"}
+NETWORK_TOOLS = {"fetch", "pull", "push"}
 VALID_ARGS = {
     "status": {},
     "diff": {},
     "log": {},
     "show": {},
     "branch": {},
+    "blame": {"path": "README.md"},
+    "stash_list": {},
+    "tag": {},
     "add": {"paths": ["."]},
     "commit": {"message": "m"},
     "create_branch": {"name": "b"},
     "checkout": {"target": "main"},
     "reset": {},
+    "restore": {"paths": ["."]},
+    "stash": {},
+    "create_tag": {"name": "t"},
 }
 
 
@@ -52,7 +72,7 @@ def _fake_git(tmp_path: Path, body: str) -> Path:
 # -- listing, annotations, permissions ---------------------------------------------------------
 
 
-def test_the_ten_tools_with_access_levels_and_annotations(server):
+def test_the_tools_with_access_levels_and_annotations(server):
     listing = {tool["name"]: tool for tool in server.list_tools()}
     assert list(listing) == READ_TOOLS + WRITE_TOOLS
     for name in READ_TOOLS:
@@ -61,11 +81,8 @@ def test_the_ten_tools_with_access_levels_and_annotations(server):
     for name in WRITE_TOOLS:
         assert server.access_level(name) == AccessLevel.WRITE
         assert listing[name]["annotations"]["readOnlyHint"] is False
-        assert listing[name]["annotations"]["openWorldHint"] is False
-    assert listing["reset"]["annotations"]["destructiveHint"] is True
-    assert listing["checkout"]["annotations"]["destructiveHint"] is True
-    assert listing["add"]["annotations"]["destructiveHint"] is False
-    assert listing["commit"]["annotations"]["destructiveHint"] is False
+        assert listing[name]["annotations"]["openWorldHint"] is (name in NETWORK_TOOLS)
+        assert listing[name]["annotations"]["destructiveHint"] is (name in DESTRUCTIVE), name
 
 
 def test_permission_pattern_is_the_tool_name(server):

@@ -173,10 +173,17 @@ class GitRunner:
     _worktrees: dict[Path, WorkTree] = attrs.field(factory=dict, init=False)
     #: the config overrides of each git directory, while the files they came from are unchanged
     _listings: dict[Path, Listing] = attrs.field(factory=dict, init=False)
+    _last: dict[Path, Listing] = attrs.field(factory=dict, init=False)
 
     def set_network(self, enabled: bool) -> None:
         self.network = enabled
         self.env["GIT_ALLOW_PROTOCOL"] = NETWORK_PROTOCOLS if enabled else NO_PROTOCOLS
+
+    def trusted_network_config(self, tree: WorkTree) -> list[str]:
+        """The user's own credential helpers, ssh command and askpass (``key=value`` for ``-c``),
+        from the last config listing of ``tree`` — restored for fetch, pull and push only."""
+        listing = self._last.get(tree.git_dir)
+        return list(listing.trusted) if listing is not None else []
 
     async def guard(self, tree: WorkTree) -> Mapping[str, str]:
         """The environment entries that neutralise the drivers this repository's config names.
@@ -199,6 +206,7 @@ class GitRunner:
                 f"(git config --list --show-origin shows where) in {tree.git_dir}",
             )
         listing = build_listing(out.stdout, tree.top, tree.git_dir, self.env)
+        self._last[tree.git_dir] = listing
         if cacheable(listing, started, self.racy_seconds):
             self._listings[tree.git_dir] = listing
         else:
@@ -280,6 +288,7 @@ class GitRunner:
         limit: int | None = None,
         timeout: float | None = None,
         tree: WorkTree | None = None,
+        config: Sequence[str] = (),
     ) -> GitOutput:
         """Run ``git <GLOBAL_OPTIONS> <args>`` in ``cwd``; stdout is read up to ``limit`` bytes.
 
@@ -302,7 +311,8 @@ class GitRunner:
             extra = await self.guard(tree)
             if extra:
                 env = {**env, **extra}
-        argv = [self.executable(), *GLOBAL_OPTIONS, *args]
+        # extra -c settings come after the server's own, so they win over them
+        argv = [self.executable(), *GLOBAL_OPTIONS, *(arg for item in config for arg in ("-c", item)), *args]
         try:
             process = Process(asyncio.get_running_loop(), argv, cwd, env, limit)
         except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:

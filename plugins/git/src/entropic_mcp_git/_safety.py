@@ -169,18 +169,35 @@ class Listing:
     env: Mapping[str, str]
     keys: tuple[str, ...]
     watched: tuple[tuple[Path, tuple[int, ...] | None], ...]
+    #: ``key=value`` settings of the user's own (global/system) config that network commands
+    #: restore after the resets: credential helpers, an ssh command, an askpass program
+    trusted: tuple[str, ...] = ()
 
     def current(self) -> bool:
         return all(_signature(path) == signature for path, signature in self.watched)
 
 
-def parse_listing(data: bytes, cwd: Path) -> tuple[list[str], list[tuple[str, str, str]], set[Path]]:
+#: Settings a user's own config may give network commands (never a repository's).
+_TRUSTED_SCOPES = frozenset({"system", "global"})
+_TRUSTED_KEYS = frozenset({"core.sshcommand", "core.askpass"})
+
+
+def _trusted_key(key: str) -> bool:
+    low = key.lower()
+    if "=" in key:
+        return False  # -c could not carry it
+    return low in _TRUSTED_KEYS or (low.startswith("credential.") and low.endswith(".helper"))
+
+
+def parse_listing(data: bytes, cwd: Path) -> tuple[list[str], list[tuple[str, str, str]], set[Path], list[str]]:
     """``git config --list --show-origin --show-scope -z`` output: keys, (key, value, origin
-    file) for includes, and every origin file (relative origins taken from ``cwd``)."""
+    file) for includes, every origin file (relative origins taken from ``cwd``), and the
+    trusted ``key=value`` settings of the user's own config."""
     fields = data.split(b"\x00")
     keys: list[str] = []
     includes: list[tuple[str, str, str]] = []
     origins: set[Path] = set()
+    trusted: list[str] = []
     for index in range(0, len(fields) - 2, 3):
         scope = fields[index].decode("utf-8", "surrogateescape")
         origin = fields[index + 1].decode("utf-8", "surrogateescape")
@@ -188,13 +205,15 @@ def parse_listing(data: bytes, cwd: Path) -> tuple[list[str], list[tuple[str, st
         if scope == "command":
             continue  # the server's own -c settings
         keys.append(key)
+        if scope in _TRUSTED_SCOPES and _trusted_key(key):
+            trusted.append(f"{key}={value}")
         if origin.startswith("file:"):
             file = origin[len("file:") :]
             origins.add(Path(file) if os.path.isabs(file) else cwd / file)
             low = key.lower()
             if low == "include.path" or (low.startswith("includeif.") and low.endswith(".path")):
                 includes.append((key, value, file))
-    return keys, includes, origins
+    return keys, includes, origins, trusted
 
 
 def include_target(value: str, origin: str, cwd: Path) -> Path:
@@ -224,7 +243,7 @@ def default_config_files(git_dir: Path, env: Mapping[str, str]) -> list[Path]:
 
 
 def build_listing(data: bytes, cwd: Path, git_dir: Path, env: Mapping[str, str]) -> Listing:
-    keys, includes, origins = parse_listing(data, cwd)
+    keys, includes, origins, trusted = parse_listing(data, cwd)
     files = set(origins)
     files.update(include_target(value, origin, cwd) for _, value, origin in includes)
     files.update(default_config_files(git_dir, env))
@@ -237,7 +256,9 @@ def build_listing(data: bytes, cwd: Path, git_dir: Path, env: Mapping[str, str])
         files.add((git_dir / common / "config").resolve())
     watched = tuple((path, _signature(path)) for path in sorted(files))
     overrides = overrides_for(keys)
-    return Listing(env=config_env(overrides) if overrides else {}, keys=tuple(keys), watched=watched)
+    return Listing(
+        env=config_env(overrides) if overrides else {}, keys=tuple(keys), watched=watched, trusted=tuple(trusted)
+    )
 
 
 def cacheable(listing: Listing, started: float, racy_seconds: float = RACY_SECONDS) -> bool:

@@ -42,11 +42,17 @@ class GitTool(ToolBase):
         return await self.server.runner.worktree(self.server.root)
 
     async def git(
-        self, ctx: CallContext, tree: WorkTree, args: Sequence[str], *, limit: int | None = None
+        self,
+        ctx: CallContext,
+        tree: WorkTree,
+        args: Sequence[str],
+        *,
+        limit: int | None = None,
+        config: Sequence[str] = (),
     ) -> GitOutput:
         # inside the pipeline its deadline governs (per-tool timeouts may exceed the server's)
         remaining = ctx.remaining()
-        out = await self.server.runner.run(tree.top, args, limit=limit, timeout=remaining, tree=tree)
+        out = await self.server.runner.run(tree.top, args, limit=limit, timeout=remaining, tree=tree, config=config)
         if out.exit_code == 128 and _NOT_A_REPOSITORY.search(out.stderr):
             # the repository went away since it was found: forget it and say so
             self.server.runner.forget(self.server.root)
