@@ -158,3 +158,98 @@ def test_check_plugin_finishes_on_a_tool_that_never_returns(broken_project):
     assert result.returncode == 1, result.stderr
     assert "did not return within 0.3 s" in result.stdout
     assert result.stderr == ""
+
+
+# -- new-plugin -----------------------------------------------------------------------------------
+
+
+def _scaffold(tmp_path, name="weather_station"):
+    result = CliRunner().invoke(cli, ["new-plugin", name, "--dir", str(tmp_path)], obj={})
+    assert result.exit_code == 0, result.output
+    return tmp_path / f"entropic-mcp-{name}"
+
+
+def test_new_plugin_scaffolds_a_plugin_whose_own_tests_pass(tmp_path, monkeypatch):
+    """The generated tests run in this process against the generated package (no install)."""
+    import importlib.util
+    import inspect
+
+    target = _scaffold(tmp_path / "out")
+    files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+    assert files == [
+        "README.md",
+        "pyproject.toml",
+        "src/entropic_mcp_weather_station/__init__.py",
+        "src/entropic_mcp_weather_station/py.typed",
+        "src/entropic_mcp_weather_station/tools/word_count.json",
+        "tests/test_weather_station.py",
+    ]
+    for path in target.rglob("*"):
+        if path.is_file() and path.suffix != ".typed":
+            assert "template" not in path.read_text().lower(), path
+    pyproject = (target / "pyproject.toml").read_text()
+    assert 'weather_station = "entropic_mcp_weather_station"' in pyproject
+    assert 'name = "entropic-mcp-weather_station"' in pyproject
+    monkeypatch.syspath_prepend(str(target / "src"))
+    spec = importlib.util.spec_from_file_location("scaffolded_tests", target / "tests/test_weather_station.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tests = [(n, f) for n, f in vars(module).items() if n.startswith("test_") and inspect.isfunction(f)]
+    assert len(tests) >= 3
+    for index, (_name, test) in enumerate(tests):
+        scratch = tmp_path / f"run-{index}"
+        scratch.mkdir()
+        test(scratch)
+    monkeypatch.delitem(sys.modules, "entropic_mcp_weather_station")
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("Weather", "not usable"),
+        ("9lives", "not usable"),
+        ("we-ather", "not usable"),
+        ("git", "first-party"),
+        ("x" * 41, "not usable"),
+    ],
+)
+def test_new_plugin_refuses_unusable_names(tmp_path, name, problem):
+    result = CliRunner().invoke(cli, ["new-plugin", name, "--dir", str(tmp_path)], obj={})
+    assert result.exit_code == 2 and problem in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_plugin_never_overwrites(tmp_path):
+    target = _scaffold(tmp_path)
+    (target / "README.md").write_text("mine")
+    result = CliRunner().invoke(cli, ["new-plugin", "weather_station", "--dir", str(tmp_path)], obj={})
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert (target / "README.md").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_a_scaffolded_plugin_installs_is_discovered_passes_its_tests_and_mypy_strict_in_a_fresh_venv(tmp_path):
+    """A fresh venv (uv): the core (built from this checkout, with its testing extra) and the new plugin."""
+    import os
+    import shutil
+
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    target = _scaffold(tmp_path, "weather")
+    venv = tmp_path / "venv"
+    core = Path(__file__).parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+
+    def run(*argv, cwd=tmp_path):
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, f"{argv}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    run(uv, "venv", "--python", sys.executable, str(venv))
+    python = str(venv / "bin" / "python")
+    run(uv, "pip", "install", "--python", python, f"{core}[testing]", "-e", f"{target}[test]", "mypy>=1.10")
+    listing = json.loads(run(str(venv / "bin" / "entropic-mcp"), "plugins", "--json", cwd=target))
+    [plugin] = [p for p in listing if p["name"] == "weather"]
+    assert plugin["status"] == "active" and plugin["servers"] == ["weather"]
+    assert "passed" in run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=target)
+    assert "weather: ok" in run(str(venv / "bin" / "entropic-mcp"), "check-plugin", "weather", "--quiet", cwd=target)
+    assert "Success" in run(python, "-m", "mypy", "--strict", "src", "tests", cwd=target)
