@@ -81,7 +81,7 @@ def ok(server: GitServer, tool: str, args: object = None) -> Any:
     """Run a tool that must succeed; its result parsed as JSON when it is JSON."""
     response = execute(server, tool, args)
     assert not response.is_error, response.result
-    if tool in ("diff", "show"):
+    if tool in ("diff", "show", "blame"):
         return response.result
     return orjson.loads(response.result)
 

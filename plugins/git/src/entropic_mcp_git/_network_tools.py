@@ -22,11 +22,12 @@ from ._tool import GitTool, check
 PACKAGE = __package__ or "entropic_mcp_git"
 
 NETWORK_KEY = "[servers.git] network = true"
-#: The receiving side of a push to a local path: git itself, with hooks, auto-gc and work-tree
-#: updates (``receive.denyCurrentBranch=updateInstead`` would check out, running filters) off.
+#: The receiving side of a push to a local path: git itself, with hooks, auto-gc, the alternate
+#: refs command and work-tree updates (``receive.denyCurrentBranch=updateInstead`` would check
+#: out, running filters) off — the destination's own config cannot turn them back on.
 LOCAL_RECEIVE_PACK = (
-    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c receive.denyCurrentBranch=refuse "
-    "-c receive.autogc=false -c gc.auto=0 receive-pack"
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.alternateRefsCommand= "
+    "-c receive.denyCurrentBranch=refuse -c receive.autogc=false -c gc.auto=0 receive-pack"
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
