@@ -70,6 +70,11 @@ def calls_for(path: str) -> list[tuple[str, dict]]:
         ("list_directory", {"path": path}),
         ("glob", {"pattern": "*", "path": path}),
         ("grep", {"pattern": "TOPSECRET", "path": path}),
+        ("file_info", {"path": path}),
+        ("delete_file", {"path": path}),
+        ("create_directory", {"path": path}),
+        ("move_file", {"source": path, "destination": "moved.txt"}),
+        ("move_file", {"source": "inside.txt", "destination": path}),
     ]
 
 
@@ -93,6 +98,12 @@ def test_corpus_is_refused_by_every_tool_and_nothing_outside_changes(make, root,
     before = snapshot(world["tmp"], root)
     expected = REFUSED if policy is False else REFUSED | {"outside_root_approval_required"}
     for path in corpus(root, world["outside"]):
+        # read_files answers per file: each refused section names its error, and none leaks.
+        outcome, text = fs.call("read_files", {"paths": [path, path]})
+        assert "TOPSECRET" not in outcome.response.result
+        if not outcome.response.is_error:
+            codes = {section.split("\n")[1][1:].split(":")[0] for section in text.split("\n\n")}
+            assert codes <= expected, (path, text)
         for tool, args in calls_for(path):
             outcome, data = fs.call(tool, args)
             assert outcome.response.is_error, (tool, path, outcome.response.result)

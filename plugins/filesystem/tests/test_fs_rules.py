@@ -48,9 +48,11 @@ def spellings(root: Path, rel: str) -> list[str]:
 
 WRITE_RULES = [
     "filesystem.write_file:secrets/*",
+    "filesystem.delete_file:secrets/*",
+    "filesystem.move_file:secrets/*",
     "filesystem.edit_file:secrets/*",
     "filesystem.write:secrets/*",
-    "filesystem.write:secrets/key.txt",
+    "filesystem.write:secrets/*.txt",
     "filesystem.write_file:*/secrets/*",
 ]
 READ_RULES = [
@@ -59,6 +61,8 @@ READ_RULES = [
     "filesystem.grep:secrets/*",
     "filesystem.read:*/secrets/*",
     "filesystem.list_directory:secrets/*",
+    "filesystem.file_info:secrets/*",
+    "filesystem.read_files:secrets/*",
 ]
 
 
@@ -67,6 +71,19 @@ def write_calls(path: str) -> list[tuple[str, dict]]:
         ("write_file", {"path": path, "content": "pwned\n"}),
         ("edit_file", {"path": path, "old_string": "TOPSECRET", "new_string": "pwned"}),
         ("edit_file", {"path": path, "insert_line": 0, "new_string": "pwned"}),
+        ("edit_file", {"path": path, "edits": [{"old_string": "TOPSECRET", "new_string": "pwned"}]}),
+        ("edit_file", {"path": path, "old_string": "TOPSECRET", "new_string": "pwned", "dry_run": True}),
+        ("delete_file", {"path": path}),
+        ("move_file", {"source": path, "destination": "public/moved.txt"}),
+    ]
+
+
+def create_calls(path: str) -> list[tuple[str, dict]]:
+    """Calls that would make ``path`` (which does not exist yet)."""
+    return [
+        ("write_file", {"path": path, "content": "planted\n"}),
+        ("create_directory", {"path": path}),
+        ("move_file", {"source": "public/a.txt", "destination": path}),
     ]
 
 
@@ -78,6 +95,11 @@ def test_a_write_rule_stops_every_write_tool_under_every_spelling(make, tree, ru
         for tool, args in write_calls(path):
             outcome, data = fs.call(tool, args)
             assert outcome.kind == "rejected_permission", (rule, tool, path, data)
+    for path in spellings(tree, "secrets/new.txt"):
+        for tool, args in create_calls(path):
+            outcome, data = fs.call(tool, args)
+            assert outcome.kind == "rejected_permission", (rule, tool, path, data)
+    assert sorted(p.name for p in (tree / "secrets").iterdir()) == ["deep", "key.txt"]
     assert (tree / "secrets" / "key.txt").read_text() == SECRET
     fs.ok("write_file", {"path": "public/new.txt", "content": "ok\n"})
 
@@ -101,7 +123,10 @@ def test_a_read_rule_stops_every_read_tool_and_every_walk(make, tree, rule):
     for path in [*spellings(tree, "secrets/key.txt"), "key_link"]:
         for tool, args in (
             ("read_file", {"path": path}),
+            ("read_files", {"paths": ["public/a.txt", path]}),
+            ("file_info", {"path": path}),
             ("grep", {"pattern": "TOPSECRET", "path": path}),
+            ("move_file", {"source": path, "destination": "public/moved.txt"}),
         ):
             outcome, data = fs.call(tool, args)
             assert outcome.kind == "rejected_permission", (rule, tool, path, data)

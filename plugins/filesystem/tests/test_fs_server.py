@@ -11,10 +11,22 @@ from entropic_mcp import AccessLevel, CallContext, ConfigError, ServerResponse
 from entropic_mcp.testing import check_plugin, check_server
 from entropic_mcp_filesystem import FilesystemServer
 
-TOOLS = ["read_file", "write_file", "edit_file", "glob", "grep", "list_directory"]
+TOOLS = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "glob",
+    "grep",
+    "list_directory",
+    "read_files",
+    "file_info",
+    "move_file",
+    "delete_file",
+    "create_directory",
+]
 
 
-def test_six_tools_in_order(root):
+def test_eleven_tools_in_order(root):
     assert [t["name"] for t in FilesystemServer(root=root).list_tools()] == TOOLS
 
 
@@ -28,6 +40,11 @@ def test_access_levels_and_hints(root):
         "glob": AccessLevel.READ,
         "grep": AccessLevel.READ,
         "list_directory": AccessLevel.READ,
+        "read_files": AccessLevel.READ,
+        "file_info": AccessLevel.READ,
+        "move_file": AccessLevel.WRITE,
+        "delete_file": AccessLevel.WRITE,
+        "create_directory": AccessLevel.WRITE,
     }
     hints = {name: tool.annotations() for name, tool in server.tools.items()}
     assert all(h["openWorldHint"] is False for h in hints.values())
@@ -36,9 +53,10 @@ def test_access_levels_and_hints(root):
     assert hints["read_file"]["readOnlyHint"] is True and hints["write_file"]["readOnlyHint"] is False
 
 
-def test_skip_duplicate_check_only_for_read_file(root):
+def test_skip_duplicate_check_only_for_the_reads_that_feed_the_tracker(root):
     server = FilesystemServer(root=root)
-    assert {name: server.skip_duplicate_check(name) for name in TOOLS} == {n: n == "read_file" for n in TOOLS}
+    expected = {n: n in ("read_file", "read_files") for n in TOOLS}
+    assert {name: server.skip_duplicate_check(name) for name in TOOLS} == expected
 
 
 @pytest.mark.parametrize(
@@ -56,6 +74,12 @@ def test_skip_duplicate_check_only_for_read_file(root):
         ("write_file", {"path": 5}, "filesystem.write_file"),
         ("write_file", {"path": "a\x00b"}, "filesystem.write_file"),
         ("grep", {}, "filesystem.grep:."),
+        ("read_files", {"paths": ["b", "./a"]}, "filesystem.read_files:b"),
+        ("file_info", {"path": "x/../y"}, "filesystem.file_info:y"),
+        ("move_file", {"source": "a", "destination": "b"}, "filesystem.move_file:a"),
+        ("move_file", {"destination": "b"}, "filesystem.move_file:b"),
+        ("delete_file", {"path": "d"}, "filesystem.delete_file:d"),
+        ("create_directory", {"path": "n/"}, "filesystem.create_directory:n"),
         ("read_file", {"path": "a[1]*.txt"}, "filesystem.read_file:a[[]1][*].txt"),
     ],
 )

@@ -333,3 +333,56 @@ class ReadFile(FilesystemTool):
     def anchor_key(self, args: dict[str, Any]) -> str | None:
         canonical = self.fs.canonical_display(args.get("path"))
         return None if canonical is None else f"file:{canonical}"
+
+
+MAX_FILES = 20
+
+
+class ReadFiles(FilesystemTool):
+    """Several files in one call: each as read_file would show it, under a ``==> path <==`` header."""
+
+    definition = load_tool_definition(__package__, "read_files")
+    required_access_level = AccessLevel.READ
+
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        fs = self.fs
+        paths = args.get("paths")
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+            raise ToolError("invalid_args", "'paths' must be a non-empty list of paths relative to the project root")
+        if len(paths) > MAX_FILES:
+            raise ToolError("invalid_args", f"at most {MAX_FILES} paths per call; split them over several calls")
+        limit = _args.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
+        assert limit is not None
+        sections = []
+        for raw in paths:
+            sections.append(self._one(raw, ctx, limit, share=max(4096, fs.settings.max_read_bytes // len(paths))))
+        return ToolResult(text=fit_text("\n\n".join(sections), result_cap(ctx)))
+
+    def _one(self, raw: str, ctx: CallContext, limit: int, *, share: int) -> str:
+        fs = self.fs
+        try:
+            resolved, loc = fs.resolve_value(raw, ctx, tool=self.name, access="read", argument="paths")
+            fd, st = open_for_reading(fs, loc, resolved)
+            from ._media import HEAD, sniff
+
+            try:
+                mime = sniff(os.pread(fd, HEAD, 0))
+            except BaseException:
+                os.close(fd)
+                raise
+            if mime is not None:
+                os.close(fd)
+                return f"==> {loc.display} <==\n[{mime} file: read it alone with filesystem.read_file to see it]"
+            settings = attrs.evolve(fs.settings, max_read_bytes=share)
+            page = read_lines(_With(fs, settings), fd, st, loc, resolved, ctx, offset=1, limit=limit)
+        except ToolError as exc:
+            return f"==> {raw} <==\n[{exc.code}: {exc.message}]"
+        return f"==> {loc.display} <==\n" + render_text(page, display=loc.display, offset=1, column=1)
+
+
+class _With:
+    """The server seen with other settings (one file's share of the byte budget)."""
+
+    def __init__(self, fs: Any, settings: Any) -> None:
+        self.settings = settings
+        self.tracker = fs.tracker

@@ -58,7 +58,7 @@ def _raw_paths(value: object) -> list[str]:
 
 
 class FilesystemServer(MCPServerBase):
-    """Six tools confined to the project root: read_file, write_file, edit_file, glob, grep, list_directory."""
+    """Eleven tools confined to the project root: read, write, edit, search, list and manage files."""
 
     name = "filesystem"
     config_keys = CONFIG_KEYS
@@ -72,11 +72,25 @@ class FilesystemServer(MCPServerBase):
         from ._edit import EditFile
         from ._glob import Glob
         from ._grep import Grep
+        from ._info import FileInfo
         from ._listing import ListDirectory
-        from ._read import ReadFile
+        from ._manage import CreateDirectory, DeleteFile, MoveFile
+        from ._read import ReadFile, ReadFiles
         from ._write import WriteFile
 
-        for tool in (ReadFile, WriteFile, EditFile, Glob, Grep, ListDirectory):
+        for tool in (
+            ReadFile,
+            WriteFile,
+            EditFile,
+            Glob,
+            Grep,
+            ListDirectory,
+            ReadFiles,
+            FileInfo,
+            MoveFile,
+            DeleteFile,
+            CreateDirectory,
+        ):
             self.register_tool(tool(self))
 
     # -- configuration and lifecycle ----------------------------------------------------------
@@ -182,6 +196,18 @@ class FilesystemServer(MCPServerBase):
             raw = default
         if raw is None:
             raise ToolError("invalid_args", f"'{argument}' is required: a path relative to the project root")
+        return self.resolve_value(raw, ctx, tool=tool, access=access, argument=argument)
+
+    def resolve_value(
+        self,
+        raw: object,
+        ctx: CallContext,
+        *,
+        tool: str,
+        access: Literal["read", "write"],
+        argument: str = "path",
+    ) -> tuple[ResolvedPath, Location]:
+        """Resolve one path value: the pinned canonical path when the permission stage judged it."""
         pinned = take((str(self.root), tool, argument, raw)) if isinstance(raw, str) else None
         if pinned is not None and is_within(pinned, self.root):
             # The permission stage judged this canonical path: operate on exactly it (opened

@@ -76,6 +76,27 @@ class ReadTracker:
                 "then redo the change on the current content",
             )
 
+    def discard(self, conversation_id: str, path: str) -> None:
+        """Drop one file's entry (it was deleted)."""
+        with self._lock:
+            files = self._conversations.get(conversation_id)
+            if files is not None:
+                files.pop(path, None)
+
+    def move(self, conversation_id: str, source: str, destination: str) -> None:
+        """A file moved: what was seen of it now stands for its new path (entries below a moved
+        directory are dropped: they must be read again under their new names)."""
+        with self._lock:
+            files = self._conversations.get(conversation_id)
+            if files is None:
+                return
+            seen = files.pop(source, None)
+            below = source.rstrip("/") + "/"
+            for stale in [p for p in files if p.startswith(below)]:
+                del files[stale]
+            if seen is not None:
+                files[destination] = seen
+
     def forget(self, conversation_id: str) -> None:
         with self._lock:
             self._conversations.pop(conversation_id, None)
