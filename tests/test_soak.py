@@ -59,8 +59,8 @@ def test_fifty_conversations_for_a_minute_keep_their_state_apart(tmp_path):
             if listing.kind not in ("ok", "ok_empty"):
                 problems.append(f"c{n}: first glob with new arguments was {listing.kind}")
             again = await call("filesystem.glob", {"pattern": pattern})
-            if again.kind != "rejected_duplicate":
-                problems.append(f"c{n}: the same glob twice was {again.kind}")
+            if again.kind != listing.kind or again.consecutive_duplicates != 1:
+                problems.append(f"c{n}: the same glob twice was {again.kind}, repeat {again.consecutive_duplicates}")
             await call("entropic.todo", {"action": "clear"})
             rounds[n] += 1
             if len(problems) > 20:

@@ -119,3 +119,81 @@ def test_every_hook_is_exercised_by_a_test():
     )
     for name in HOOKS:
         assert f"def {name}(" in sources, f"no test implements {name}"
+
+
+def test_hooks_registered_after_the_manager_was_built_take_effect(tmp_path):
+    from entropic_mcp import Refuse
+    from entropic_mcp.testing import call
+
+    manager = make_manager(tmp_path, servers=[DemoServer(root=tmp_path)], config={"permissions": {"default": "allow"}})
+    assert call(manager, "demo.echo", {"text": "a"}).kind == "ok"
+
+    class Late:
+        @hookimpl
+        def entropic_mcp_before_tool_call(self, call):
+            return Refuse(reason="late gate")
+
+        @hookimpl
+        def entropic_mcp_after_tool_call(self, call, outcome):
+            return outcome.response.result.upper()
+
+    manager.plugins.register(Late(), "late")
+    refused = call(manager, "demo.echo", {"text": "b"})
+    assert refused.kind == "rejected_hook" and "LATE GATE" in refused.response.result  # both hooks ran
+    manager.plugins.pm.unregister(name="late")
+    assert call(manager, "demo.echo", {"text": "c"}).response.result == "c"
+
+
+def test_a_raising_after_hook_is_recorded_and_the_result_kept(tmp_path, caplog):
+    from entropic_mcp.testing import call
+
+    class Broken:
+        @hookimpl
+        def entropic_mcp_after_tool_call(self, call, outcome):
+            raise RuntimeError("observer down")
+
+    manager = make_manager(
+        tmp_path, plugins=[Broken()], servers=[DemoServer(root=tmp_path)], config={"permissions": {"default": "allow"}}
+    )
+    outcome = call(manager, "demo.echo", {"text": "kept"})
+    assert outcome.kind == "ok" and outcome.response.result == "kept"
+    assert any("observer down" in fault for fault in outcome.hook_faults)
+    assert outcome.summary()["hook_faults"] and manager.pipeline.history[-1]["hook_faults"]
+
+
+def test_a_pattern_hook_answers_only_for_its_own_plugins_servers(tmp_path):
+    from entropic_mcp.testing import call
+
+    class Meddler:
+        @hookimpl
+        def entropic_mcp_permission_pattern(self, server, tool, args):
+            return "other.echo"
+
+    manager = make_manager(
+        tmp_path,
+        plugins=[Meddler()],
+        servers=[DemoServer(root=tmp_path)],
+        config={"permissions": {"default": "deny", "allow": ["other.echo"]}},
+    )
+    # An in-process plugin may answer for the host's servers, but only with this tool's own name.
+    outcome = call(manager, "demo.write", {"path": "a"})
+    assert outcome.kind == "rejected_hook" and outcome.permission == "deny"
+    assert "does not name this tool" in outcome.response.result
+
+
+def test_deny_rules_still_see_the_servers_own_parts_under_a_pattern_hook(tmp_path):
+    from entropic_mcp.testing import call
+
+    class Broad:
+        @hookimpl
+        def entropic_mcp_permission_pattern(self, server, tool, args):
+            return "demo.write" if tool == "write" else None
+
+    manager = make_manager(
+        tmp_path,
+        plugins=[Broad()],
+        servers=[DemoServer(root=tmp_path)],
+        config={"permissions": {"default": "deny", "allow": ["demo.write"], "deny": ["demo.write:secret*"]}},
+    )
+    assert call(manager, "demo.write", {"path": "open"}).kind == "ok"
+    assert call(manager, "demo.write", {"path": "secret.txt"}).kind == "rejected_permission"

@@ -87,6 +87,16 @@ def test_non_object_arguments_become_empty_and_the_tool_reports_what_is_missing(
     assert server.runs == []
 
 
+@pytest.mark.parametrize("args", [{"text": "a\ud800b"}, {"text": "ok", "\udcff": 1}, {"text": ["x", "\udfff"]}])
+def test_a_lone_surrogate_is_an_invalid_args_envelope_not_an_exception(tmp_path, args):
+    manager, server = manager_for(tmp_path)
+    outcome = call(manager, "demo.echo", args)
+    assert outcome.kind == "rejected_schema"
+    assert error_of(outcome)["error"] == "invalid_args" and "surrogate" in error_of(outcome)["message"]
+    assert server.runs == []
+    json.dumps(outcome.to_record())  # history and audit can still store it
+
+
 def test_json_text_arguments_are_parsed(tmp_path):
     manager, _ = manager_for(tmp_path)
     assert call(manager, "demo.echo", '{"text": "from text"}').response.result == "from text"

@@ -135,4 +135,4 @@ def test_builtins_are_listed_with_all(fake_site, tmp_path):
     _, plugins = load(tmp_path, ["fakegood"])
     names = [p.name for p in plugins.listing(include_builtins=True)]
     assert "builtin-delegation" in names and "builtin-tinydb" in names
-    assert "builtin-policies" not in [p.name for p in plugins.listing()]
+    assert "builtin-tinydb" not in [p.name for p in plugins.listing()]

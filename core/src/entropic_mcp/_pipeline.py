@@ -154,7 +154,8 @@ class Pipeline:
         for outcome in self._history:
             if outcome.conversation_id == conversation_id:
                 per_tool = counts.setdefault(outcome.name, {})
-                per_tool[outcome.kind] = per_tool.get(outcome.kind, 0) + 1
+                kind = str(outcome.kind)
+                per_tool[kind] = per_tool.get(kind, 0) + 1
         return counts
 
     def end_conversation(self, conversation_id: str) -> None:
@@ -479,7 +480,7 @@ class Pipeline:
         counts = self.metrics.get(call.name)
         if counts is None:
             counts = self.metrics[call.name] = {}
-        counts[kind] = counts.get(kind, 0) + 1
+        counts[str(kind)] = counts.get(str(kind), 0) + 1
         self.manager.audit(outcome)
         return outcome
 

@@ -19,12 +19,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .. import __version__
 from .._config import ServeConfig
 from .._context import CallContext
+from .._envelope import dumps
 from .._manager import ServerManager
 from ._approval import CURRENT, ElicitingChannel, SuspendedCall, answer_from, input_required, supports_elicitation
 from ._listing import LIST_TTL_MS, InvalidCursor, Listing
 from ._names import ToolNames
 from ._progress import ProgressRelay, progress_token
-from ._results import CONVERSATION_KEY, call_result
+from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
 
 log = logging.getLogger("entropic_mcp.serve")
 
@@ -54,6 +55,7 @@ class ServeApp:
         self.names = ToolNames.build([tool["name"] for tool in tools], settings.tool_names)
         self.names.report()
         self.listing = Listing(tools, self.names, settings.list_page_size)
+        self.display = self.names.exposed if self.names.style != "dotted" else None
         self.check_listing()
         self.process_conversation = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
         self.suspended: dict[str, SuspendedCall] = {}
@@ -70,6 +72,7 @@ class ServeApp:
         self.server.add_request_handler("tools/call", CallToolRequestParams, self.call_tool)
         # After the OpenTelemetry middleware, so listing spans are still recorded.
         self.server.middleware.append(self._modern_listing)
+        self.server.middleware.append(self._object_arguments)
         self._server_stamp = self.server.server_info_stamp
         self._watch_external_servers()
 
@@ -152,6 +155,35 @@ class ServeApp:
             return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete"}
         return page
 
+    async def _object_arguments(self, ctx: Any, call_next: Any) -> Any:
+        """``tools/call`` whose ``arguments`` is not an object: a tool error the model can act on.
+
+        The SDK would answer -32602 with no detail; a model sending ``"arguments": [..]`` or a
+        string needs to be told what the call must look like.
+        """
+        params = ctx.params if ctx.method == "tools/call" else None
+        if not isinstance(params, Mapping):
+            return await call_next(ctx)
+        arguments = params.get("arguments")
+        if arguments is None or isinstance(arguments, Mapping):
+            return await call_next(ctx)
+        name = params.get("name")
+        got = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
+            type(arguments), type(arguments).__name__
+        )
+        message = (
+            f"The arguments of '{name}' must be a JSON object of named arguments, got {got}. Call it again with "
+            'an object, e.g. {"path": "README.md"}; see the tool\'s inputSchema in tools/list.'
+        )
+        result: dict[str, Any] = {
+            "content": [{"type": "text", "text": dumps({"error": "invalid_args", "message": message})}],
+            "isError": True,
+            "_meta": {KIND_KEY: "rejected_schema", DIRECTIVES_KEY: []},
+        }
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            result["resultType"] = "complete"
+        return result
+
     async def _modern_listing(self, ctx: Any, call_next: Any) -> Any:
         """2026-07-28 ``tools/list`` straight from the page cache.
 
@@ -213,7 +245,7 @@ class ServeApp:
         token = CURRENT.set(channel)
         try:
             outcome = await self.manager.call(
-                internal, arguments, CallContext(conversation_id=conversation, progress=relay)
+                internal, arguments, CallContext(conversation_id=conversation, progress=relay, tool_names=self.display)
             )
         except BaseException:
             if relay is not None:
@@ -225,7 +257,7 @@ class ServeApp:
                 channel.close()
         if relay is not None:
             await relay.close()
-        return call_result(outcome)
+        return call_result(outcome, self.names.rename_mentions if self.display else None)
 
     async def _call_modern(
         self, ctx: Any, params: CallToolRequestParams, internal: str, arguments: dict[str, Any], conversation: str
@@ -260,7 +292,9 @@ class ServeApp:
             try:
                 call.start(
                     self.manager.call(
-                        internal, arguments, CallContext(conversation_id=conversation, progress=call.relay)
+                        internal,
+                        arguments,
+                        CallContext(conversation_id=conversation, progress=call.relay, tool_names=self.display),
                     )
                 )
             finally:
@@ -283,7 +317,7 @@ class ServeApp:
         outcome = call.task.result()
         if call.relay is not None:
             await call.relay.close()
-        return {**call_result(outcome), "resultType": "complete"}
+        return {**call_result(outcome, self.names.rename_mentions if self.display else None), "resultType": "complete"}
 
     def _forget(self, state: str) -> Any:
         def forget(_task: object) -> None:

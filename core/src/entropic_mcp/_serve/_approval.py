@@ -34,6 +34,7 @@ ANSWER_TIMEOUT = 600.0
 INPUT_KEY = "entropic-mcp/approval"
 
 DECISIONS = ("allow_once", "always_allow", "deny_once", "always_deny")
+ONCE_DECISIONS = ("allow_once", "deny_once")
 
 #: The channel of the ``tools/call`` being served in this task (None: nobody to ask).
 CURRENT: ContextVar[Any] = ContextVar("entropic_mcp_serve_channel", default=None)
@@ -66,17 +67,20 @@ def question(request: ApprovalRequest) -> Form:
     args = dumps(dict(request.args))
     if len(args) > 600:
         args = args[:600] + " …"
-    message = (
-        f"Allow the tool call {request.tool} ({request.reason})?\n"
-        f"Arguments: {args}\n"
-        f"'always' stores the rule: {', '.join(request.patterns or (request.pattern,))}"
-    )
+    message = f"Allow the tool call {request.tool} ({request.reason})?\nArguments: {args}"
+    if request.always:
+        message += f"\n'always' stores the rule: {', '.join(request.patterns or (request.pattern,))}"
     feedback = {
         "type": "string",
         "title": "Feedback for the model",
         "description": "optional; shown to the model with a denial",
     }
-    schema = _decision_form("allow or deny this call once, or store a rule (always)", DECISIONS, "allow_once")
+    # "always" is offered only where the stored rule would take effect (an explicit ask rule or a
+    # part that could not be analysed would still ask next time).
+    if request.always:
+        schema = _decision_form("allow or deny this call once, or store a rule (always)", DECISIONS, "allow_once")
+    else:
+        schema = _decision_form("allow or deny this call (once)", ONCE_DECISIONS, "allow_once")
     schema["properties"]["feedback"] = feedback
     return message, schema
 

@@ -38,7 +38,14 @@ class Listing:
         self.names = names
         self.page_size = max(1, page_size)
         ordered = sorted(tools, key=lambda tool: tool["name"])
-        self.tools = [{**tool, "name": names.to_exposed[tool["name"]]} for tool in ordered]
+        self.tools = [
+            {
+                **tool,
+                "name": names.to_exposed[tool["name"]],
+                "description": names.rename_mentions(tool.get("description", "")),
+            }
+            for tool in ordered
+        ]
         self.schemas = {tool["name"]: tool.get("inputSchema") for tool in self.tools}
         self._pages: dict[int, dict[str, Any]] = {}
         for offset in range(0, max(len(self.tools), 1), self.page_size):

@@ -6,7 +6,9 @@ where to split, since server and tool names may both contain ``_``.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections.abc import Iterable
 
 import attrs
@@ -75,3 +77,23 @@ class ToolNames:
 
     def internal(self, name: str) -> str | None:
         return self.to_internal.get(name)
+
+    def exposed(self, name: str) -> str:
+        """``name`` as the client calls it (unknown names unchanged)."""
+        return self.to_exposed.get(name, name)
+
+    def rename_mentions(self, text: str) -> str:
+        """``text`` with every internal tool name it mentions replaced by its wire name.
+
+        Used on descriptions and error messages under ``underscored``, so the model is never
+        told a name it cannot call.
+        """
+        if self.style == "dotted" or "." not in text:
+            return text
+        return _mentions(tuple(self.to_exposed)).sub(lambda m: self.to_exposed[m.group(0)], text)
+
+
+@functools.lru_cache(maxsize=8)
+def _mentions(names: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-])")

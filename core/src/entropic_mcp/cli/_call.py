@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .._plugins import hookimpl
-from ._common import build_manager, echo_json
+from ._common import Interrupted, build_manager, echo_json
 
 
 class TerminalApprover:
@@ -26,9 +26,12 @@ class TerminalApprover:
         if not sys.stdin.isatty():
             return None
         click.echo(f"{request.tool} needs approval ({request.reason}); pattern: {request.pattern}", err=True)
+        offered = self.CHOICES if getattr(request, "always", True) else {"y": "allow_once", "n": "deny_once"}
         answer = click.prompt(
-            "allow once [y], deny [n], always allow [a], always deny [d]",
-            type=click.Choice(list(self.CHOICES)),
+            "allow once [y], deny [n], always allow [a], always deny [d]"
+            if len(offered) == 4
+            else "allow once [y], deny [n] ('always' would not take effect: a rule asks for this call)",
+            type=click.Choice(list(offered)),
             default="n",
             err=True,
         )
@@ -72,7 +75,10 @@ def call(
     approver = TerminalApprover(assume_yes=assume_yes)
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "cli-approver"))
     context = CallContext(conversation_id=conversation, identity=identity)
-    outcome = anyio.run(manager.call, tool, args, context)
+    try:
+        outcome = anyio.run(manager.call, tool, args, context)
+    except KeyboardInterrupt:
+        raise Interrupted from None
     echo_json({**outcome.response.to_dict(), "kind": outcome.kind})
     if outcome.response.is_error:
         ctx.exit(1)

@@ -85,13 +85,19 @@ class _InspectionTool(ToolBase):
             tools.append(entry)
         return tools
 
+    # History and metrics are the caller's own conversation only: over HTTP, other conversations'
+    # ids are other clients' MCP session ids, and their tool calls are theirs.
     def history(self, ctx: CallContext) -> list[dict[str, Any]]:
         manager = ctx.manager
-        return [] if manager is None else _copy(lambda: [dict(h) for h in manager.pipeline.history])
+        if manager is None:
+            return []
+        return _copy(lambda: [dict(h) for h in manager.pipeline.history_of(ctx.conversation_id)])
 
     def metrics(self, ctx: CallContext) -> dict[str, dict[str, int]]:
         manager = ctx.manager
-        return {} if manager is None else _copy(lambda: {k: dict(v) for k, v in manager.pipeline.metrics.items()})
+        if manager is None:
+            return {}
+        return _copy(lambda: manager.pipeline.metrics_of(ctx.conversation_id))
 
     def core_config(self, ctx: CallContext) -> dict[str, Any]:
         tiers = self.server.tiers
@@ -271,7 +277,7 @@ class InspectTool(_InspectionTool):
                 if found is not None:
                     entry["inputSchema"] = _jsonable(dict(found[1].definition.input_schema))
                     entry["skip_duplicate_check"] = manager.skip_duplicate_check(found[0], found[1].name)
-                entry["metrics"] = dict(manager.pipeline.metrics.get(name, {}))
+                entry["metrics"] = dict(manager.pipeline.metrics_of(ctx.conversation_id).get(name, {}))
             details[name] = entry
         return details
 
