@@ -95,7 +95,10 @@ def entropic_mcp_storage_backends() -> Any:
 def entropic_mcp_permission_pattern(server: MCPServerBase, tool: str, args: dict[str, Any]) -> str | None:
     """Decide the permission pattern of a call (what rules match and "always allow" stores).
 
-    Called by the pipeline once per call that reaches the permission stage.
+    Called by the pipeline once per call that reaches the permission stage — only for servers
+    the implementing plugin itself provides (hooks are global, but a plugin never answers for
+    another plugin's server). Deny rules are still checked against the server's own
+    permission parts, so a pattern can narrow or widen allow rules but never dodge a deny.
 
     Args:
         server: the server that owns the tool.
@@ -103,8 +106,11 @@ def entropic_mcp_permission_pattern(server: MCPServerBase, tool: str, args: dict
         args: the validated arguments.
 
     Returns:
-        The pattern, e.g. ``"bash.execute:ls *"``; ``None`` lets the next implementation (and
-        finally the server's own ``permission_pattern``) decide. The first non-None result wins.
+        The pattern, ``"<server>.<tool>"`` or ``"<server>.<tool>:<key>"``, e.g.
+        ``"bash.execute:ls *"``; ``None`` lets the next implementation (and finally the server's
+        own parts) decide. The first non-None result wins. An exception, a non-string, or a
+        pattern naming another tool denies the call (``refused_by_hook``, attributed to the
+        plugin).
 
     Example::
 
@@ -117,17 +123,20 @@ def entropic_mcp_permission_pattern(server: MCPServerBase, tool: str, args: dict
 
 @hookspec(firstresult=True)
 def entropic_mcp_skip_duplicate_check(server: MCPServerBase, tool: str) -> bool | None:
-    """Decide whether duplicate detection applies to a tool.
+    """Decide whether a READ tool's repeated identical answers are flagged.
 
-    Called by the pipeline once per call.
+    Called by the pipeline once per READ call that succeeded, only for servers the implementing
+    plugin provides. Results are never served from a cache either way; the flag only adds the
+    ``duplicate_call`` notice (and, the third time in a row, STOP).
 
     Args:
         server: the server that owns the tool.
         tool: the tool name without the server prefix.
 
     Returns:
-        ``True`` to skip duplicate detection, ``False`` to apply it, ``None`` to defer to the
-        server's own ``skip_duplicate_check``. The first non-None result wins.
+        ``True`` to never flag the tool's repeats, ``False`` to flag them, ``None`` to defer to the
+        server's own ``skip_duplicate_check``. The first non-None result wins; an exception or a
+        non-bool is logged and skipped.
 
     Example::
 
@@ -195,9 +204,10 @@ def entropic_mcp_before_tool_call(call: ToolCall) -> Refuse | ReplaceArgs | None
 
     Returns:
         ``Refuse(reason=...)`` to refuse (kind ``rejected_hook``), ``ReplaceArgs(args=...)``
-        to run with other arguments (never another tool), ``None`` to let it through. All
-        results are collected: any refusal wins; the last replacement applies; anything else
-        is ignored and logged.
+        to run with other arguments (never another tool), ``None`` to let it through. Each
+        implementation is called in turn: a refusal ends the call; the last replacement
+        applies. An exception or any other return value refuses the call (failing closed),
+        attributed to the plugin in the message, the log and ``outcome.hook_faults``.
 
     Example::
 
@@ -220,7 +230,8 @@ def entropic_mcp_after_tool_call(call: ToolCall, outcome: CallOutcome) -> str | 
 
     Returns:
         A new result text, or ``None`` to leave it. All results are collected; the last
-        non-None one wins.
+        non-None one wins. An exception or a non-string is logged, recorded in
+        ``outcome.hook_faults`` and skipped; the call's result stands.
 
     Example::
 
