@@ -87,11 +87,17 @@ def test_lower_maximum_lowers_the_default_timeout(root: Path) -> None:
     assert configured(root, {"max_timeout_seconds": 10}).settings.timeout_seconds == 10
 
 
-def test_one_write_tool_duplicate_checked(root: Path) -> None:
+def test_tools_access_levels_and_duplicate_checks(root: Path) -> None:
     server = configured(root, {})
-    assert list(server.tools) == ["execute"]
+    assert list(server.tools) == ["execute", "output", "kill", "list"]
     assert server.access_level("execute") is AccessLevel.WRITE
+    assert server.access_level("kill") is AccessLevel.WRITE
+    assert server.access_level("output") is AccessLevel.READ
+    assert server.access_level("list") is AccessLevel.READ
     assert server.skip_duplicate_check("execute") is False
+    # Polling a background run repeats its arguments by design.
+    assert server.skip_duplicate_check("output") is True
+    assert server.skip_duplicate_check("list") is True
     annotations = server.list_tools()[0]
     assert annotations["inputSchema"]["required"] == ["command"]
 

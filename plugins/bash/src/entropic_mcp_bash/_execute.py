@@ -6,7 +6,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, confine, load_tool_definition
+from entropic_mcp import (
+    AccessLevel,
+    CallContext,
+    ToolBase,
+    ToolError,
+    ToolResult,
+    confine,
+    is_within,
+    load_tool_definition,
+)
 
 if TYPE_CHECKING:
     from ._output import OutputBuffer
@@ -45,7 +54,10 @@ class ExecuteTool(ToolBase):
             raise ToolError(
                 "invalid_args", "'command' contains a NUL byte, which a shell command cannot hold; remove it"
             )
-        timeout = self._timeout(args.get("timeout_seconds"), ctx)
+        background = args.get("run_in_background", False)
+        if not isinstance(background, bool):
+            raise ToolError("invalid_args", f"'run_in_background' must be true or false, got {background!r}")
+        timeout = self._timeout(args.get("timeout_seconds"), ctx, background=background)
         cwd = self._working_dir(args.get("working_dir"), ctx)
         try:
             command.encode("utf-8")
@@ -53,10 +65,14 @@ class ExecuteTool(ToolBase):
             raise ToolError(
                 "invalid_args", "'command' is not valid Unicode text (lone surrogate); send plain UTF-8 text"
             ) from None
+        env = settings.environment()
+        if background:
+            return self._start_background(command, cwd, env, timeout, ctx)
+        trailer = self.server.cwd_trailer(env) if settings.persist_cwd else None
         process = ShellProcess(
             [settings.shell, "-c", command],
             cwd=cwd,
-            env=settings.environment(),
+            env=env,
             timeout=timeout,
             max_output_bytes=settings.max_output_bytes,
             progress=ctx.report_progress if ctx.progress is not None else None,
@@ -87,11 +103,14 @@ class ExecuteTool(ToolBase):
                 f"the shell {settings.shell!r} or the directory {cwd} is not "
                 f"accessible ({exc.strerror}); use another working_dir or ask the operator",
             ) from None
+        finally:
+            where = trailer.finish() if trailer is not None else None
+        extra = self._follow_cwd(where, ctx) if trailer is not None else {}
         if done.timed_out:
             message = (
                 f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
                 "The output printed so far is included. Run it with a larger timeout_seconds "
-                f"(at most {settings.max_timeout_seconds:g}) or in smaller steps."
+                f"(at most {settings.max_timeout_seconds:g}), in smaller steps, or with run_in_background=true."
             )
             return self._result(
                 {"error": "timeout", "message": message, "timeout_seconds": timeout, "elapsed_ms": done.elapsed_ms},
@@ -106,7 +125,58 @@ class ExecuteTool(ToolBase):
             return self._result(
                 {"error": "cancelled", "message": message, "elapsed_ms": done.elapsed_ms}, done.output, ctx, error=True
             )
-        return self._result({"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms}, done.output, ctx)
+        return self._result({"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms, **extra}, done.output, ctx)
+
+    def _follow_cwd(self, where: Path | None, ctx: CallContext) -> dict[str, Any]:
+        """Keep the directory the shell ended in for the conversation's next call (inside the root only)."""
+        root = self.server.root
+        runs = self.server.runs
+        extra: dict[str, Any] = {}
+        if where is not None:
+            if is_within(where, root) and where.is_dir():
+                runs.set_cwd(ctx.conversation_id, where, root)
+            else:
+                runs.set_cwd(ctx.conversation_id, root, root)
+                extra["note"] = (
+                    f"the command ended in {where}, outside the project; the next command runs in the project root"
+                )
+        current = runs.cwd(ctx.conversation_id, root)
+        if current != root:
+            extra["cwd"] = current.relative_to(root).as_posix()
+        return extra
+
+    def _start_background(
+        self, command: str, cwd: Path, env: dict[str, str], timeout: float, ctx: CallContext
+    ) -> ToolResult:
+        settings = self.server.settings
+        try:
+            run = self.server.runs.start(
+                ctx.conversation_id,
+                settings.max_background_runs,
+                argv=[settings.shell, "-c", command],
+                command=command,
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                max_unread_bytes=settings.max_output_bytes,
+                grace=self.server.grace,
+            )
+        except OSError as exc:
+            raise ToolError(
+                "shell_unavailable",
+                f"the shell {settings.shell!r} could not be started in {cwd} ({exc.strerror}); "
+                "use another working_dir or ask the operator",
+            ) from None
+        data = {
+            "run_id": run.run_id,
+            "status": "running",
+            "timeout_seconds": timeout,
+            "message": (
+                f'Started in the background. Read its new output with bash.output {{"run_id": "{run.run_id}"}}; '
+                "stop it with bash.kill. It is stopped when this conversation ends."
+            ),
+        }
+        return ToolResult(text=orjson.dumps(data).decode(), structured=data)
 
     def _result(
         self, data: dict[str, Any], output: OutputBuffer, ctx: CallContext, *, error: bool = False
@@ -133,20 +203,23 @@ class ExecuteTool(ToolBase):
             limit = max(0, int(limit * (cap - fixed) / (len(raw) - fixed)) - 16)
         return ToolResult(text=raw.decode(), is_error=error, structured=None if error else payload)
 
-    def _timeout(self, raw: object, ctx: CallContext) -> float:
+    def _timeout(self, raw: object, ctx: CallContext, *, background: bool = False) -> float:
         settings = self.server.settings
+        ceiling = settings.background_timeout_seconds if background else settings.max_timeout_seconds
         if raw is None:
-            timeout = settings.timeout_seconds
+            timeout = settings.background_timeout_seconds if background else settings.timeout_seconds
         elif isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
             raise ToolError("invalid_args", f"'timeout_seconds' must be a positive number of seconds, got {raw!r}")
-        elif raw > settings.max_timeout_seconds:
+        elif raw > ceiling:
             raise ToolError(
                 "invalid_args",
-                f"'timeout_seconds' is at most {settings.max_timeout_seconds:g}; "
-                "pass a smaller value or split the work into shorter commands",
+                f"'timeout_seconds' is at most {ceiling:g}; pass a smaller value or split the work into shorter "
+                "commands" + ("" if background else " (or start it with run_in_background=true)"),
             )
         else:
             timeout = float(raw)
+        if background:
+            return timeout  # runs past this call: the call's own deadline does not apply
         remaining = ctx.remaining()
         if remaining is not None:  # a pipeline deadline (per-tool timeout in config) comes first
             timeout = max(0.1, min(timeout, remaining - self.server.grace - DEADLINE_MARGIN))
@@ -155,7 +228,7 @@ class ExecuteTool(ToolBase):
     def _working_dir(self, raw: object, ctx: CallContext) -> Path:
         root = self.server.root
         if raw is None:
-            return root
+            return self.server.runs.cwd(ctx.conversation_id, root) if self.server.settings.persist_cwd else root
         resolved = confine(
             raw,
             root=root,

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from entropic_mcp import MCPServerBase, PathPolicy, PermissionPart, ToolError, confine
 
 from ._execute import ExecuteTool
+from ._runs import CwdTrailer, KillTool, ListTool, OutputTool, Runs
 from ._settings import KEYS, KILL_GRACE, BashSettings
 
 TOOL = "bash.execute"
@@ -26,12 +27,46 @@ class BashServer(MCPServerBase):
         self.grace = KILL_GRACE
         self.settings = BashSettings()
         self._sync_pipeline_timeout()
+        self.runs = Runs()
+        self._trailer_dir: Path | None = None
         self.register_tool(ExecuteTool(self))
+        self.register_tool(OutputTool(self))
+        self.register_tool(KillTool(self))
+        self.register_tool(ListTool(self))
 
     def configure(self, config: Mapping[str, Any]) -> None:
         super().configure(config)
         self.settings = BashSettings.from_table(config)
         self._sync_pipeline_timeout()
+
+    def skip_duplicate_check(self, tool_name: str) -> bool:
+        # Polling a background run repeats the same arguments by design.
+        return tool_name in ("output", "list")
+
+    def end_conversation(self, conversation_id: str) -> None:
+        """Stop the conversation's background runs and forget its working directory."""
+        self.runs.end(conversation_id)
+
+    def close(self) -> None:
+        self.runs.close(self.grace)
+        if self._trailer_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._trailer_dir, ignore_errors=True)
+            self._trailer_dir = None
+        super().close()
+
+    def cwd_trailer(self, env: dict[str, str]) -> CwdTrailer | None:
+        """Arrange for a bash run to report the directory it ends in (None for other shells)."""
+        import os
+
+        if os.path.basename(self.settings.shell) != "bash":
+            return None
+        if self._trailer_dir is None or not self._trailer_dir.is_dir():
+            import tempfile
+
+            self._trailer_dir = Path(tempfile.mkdtemp(prefix="entropic-bash-"))
+        return CwdTrailer(self._trailer_dir, env)
 
     def _sync_pipeline_timeout(self) -> None:
         # The tool enforces its own timeout and returns the partial output; the pipeline's
@@ -55,6 +90,9 @@ class BashServer(MCPServerBase):
             command,
             cwd=self._cwd_for(args.get("working_dir")),
             root=self.root,
+            # The call's conversation is not known here: relative targets are checked in every
+            # directory a conversation is in (the root included).
+            cwds=self.runs.all_cwds() if args.get("working_dir") is None else (),
             env=settings.environment() or os.environ,
             bash_like=os.path.basename(settings.shell) in ("bash", "sh", "dash", "ash", "rbash"),
         )

@@ -15,6 +15,8 @@ DEFAULT_SHELL = "/bin/bash"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_TIMEOUT = 600.0
 DEFAULT_MAX_OUTPUT = 64 * 1024
+DEFAULT_BACKGROUND_TIMEOUT = 3600.0
+DEFAULT_MAX_BACKGROUND_RUNS = 4
 #: Always removed from a command's environment, whatever ``env_deny`` says: entropic-mcp's own
 #: variables, among them the serve token (``ENTROPIC_MCP_TOKEN``).
 ALWAYS_DENIED = ("ENTROPIC_MCP_*",)
@@ -32,6 +34,9 @@ KEYS = frozenset(
         "allow_outside_root",
         "outside_root_allow",
         "outside_root_deny",
+        "background_timeout_seconds",
+        "max_background_runs",
+        "persist_cwd",
     }
 )
 
@@ -51,6 +56,9 @@ class BashSettings:
     env_deny: tuple[str, ...] = ()
     env_set: Mapping[str, str] = attrs.field(factory=dict)
     path_policy: PathPolicy = attrs.field(factory=PathPolicy)
+    background_timeout_seconds: float = DEFAULT_BACKGROUND_TIMEOUT
+    max_background_runs: int = DEFAULT_MAX_BACKGROUND_RUNS
+    persist_cwd: bool = True
     _env_deny_regex: re.Pattern[str] | None = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -76,7 +84,7 @@ class BashSettings:
             if shutil.which(shell) is None:
                 raise ConfigError(f"[servers.bash] shell: {shell!r} is not an executable file or a command on PATH")
             values["shell"] = shell
-        for key in ("timeout_seconds", "max_timeout_seconds"):
+        for key in ("timeout_seconds", "max_timeout_seconds", "background_timeout_seconds"):
             if key in table:
                 values[key] = _positive(key, table[key])
         ceiling = values.get("max_timeout_seconds", DEFAULT_MAX_TIMEOUT)
@@ -93,6 +101,18 @@ class BashSettings:
             if isinstance(size, bool) or not isinstance(size, int) or size < 256:
                 raise ConfigError(f"[servers.bash] max_output_bytes: expected an integer of at least 256, got {size!r}")
             values["max_output_bytes"] = size
+        if "max_background_runs" in table:
+            runs = table["max_background_runs"]
+            if isinstance(runs, bool) or not isinstance(runs, int) or runs < 0:
+                raise ConfigError(
+                    f"[servers.bash] max_background_runs: expected a whole number of at least 0 (0 turns "
+                    f"background runs off), got {runs!r}"
+                )
+            values["max_background_runs"] = runs
+        if "persist_cwd" in table:
+            if not isinstance(table["persist_cwd"], bool):
+                raise ConfigError(f"[servers.bash] persist_cwd: expected true or false, got {table['persist_cwd']!r}")
+            values["persist_cwd"] = table["persist_cwd"]
         if "env_deny" in table:
             deny = table["env_deny"]
             if not isinstance(deny, (list, tuple)) or not all(isinstance(g, str) and g for g in deny):

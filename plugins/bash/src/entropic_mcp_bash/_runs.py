@@ -1,0 +1,231 @@
+"""Per-conversation state of the bash server: background runs and the working directory.
+
+The tools ``bash.output``, ``bash.kill`` and ``bash.list`` (Claude Code's BashOutput, KillShell
+and /bashes) read and stop the runs ``bash.execute run_in_background=true`` starts. A run belongs
+to the conversation that started it: other conversations cannot see it, and it is stopped when
+its conversation ends or the server closes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, is_within, load_tool_definition
+
+if TYPE_CHECKING:
+    from ._background import BackgroundRun
+    from ._server import BashServer
+
+#: Finished runs kept per conversation for a last read; older ones are forgotten first.
+KEEP_FINISHED = 16
+
+
+class Runs:
+    """Background runs and working directories, by conversation."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, BackgroundRun] = {}
+        self._ids = itertools.count(1)
+        self._cwds: dict[str, Path] = {}
+
+    # -- working directories -------------------------------------------------------------------
+
+    def cwd(self, conversation: str, root: Path) -> Path:
+        """Where the conversation's next command runs: its last directory if it still exists in the root."""
+        with self._lock:
+            path = self._cwds.get(conversation)
+        if path is None or not path.is_dir() or not is_within(path, root):
+            return root
+        return path
+
+    def set_cwd(self, conversation: str, path: Path, root: Path) -> None:
+        with self._lock:
+            if path == root:
+                self._cwds.pop(conversation, None)
+            else:
+                self._cwds[conversation] = path
+
+    def all_cwds(self) -> list[Path]:
+        """Every directory some conversation is in (the permission check resolves paths in each)."""
+        with self._lock:
+            return list(dict.fromkeys(self._cwds.values()))
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def start(self, conversation: str, limit: int, **kwargs: Any) -> BackgroundRun:
+        with self._lock:
+            running = [r for r in self._runs.values() if r.conversation == conversation and r.running]
+            if len(running) >= limit:
+                if limit == 0:
+                    raise ToolError(
+                        "background_disabled",
+                        "background runs are turned off on this server ([servers.bash] max_background_runs = 0); "
+                        "run the command in the foreground",
+                    )
+                ids = ", ".join(r.run_id for r in running)
+                raise ToolError(
+                    "too_many_runs",
+                    f"this conversation already has {len(running)} background commands running ({ids}), the most "
+                    "allowed; stop one with bash.kill or wait for one to finish (bash.list shows them)",
+                )
+            from ._background import BackgroundRun  # subprocess machinery: loaded on the first run
+
+            run_id = f"bg{next(self._ids)}"
+            run = BackgroundRun(run_id, conversation=conversation, **kwargs)
+            self._runs[run_id] = run
+            finished = [r for r in self._runs.values() if r.conversation == conversation and not r.running]
+            for old in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+                del self._runs[old.run_id]
+            return run
+
+    def get(self, conversation: str, run_id: object) -> BackgroundRun:
+        with self._lock:
+            run = self._runs.get(run_id) if isinstance(run_id, str) else None
+        if run is None or run.conversation != conversation:
+            raise ToolError(
+                "unknown_run",
+                f"no background command {run_id!r} in this conversation; bash.list shows the ones there are",
+            )
+        return run
+
+    def of(self, conversation: str) -> list[BackgroundRun]:
+        with self._lock:
+            return [r for r in self._runs.values() if r.conversation == conversation]
+
+    def end(self, conversation: str) -> list[BackgroundRun]:
+        """Stop and forget the conversation's runs and directory; returns the runs being stopped."""
+        with self._lock:
+            ended = [r for r in self._runs.values() if r.conversation == conversation]
+            for run in ended:
+                del self._runs[run.run_id]
+            self._cwds.pop(conversation, None)
+        for run in ended:
+            run.stop()
+        return ended
+
+    def close(self, grace: float) -> None:
+        """Stop every run and wait for each (bounded by the kill grace)."""
+        with self._lock:
+            runs = list(self._runs.values())
+            self._runs.clear()
+            self._cwds.clear()
+        for run in runs:
+            run.stop()
+        for run in runs:
+            run.wait(2 * grace + 1.0)
+
+
+class CwdTrailer:
+    """Where one bash run ends up: a start-up file (``BASH_ENV``) sets an EXIT trap that writes
+    ``pwd -P`` to a private file, read after the run.
+
+    The command itself runs unchanged. The start-up file unsets ``BASH_ENV`` first, so nested
+    shells do not report; a command that replaces the EXIT trap, ``exec``s or is killed reports
+    nothing, and the conversation keeps its previous directory.
+    """
+
+    _ids = itertools.count(1)
+
+    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+        n = next(self._ids)
+        self.script = directory / f"env-{n}.sh"
+        self.out = directory / f"cwd-{n}"
+        self.script.write_text(f"unset BASH_ENV\ntrap \"builtin pwd -P > '{self.out}' 2>/dev/null\" EXIT\n")
+        env["BASH_ENV"] = str(self.script)
+
+    def finish(self) -> Path | None:
+        """The directory the shell ended in (None when it did not say); removes both files."""
+        try:
+            text = self.out.read_text("utf-8", errors="replace").strip()
+        except OSError:
+            text = ""
+        for path in (self.script, self.out):
+            path.unlink(missing_ok=True)
+        if not text.startswith("/") or "\n" in text:
+            return None
+        return Path(text)
+
+
+class _RunTool(ToolBase):
+    def __init__(self, server: BashServer) -> None:
+        super().__init__()
+        self.server = server
+
+    def _reply(self, data: dict[str, object]) -> ToolResult:
+        return ToolResult(text=orjson.dumps(data).decode(), structured=data)
+
+
+def _read(run: BackgroundRun, pattern: re.Pattern[str] | None) -> dict[str, object]:
+    from ._background import describe
+
+    output, dropped = run.read()
+    if pattern is not None:
+        output = "".join(line for line in output.splitlines(keepends=True) if pattern.search(line))
+    data = describe(run)
+    data["output"] = output
+    if dropped:
+        data["dropped_bytes"] = dropped
+    return data
+
+
+class OutputTool(_RunTool):
+    """``bash.output``: new output of a background run since the last read."""
+
+    definition = load_tool_definition(__package__, "output")
+    required_access_level = AccessLevel.READ
+    idempotent = False
+
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        run = self.server.runs.get(ctx.conversation_id, args.get("run_id"))
+        pattern = None
+        raw = args.get("filter")
+        if raw:
+            try:
+                pattern = re.compile(str(raw))
+            except re.error as exc:
+                raise ToolError(
+                    "invalid_args", f"'filter' is not a valid regular expression ({exc}); fix or drop it"
+                ) from None
+        return self._reply(_read(run, pattern))
+
+
+class KillTool(_RunTool):
+    """``bash.kill``: stop a background run with its whole process group."""
+
+    definition = load_tool_definition(__package__, "kill")
+    required_access_level = AccessLevel.WRITE
+    destructive = True
+    idempotent = True
+
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        run = self.server.runs.get(ctx.conversation_id, args.get("run_id"))
+        if run.running:
+            run.stop()
+            run.wait(2 * self.server.grace + 1.0)
+        return self._reply(_read(run, None))
+
+
+class ListTool(_RunTool):
+    """``bash.list``: the conversation's background runs and working directory."""
+
+    definition = load_tool_definition(__package__, "list")
+    required_access_level = AccessLevel.READ
+    idempotent = False
+
+    def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        runs = []
+        from ._background import describe
+
+        for run in self.server.runs.of(ctx.conversation_id):
+            data = describe(run)
+            data["unread_bytes"] = run.unread_bytes()
+            runs.append(data)
+        root = self.server.root
+        cwd = self.server.runs.cwd(ctx.conversation_id, root)
+        return self._reply({"runs": runs, "cwd": "." if cwd == root else cwd.relative_to(root).as_posix()})
