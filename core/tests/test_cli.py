@@ -253,3 +253,165 @@ def test_a_scaffolded_plugin_installs_is_discovered_passes_its_tests_and_mypy_st
     assert "passed" in run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=target)
     assert "weather: ok" in run(str(venv / "bin" / "entropic-mcp"), "check-plugin", "weather", "--quiet", cwd=target)
     assert "Success" in run(python, "-m", "mypy", "--strict", "src", "tests", cwd=target)
+
+
+# -- serve and call always exit ----------------------------------------------------------------------
+
+STUCK_CONFIG = """
+[entropic_mcp]
+plugins = ["weather", "weather_blocking_tool"]
+[storage]
+backend = "none"
+[permissions]
+default = "allow"
+[servers.w_blocking_tool]
+timeout_seconds = {timeout}
+"""
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+}
+STUCK_CALL = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "w_blocking_tool.forecast", "arguments": {"city": "Oslo"}},
+}
+
+
+@pytest.fixture
+def stuck_project(tmp_path):
+    """A project whose w_blocking_tool.forecast never returns; the marker file appears once it is entered."""
+    import os
+
+    (tmp_path / "entropic-mcp.toml").write_text(STUCK_CONFIG.format(timeout=300))
+    marker = tmp_path / "entered"
+    env = {**os.environ, "PYTHONPATH": str(BROKEN_SITE), "WEATHER_STUCK_MARKER": str(marker)}
+    return tmp_path, env, marker
+
+
+def _cli(*args):
+    return [sys.executable, "-c", "from entropic_mcp.cli import main; main()", *args]
+
+
+def _wait_for(path, process):
+    import time
+
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the tool was never entered"
+        time.sleep(0.02)
+
+
+def test_call_exits_after_its_timeout_though_the_sync_tool_never_returns(stuck_project):
+    root, env, marker = stuck_project
+    (root / "entropic-mcp.toml").write_text(STUCK_CONFIG.format(timeout=0.5))
+    done = subprocess.run(
+        _cli("call", "w_blocking_tool.forecast", '{"city": "Oslo"}'),
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["kind"] == "timeout"
+    assert marker.exists() and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["call", "serve"])
+def test_sigint_during_a_stuck_call_exits_130_with_one_line(stuck_project, command):
+    import signal
+
+    root, env, marker = stuck_project
+    argv = _cli("call", "w_blocking_tool.forecast", '{"city": "Oslo"}') if command == "call" else _cli("serve")
+    process = subprocess.Popen(
+        argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    if command == "serve":
+        process.stdin.write((json.dumps(INITIALIZE) + "\n" + json.dumps(STUCK_CALL) + "\n").encode())
+        process.stdin.flush()
+    _wait_for(marker, process)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.decode() == "entropic-mcp: interrupted\n"
+
+
+def test_serve_exits_when_stdin_closes_though_a_sync_tool_never_returns(stuck_project):
+    root, env, marker = stuck_project
+    process = subprocess.Popen(
+        _cli("serve"), cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdin.write((json.dumps(INITIALIZE) + "\n" + json.dumps(STUCK_CALL) + "\n").encode())
+    process.stdin.flush()
+    _wait_for(marker, process)
+    out, err = process.communicate(timeout=60)  # closes stdin: the client is gone
+    assert process.returncode == 0, err
+    first = json.loads(out.splitlines()[0])
+    assert first["id"] == 1 and "serverInfo" in first["result"]
+    assert err == b""
+
+
+def test_serve_http_exits_130_on_sigint(stuck_project):
+    import signal
+
+    root, env, _ = stuck_project
+    process = subprocess.Popen(
+        _cli("serve", "--transport", "http", "--port", "0"),
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    line = process.stderr.readline().decode()
+    assert "serving 2 tools on http://127.0.0.1:" in line
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.decode() == "entropic-mcp: interrupted\n"
+
+
+def test_serve_in_a_terminal_shows_how_to_connect_and_stops_on_the_first_ctrl_c(stuck_project):
+    import os
+    import pty
+    import select
+    import time
+
+    root, env, _ = stuck_project
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: serve with the terminal as stdin, stdout and stderr
+        os.chdir(root)
+        os.execve(sys.executable, _cli("serve"), env)
+    seen = b""
+    done = 0
+    try:
+        deadline = time.monotonic() + 60
+        while b"Stop: Ctrl-C." not in seen:
+            assert time.monotonic() < deadline, seen
+            if select.select([fd], [], [], 0.5)[0]:
+                seen += os.read(fd, 4096)
+        os.write(fd, b"\x03")
+        deadline = time.monotonic() + 30
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            assert time.monotonic() < deadline, "serve ignored the first Ctrl-C"
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:
+                    pass
+    finally:
+        if not done:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 130
+    text = seen.decode(errors="replace")
+    assert '{"command": "entropic-mcp", "args": ["serve"]}' in text
+    assert "Traceback" not in text

@@ -212,8 +212,12 @@ class _Wire:
 
 
 @asynccontextmanager
-async def stdio_streams(max_message_bytes: int) -> AsyncIterator[tuple[Any, Any]]:
-    """(read, write) streams of ``SessionMessage`` over this process's stdin/stdout."""
+async def stdio_streams(max_message_bytes: int, eof: anyio.Event | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """(read, write) streams of ``SessionMessage`` over this process's stdin/stdout.
+
+    ``eof`` is set when the client closes stdin: the caller stops serving soon after even if a
+    call is still running (a stuck synchronous tool must not keep the process alive).
+    """
     devnull = os.open(os.devnull, os.O_RDONLY)
     wire_in = _claim(0, devnull)
     os.close(devnull)
@@ -241,6 +245,8 @@ async def stdio_streams(max_message_bytes: int) -> AsyncIterator[tuple[Any, Any]
                     elif item is not None:
                         await read_send.send(item)
                 if not data:
+                    if eof is not None:
+                        eof.set()
                     return
 
     writer_done = anyio.Event()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -15,6 +16,13 @@ class CLIError(click.ClickException):
     """A failed operation: one line, exit status 1."""
 
     exit_code = 1
+
+
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) stopped a command: one line on stderr and exit status 130, no traceback.
+
+    Not a KeyboardInterrupt, which click would turn into "Aborted!" with status 1.
+    """
 
 
 class UsageProblem(click.ClickException):
@@ -34,30 +42,60 @@ def run(command: click.Command, args: list[str], *, debug: bool) -> NoReturn:
         warnings.showwarning = _show_warning
     try:
         code = command.main(args=args, prog_name="entropic-mcp", standalone_mode=False)
-    except click.exceptions.Abort:
+    except Interrupted:
+        click.echo("entropic-mcp: interrupted", err=True)
+        leave(130)
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+            click.echo("entropic-mcp: interrupted", err=True)
+            leave(130)
         click.echo("Aborted.", err=True)
-        sys.exit(1)
+        leave(1)
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        leave(exc.exit_code)
     except click.UsageError as exc:
         exc.show()
-        sys.exit(2)
+        leave(2)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        leave(exc.exit_code)
     except (ConfigError, PluginError) as exc:
         if debug:
             raise
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        leave(2)
     except (EntropicMCPError, OSError) as exc:
         if debug:
             raise
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(1)
+        leave(1)
     except KeyboardInterrupt:
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        click.echo("entropic-mcp: interrupted", err=True)
+        leave(130)
+    leave(code if isinstance(code, int) else 0)
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with ``code`` without waiting for threads still running.
+
+    A synchronous tool that never returns keeps its worker thread (Python cannot stop a
+    thread), and an interpreter exit joins every non-daemon thread: ``call`` or ``serve`` would
+    never end. Exit handlers still run and output is flushed; the threads are abandoned.
+    """
+    import threading
+
+    main = threading.main_thread()
+    if not any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def config_path(ctx: click.Context) -> str | None:

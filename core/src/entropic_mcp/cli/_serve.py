@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import build_manager, load, settle
+from ._common import Interrupted, build_manager, load, settle
 
 
 @click.command()
@@ -33,7 +33,16 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
         token_for(host or settings.host)  # refuse an unprotected address before loading any plugin
     approver = ServeApprover()
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
-    run(manager, transport=chosen, host=host, port=port)
+    if chosen == "stdio":
+        from .._serve import stdio_banner
+
+        banner = stdio_banner()
+        if banner is not None:
+            click.echo(banner, err=True)
+    try:
+        run(manager, transport=chosen, host=host, port=port)
+    except KeyboardInterrupt:
+        raise Interrupted from None
 
 
 @click.command()
