@@ -74,6 +74,7 @@ class Matcher:
             options.dot_nl = True
         else:
             options.never_nl = True  # a match never spans lines, as in grep
+        options.never_capture = True  # only the span of the whole match is used
         self.multiline = multiline
         try:
             self.regex = re2.compile("(?m)" + pattern, options)
@@ -81,6 +82,33 @@ class Matcher:
             raise _regex_error(pattern, exc) from None
         except (TypeError, ValueError, OverflowError) as exc:
             raise ToolError("invalid_regex", f"'pattern' is not a valid regular expression ({exc})") from None
+        self.find = _finder(self.regex)
+
+
+def _finder(regex: Any) -> Callable[[bytes, int], tuple[int, int] | None]:
+    """``find(data, pos)``: the span of the first match at or after ``pos`` (None: no match).
+
+    Grep calls it once per file, so the wrapper's cost per call matters (P9): when the compiled
+    object exposes RE2's ``Match`` directly it is called without building a match object.
+    """
+    import re2
+
+    raw = getattr(regex, "_regexp", None)
+    anchor = getattr(getattr(getattr(re2, "_re2", None), "RE2", None), "Anchor", None)
+    if raw is not None and hasattr(raw, "Match") and anchor is not None:
+        match, unanchored = raw.Match, anchor.UNANCHORED
+
+        def find_raw(data: bytes, pos: int) -> tuple[int, int] | None:
+            start, end = match(unanchored, data, pos, len(data))[0]
+            return None if start < 0 else (start, end)
+
+        return find_raw
+
+    def find(data: bytes, pos: int) -> tuple[int, int] | None:
+        found = regex.search(data, pos)
+        return None if found is None else found.span()
+
+    return find
 
 
 def _regex_error(pattern: str, exc: Exception) -> ToolError:
@@ -149,7 +177,7 @@ class FileScan:
         max_line: int,
         cancelled: threading.Event | None,
     ) -> None:
-        self.regex = matcher.regex
+        self.find = matcher.find
         self.want = want
         self.before = before
         self.after = after
@@ -166,13 +194,16 @@ class FileScan:
     def done(self) -> bool:
         return self.want is not None and len(self.hits) >= self.want and not self._pending
 
-    def run(self, read: Callable[[int], bytes]) -> None:
+    def run(self, read: Callable[[int], bytes], size_hint: int = CHUNK) -> None:
+        """Read and search to the end; ``size_hint`` (the file's size + 1) lets a small file be
+        read with one call, a short read marking the end."""
         carry = b""
+        request = max(1, min(size_hint, CHUNK))
         first = True
         while not self.done:
             if self.cancelled is not None and self.cancelled.is_set():
                 return
-            chunk = read(CHUNK)
+            chunk = read(request)
             if first:
                 first = False
                 if b"\x00" in chunk[:SNIFF]:
@@ -180,6 +211,10 @@ class FileScan:
             if not chunk:
                 break
             buf = carry + chunk if carry else chunk
+            if len(chunk) < request:  # the end of a regular file
+                self._region(buf, complete=True, final=True)
+                return
+            request = CHUNK
             cut = buf.rfind(b"\n") + 1
             if cut:
                 self._region(buf[:cut], complete=True)
@@ -194,21 +229,24 @@ class FileScan:
             self._region(carry, complete=True, final=True)
 
     def _region(self, region: bytes, *, complete: bool, final: bool = False) -> None:
-        """Search ``region`` (whole lines when ``complete``; else a piece of one long line)."""
+        """Search ``region`` (whole lines when ``complete``; else a piece of one long line).
+
+        ``final``: the file's last region (its line count is not needed afterwards).
+        """
         if self._pending:
             self._fill_after(region)
-        search = self.regex.search
+        find = self.find
         end = len(region)
         pos = 0
         line = self._line
         counted = 0
         while not self.done:
-            found = search(region, pos)
+            found = find(region, pos)
             if found is None:
                 break
-            at = found.start()
-            if at >= end and ((complete and not final) or end == 0):
-                break
+            at = found[0]
+            if at >= end and (not complete or end == 0 or region[-1:] == b"\n"):
+                break  # the empty "line" after a final newline is not a line
             line += region.count(b"\n", counted, at)
             counted = at
             first = region.rfind(b"\n", 0, at) + 1
@@ -222,6 +260,8 @@ class FileScan:
             pos = last + 1
             if pos > end:
                 break
+        if final:
+            return
         self._line += region.count(b"\n")
         if self.before and complete:
             self._remember_tail(region)
@@ -292,10 +332,10 @@ def scan_multiline(data: bytes, matcher: Matcher, want: int | None) -> tuple[lis
     line, counted, pos = 1, 0, 0
     end = len(data)
     while True:
-        found = matcher.regex.search(data, pos)
+        found = matcher.find(data, pos)
         if found is None:
             break
-        at, stop = found.start(), found.end()
+        at, stop = found
         if at >= end and end and data.endswith(b"\n"):
             break
         line += data.count(b"\n", counted, at)
@@ -366,6 +406,20 @@ class Search:
                     return
                 hits, count = scan_multiline(_read_all(fd, self.max_multiline), self.matcher, want)
             else:
+                read: Callable[[int], bytes] = lambda size: os.read(fd, size)  # noqa: E731
+                hint = st.st_size + 1
+                if hint <= CHUNK:
+                    # Most files are small: one read, one search, and no scanner unless it matches.
+                    data = os.read(fd, hint)
+                    whole = len(data) < hint  # else it grew meanwhile: keep reading after it
+                    if whole and (b"\x00" in data[:SNIFF] or self.matcher.find(data, 0) is None):
+                        return
+                    held = [data]
+                    hint = len(data) + whole  # a short read of the next size marks the end
+
+                    def read(size: int) -> bytes:
+                        return held.pop() if held else os.read(fd, size)
+
                 scan = FileScan(
                     self.matcher,
                     want=want,
@@ -374,7 +428,7 @@ class Search:
                     max_line=self.max_line,
                     cancelled=self.cancelled,
                 )
-                scan.run(lambda size: os.read(fd, size))
+                scan.run(read, hint)
                 hits, count = scan.hits, scan.count
         except OSError:
             return
