@@ -21,6 +21,17 @@ REVISION_ARGUMENTS = [
     ("create_branch", "name", {}),
     ("create_branch", "base", {"name": "safe"}),
     ("checkout", "target", {}),
+    ("blame", "revision", {"path": "README.md"}),
+    ("tag", "pattern", {}),
+    ("tag", "contains", {}),
+    ("create_tag", "name", {}),
+    ("create_tag", "revision", {"name": "t"}),
+    ("restore", "source", {"paths": ["README.md"]}),
+    ("fetch", "remote", {}),
+    ("pull", "remote", {}),
+    ("pull", "branch", {}),
+    ("push", "remote", {}),
+    ("push", "branch", {}),
 ]
 
 INJECTIONS = [
@@ -123,9 +134,15 @@ def _escapes(repo, outside: Path) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(("tool", "extra"), [("add", {}), ("reset", {}), ("diff", {}), ("log", {})])
+@pytest.mark.parametrize(
+    ("tool", "extra"),
+    [("add", {}), ("reset", {}), ("diff", {}), ("log", {}), ("restore", {}), ("stash", {}), ("blame", None)],
+)
 def test_paths_outside_the_work_tree_are_refused(server, repo, outside, tool, extra):
     for raw in _escapes(repo, outside):
+        if extra is None:  # blame takes one path
+            assert refused(server, tool, {"path": raw})["error"] == "outside_root", raw
+            continue
         error = refused(server, tool, {**extra, "paths": [raw]})
         assert error["error"] == "outside_root", (raw, error)
         # one bad path spoils the whole call

@@ -68,9 +68,8 @@ class NetworkTool(GitTool):
                 f"{NETWORK_KEY} (in entropic-mcp.toml) to allow fetch, pull and push",
             )
 
-    async def remote(self, ctx: CallContext, tree: WorkTree, args: dict[str, Any]) -> str:
-        """The ``remote`` argument (default ``origin``), which must be a configured remote."""
-        name = revision(args, "remote") or "origin"
+    async def remote(self, ctx: CallContext, tree: WorkTree, name: str) -> str:
+        """``name`` (the ``remote`` argument), which must be a configured remote."""
         out = await self.git(ctx, tree, ("remote",))
         check(out, "remote", "Check the repository's remotes with `git remote -v`.")
         remotes = out.text.split()
@@ -93,10 +92,11 @@ class Fetch(NetworkTool):
     idempotent = True
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        self.require_network()
         prune = flag(args, "prune", False)
+        name = revision(args, "remote") or "origin"
+        self.require_network()
         tree = await self.worktree()
-        remote = await self.remote(ctx, tree, args)
+        remote = await self.remote(ctx, tree, name)
         command = ["fetch", "--no-recurse-submodules", "--no-write-fetch-head"]
         if prune:
             command.append("--prune")
@@ -112,10 +112,11 @@ class Pull(NetworkTool):
     idempotent = True
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        self.require_network()
         branch = branch_name(args, "branch")
+        name = revision(args, "remote") or "origin"
+        self.require_network()
         tree = await self.worktree()
-        remote = await self.remote(ctx, tree, args)
+        remote = await self.remote(ctx, tree, name)
         # fast-forward only: no merge commit, no merge driver, no rebase
         command = ["pull", "--ff-only", "--no-rebase", "--no-recurse-submodules", "--no-edit", "--end-of-options"]
         command += [remote, *([branch] if branch else [])]
@@ -137,11 +138,12 @@ class Push(NetworkTool):
     idempotent = True
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        self.require_network()
         branch = branch_name(args, "branch")
         upstream = flag(args, "set_upstream", False)
+        name = revision(args, "remote") or "origin"
+        self.require_network()
         tree = await self.worktree()
-        remote = await self.remote(ctx, tree, args)
+        remote = await self.remote(ctx, tree, name)
         if branch is None:
             branch = tree.head()
             if branch is None:
