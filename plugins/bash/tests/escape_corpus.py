@@ -310,4 +310,24 @@ POLICY = [
     "cd sub; echo x > ../.entropicignore",
 ]
 
-CASES = EVALUATED + HEREDOCS + ENVIRONMENT + WRAPPED
+#: Programs whose own scripts run commands: checked under ``allow sed *``.
+SED = [
+    Case("sed -n '1e rm victim' s.sh"),
+    Case("sed 's/.*/rm victim/e' s.sh"),
+    Case("sed -e 's/x/y/' -e '1e rm victim' s.sh"),
+    Case("sed --expression='$e rm victim' s.sh"),
+    Case("sed -n '/rm/e rm victim' s.sh"),
+    Case("sed -n '1,2 e rm victim' s.sh"),
+    Case("sed -n '1w victim' s.sh"),
+    Case("sed 's/rm/x/w victim' s.sh"),
+    Case("sed -f s.sh s.sh", live=False),
+]
+#: Substitutions inside expansions the parser does not open.
+UNSEEN = [
+    Case('echo "${x:-`rm victim`}"'),
+    Case("echo ${x:-`rm victim`}"),
+    Case("x=a; echo ${x#$(rm victim)}"),
+    Case('x=a; echo "${x/a/`rm victim`}"'),
+]
+
+CASES = EVALUATED + HEREDOCS + ENVIRONMENT + WRAPPED + UNSEEN

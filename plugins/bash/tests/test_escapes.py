@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from bash_helpers import make_manager
 from entropic_mcp import CallContext
-from escape_corpus import CASES, POLICY, REDIRECTS, Case
+from escape_corpus import CASES, POLICY, REDIRECTS, SED, Case
 
 PRECIOUS = "precious\n"
 EVIL_CONFIG = "[core]\n\tfsmonitor = rm victim; false\n"
@@ -95,11 +95,11 @@ def _ids(cases: list[Case]) -> list[str]:
     return [c.command[:60] for c in cases]
 
 
-LIVE = [c for c in CASES if c.live]
+LIVE = [c for c in CASES + SED if c.live]
 
 
 def test_the_corpus_is_large() -> None:
-    assert len(CASES) + len(REDIRECTS) + len(POLICY) >= 250
+    assert len(CASES) + len(SED) + len(REDIRECTS) + len(POLICY) >= 250
 
 
 @pytest.mark.parametrize("case", LIVE, ids=_ids(LIVE))
@@ -118,6 +118,14 @@ def test_allow_rules_never_allow_a_case(project: Path, case: Case) -> None:
 def test_a_deny_rule_on_rm_stops_every_case(project: Path, case: Case) -> None:
     assert run_checked(project, case.command, DENY) == "rejected_permission"
     assert intact(project)
+
+
+@pytest.mark.parametrize("case", SED, ids=_ids(SED))
+def test_sed_scripts_that_run_or_write_are_not_allowed_by_a_sed_rule(project: Path, case: Case) -> None:
+    rules = {"default": "deny", "allow": ["bash.execute:sed *"]}
+    assert run_checked(project, case.command, rules) == "rejected_permission"
+    assert intact(project)
+    assert run_checked(project, "sed -n 's/rm/x/p' s.sh", rules) == "ok"
 
 
 def _redirects(root: Path) -> list[str]:

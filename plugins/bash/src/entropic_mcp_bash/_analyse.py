@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from ._parse import LITERAL_INDEX, NAME, Assignment, Command, Flag, Function, Redirect, Word, parse
+from ._parse import LITERAL_INDEX, NAME, Assignment, Command, Flag, Function, Hidden, Redirect, Word, parse
 from ._risky import (
     BUILTINS,
     EXEC_OPTIONS,
@@ -309,8 +309,12 @@ def analyse(text: str, cwd: Path, *, env: Mapping[str, str] | None = None, cwds:
         env: the environment bash starts with (``HOME`` for ``~``, ``CDPATH``, ``OLDPWD``).
         cwds: other directories it may run in (relative targets are checked in each).
     """
-    analysis = _Analysis(cwd, os.environ if env is None else env, cwds)
+    environment = os.environ if env is None else env
+    analysis = _Analysis(cwd, environment, cwds)
     findings: list[Finding] = []
+    if any(not entry.startswith("/") for entry in environment.get("PATH", "/usr/bin").split(":")):
+        # An empty or relative PATH entry: a bare name may run a file the project holds.
+        findings.append(Unclear(text=text, reason="PATH has a relative entry"))
     for finding in analysis.script(text, 0):
         if not isinstance(finding, _StdWrite):
             findings.append(finding)
@@ -362,6 +366,8 @@ class _Analysis:
                     yield Unclear(text=item.text, reason=f"function {item.name!r} shadows a command")
             elif isinstance(item, Flag):
                 yield Unclear(text=item.text, reason=item.reason)
+            elif isinstance(item, Hidden):
+                yield from self.script(item.script, depth + 1)
         if not parsed.complete:
             yield Unclear(text=text, reason="does not parse")
 
@@ -502,6 +508,8 @@ class _Analysis:
             problem = f"{name} is given an option that runs a command"
         if problem is None and name == "git":
             problem = _git_problem(values)
+        if problem is None and name in ("sed", "gsed"):
+            problem = _sed_problem(values)
         if problem is not None:
             found: list[Finding | _StdWrite] = [Unclear(text=text, reason=problem)]
             found.append(self.invocation(name, words, name, True, understood=understood))
@@ -1151,6 +1159,50 @@ def _runs_option(name: str, values: Sequence[str | None]) -> bool:
             ):
                 return True
     return False
+
+
+#: sed commands that run a program (``e``) or write a file (``w``, ``W``), after an optional address.
+_SED_ADDRESS = r"(?:[0-9]+|\$|/(?:\\.|[^/\n])*/[IM]*)(?:~[0-9]+)?"
+_SED_COMMAND = re.compile(
+    rf"(?:^|[;\n{{}}])\s*(?:{_SED_ADDRESS}(?:\s*,\s*(?:{_SED_ADDRESS}|[+~][0-9]+))?)?\s*!?\s*[ewW](?:\s|$|;)"
+)
+_SED_SUBSTITUTE = re.compile(r"s([^\\\n])(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1([A-Za-z0-9]*)", re.DOTALL)
+
+
+def _sed_problem(values: Sequence[str | None]) -> str | None:
+    """GNU sed runs programs (``e``, ``s///e``) and writes files (``w``) named in its script."""
+    scripts: list[str] = []
+    explicit = False
+    i = 0
+    while i < len(values):
+        value = values[i]
+        if value is None:
+            return "sed with a computed argument"
+        if value == "--sandbox":
+            return None  # e, w and r are refused by sed itself
+        if value in ("-e", "--expression"):
+            explicit = True
+            scripts.append(values[i + 1] or "" if i + 1 < len(values) else "")
+            i += 2
+            continue
+        if value.startswith("--expression="):
+            explicit = True
+            scripts.append(value.partition("=")[2])
+        elif value in ("-f", "--file") or (value.startswith(("--file=", "-f")) and not value.startswith("--")):
+            return "sed reads its script from a file"
+        elif value.startswith("-e") and not value.startswith("--"):
+            explicit = True
+            scripts.append(value[2:])
+        elif not value.startswith("-") and not explicit and not scripts:
+            scripts.append(value)
+        i += 1
+    for script in scripts:
+        if _SED_COMMAND.search(script):
+            return "sed script runs a command or writes a file (e, w)"
+        for match in _SED_SUBSTITUTE.finditer(script):
+            if "e" in match[2] or "w" in match[2]:
+                return "sed substitution runs a command or writes a file (e, w flags)"
+    return None
 
 
 def _git_problem(values: Sequence[str | None]) -> str | None:

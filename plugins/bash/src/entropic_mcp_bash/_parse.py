@@ -203,6 +203,14 @@ class Function:
 
 
 @attrs.frozen(kw_only=True)
+class Hidden:
+    """A command substitution the parser did not see (a backtick in a here-doc body): its text is
+    searched for denied commands; the Flag next to it keeps the call from being allowed."""
+
+    script: str
+
+
+@attrs.frozen(kw_only=True)
 class Flag:
     """Something bash would evaluate that the analysis cannot prove harmless."""
 
@@ -210,7 +218,7 @@ class Flag:
     reason: str
 
 
-Item = Command | Redirect | Assignment | Function | Flag
+Item = Command | Redirect | Assignment | Function | Flag | Hidden
 
 
 @attrs.frozen(kw_only=True)
@@ -248,6 +256,25 @@ def expansion_problem(text: str) -> str | None:
     if rest.startswith(":") and _OFFSET.match(rest):
         return None
     return "substring offset evaluated as arithmetic"
+
+
+def hidden_scripts(text: str) -> list[str]:
+    """The bodies of backtick and ``$(...)`` substitutions in ``text`` (best effort, for deny rules)."""
+    scripts = [m[1].replace("\\`", "`") for m in re.finditer(r"`((?:\\.|[^`\\])*)`", text, re.DOTALL)]
+    start = text.find("$(")
+    while start >= 0:
+        depth, i = 0, start + 1
+        while i < len(text):
+            if text[i] == "(":
+                depth += 1
+            elif text[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        scripts.append(text[start + 2 : i])
+        start = text.find("$(", start + 2)
+    return scripts
 
 
 def arithmetic_safe(inner: str) -> bool:
@@ -472,6 +499,7 @@ def parse(text: str) -> Script:
                 gaps = _ESCAPED.sub("", reader.gaps(node))
                 if _HIDDEN_CODE.search(gaps) or (kind == "word" and _HIDDEN_UNQUOTED.search(gaps)):
                     items.append(Flag(text=reader.text(node), reason="command substitution the parser did not see"))
+                    items.extend(Hidden(script=script) for script in hidden_scripts(reader.gaps(node)))
         if kind == "command":
             command = reader.command(node)
             if command.words:
