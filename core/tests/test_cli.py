@@ -415,3 +415,33 @@ def test_serve_in_a_terminal_shows_how_to_connect_and_stops_on_the_first_ctrl_c(
     text = seen.decode(errors="replace")
     assert '{"command": "entropic-mcp", "args": ["serve"]}' in text
     assert "Traceback" not in text
+
+
+# -- docs in step with the CLI --------------------------------------------------------------------
+
+REPO = Path(__file__).parents[2]
+
+
+def test_the_readme_init_sample_is_exactly_what_init_writes(tmp_path, monkeypatch):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    assert invoke("init").exit_code == 0
+    written = (tmp_path / "entropic-mcp.toml").read_text()
+    readme = (REPO / "README.md").read_text()
+    match = re.search(r"`entropic-mcp init` writes[^\n]*\n\n```toml\n(.*?)```", readme, re.S)
+    assert match, "README.md lost its init sample"
+    assert match.group(1) == written
+
+
+def test_no_page_spells_a_rule_with_parentheses():
+    """Rules are `<server>.<tool>:<detail>`; `bash.execute(git log *)` matches nothing."""
+    import re
+
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    wrong = [
+        f"{page.relative_to(REPO)}: {m.group(0)}"
+        for page in pages
+        for m in re.finditer(r"\"[a-z_]+\.[a-z_]+\([^\"]*\)\"", page.read_text())
+    ]
+    assert wrong == []
