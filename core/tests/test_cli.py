@@ -98,7 +98,13 @@ def test_config_error_is_one_line_with_exit_status_2(tmp_path):
 
 def test_check_plugin_reports_a_conforming_plugin(project):
     result = invoke("check-plugin", "fakegood", "--examples", "5", "--json")
-    assert json.loads(result.stdout) == {"plugin": "fakegood", "ok": True, "problems": []}
+    assert json.loads(result.stdout) == {
+        "plugin": "fakegood",
+        "ok": True,
+        "servers": ["good"],
+        "hooks": ["entropic_mcp_servers"],
+        "problems": [],
+    }
     assert result.exit_code == 0
     assert "fakegood: checking server 'good'" in result.stderr
 
@@ -126,6 +132,13 @@ def test_check_plugin_is_check_plugin_with_progress_and_fails_on_any_problem(bro
     assert result.exit_code == 1, result.output
     assert expected in result.stdout
     assert f"{plugin}: importing plugin {plugin!r}" in result.stderr
+
+
+def test_check_plugin_says_how_to_install_the_kit_when_hypothesis_is_missing(project, monkeypatch):
+    monkeypatch.setitem(sys.modules, "hypothesis", None)
+    result = CliRunner().invoke(cli, ["check-plugin", "fakegood"], obj={})
+    assert result.exit_code == 1
+    assert "pip install entropic-mcp[testing]" in result.output
 
 
 def test_check_plugin_of_a_plugin_that_is_not_installed_is_a_usage_error(project):

@@ -100,9 +100,37 @@ def test_check_plugin_builds_the_servers_of_a_module(tmp_path):
     assert any("execute raised" in p for p in problems)
 
 
-def test_check_plugin_needs_a_server():
+def test_check_plugin_reports_a_plugin_that_implements_nothing():
     module = types.ModuleType("empty_plugin")
-    with pytest.raises(ConformanceError, match="registers no server"):
+    with pytest.raises(ConformanceError, match="implements no hook"):
+        check_plugin(module, examples=2)
+
+
+def test_a_plugin_that_serves_no_tools_but_offers_a_storage_backend_passes():
+    from entropic_mcp import StorageBackendSpec
+    from entropic_mcp.testing import MemoryStorage
+
+    module = types.ModuleType("memory_store_plugin")
+
+    @hookimpl
+    def entropic_mcp_storage_backends():
+        return StorageBackendSpec(name="memory-test", factory=lambda config: MemoryStorage())
+
+    module.entropic_mcp_storage_backends = entropic_mcp_storage_backends
+    details = {}
+    assert check_plugin(module, examples=2, details=details) == []
+    assert details == {"hooks": ["entropic_mcp_storage_backends"], "servers": []}
+
+
+def test_a_servers_hook_that_returns_nothing_is_reported():
+    module = types.ModuleType("serverless_plugin")
+
+    @hookimpl
+    def entropic_mcp_servers(config):
+        return []
+
+    module.entropic_mcp_servers = entropic_mcp_servers
+    with pytest.raises(ConformanceError, match="hook entropic_mcp_servers .*: returned no server"):
         check_plugin(module, examples=2)
 
 

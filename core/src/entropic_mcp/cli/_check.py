@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from ._common import echo_json, load
+from ._common import CLIError, echo_json, load
 
 
 @click.command("check-plugin")
@@ -32,8 +34,11 @@ def check_plugin(ctx: click.Context, name: str, examples: int, call_timeout: flo
         from ..testing import NoSuchPlugin
         from ..testing import check_plugin as run_checks
         from ..testing._plugin_checks import installed_server_names
+        from ..testing._strategies import require_hypothesis
+
+        require_hypothesis()
     except ImportError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise CLIError(str(exc)) from None
 
     config = load(ctx)
 
@@ -43,6 +48,7 @@ def check_plugin(ctx: click.Context, name: str, examples: int, call_timeout: flo
 
     progress("finding the server names other installed plugins register")
     taken = installed_server_names(exclude=name, config=config)
+    details: dict[str, Any] = {}
     try:
         problems = run_checks(
             name,
@@ -52,13 +58,17 @@ def check_plugin(ctx: click.Context, name: str, examples: int, call_timeout: flo
             raise_on_failure=False,
             progress=progress,
             taken=taken,
+            details=details,
         )
     except NoSuchPlugin as exc:
         raise click.UsageError(f"{exc}; see `entropic-mcp plugins`") from None
+    servers = details.get("servers", [])
+    hooks = details.get("hooks", [])
     if as_json:
-        echo_json({"plugin": name, "ok": not problems, "problems": problems})
+        echo_json({"plugin": name, "ok": not problems, "servers": servers, "hooks": hooks, "problems": problems})
     else:
-        click.echo(f"{name}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+        what = f"servers {', '.join(servers)}" if servers else f"no servers; hooks {', '.join(hooks) or 'none'}"
+        click.echo(f"{name}: {'ok' if not problems else f'{len(problems)} problem(s)'} ({what})")
         for problem in problems:
             click.echo(f"  - {problem}")
     if problems:

@@ -322,14 +322,16 @@ def check_plugin(
     call_timeout: float = CALL_LIMIT_SECONDS,
     progress: Progress | None = None,
     taken: Mapping[str, str] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> list[str]:
     """Check a plugin: its hooks, and ``check_server`` on every server it registers.
 
     The plugin is registered alone in a fresh plugin manager; every hook it implements is
     called — for its own servers and for a server of another plugin, which it must leave alone
     — and every answer's type is checked. A misspelled hook, a function missing ``@hookimpl``,
-    a plugin with no hooks or no servers, and a ``configure`` that raises anything but
-    ``ConfigError`` are all reported.
+    a plugin with no hooks, a servers hook that returns no server, and a ``configure`` that
+    raises anything but ``ConfigError`` are all reported. (A plugin may serve no tools — a
+    storage backend — if it implements no ``entropic_mcp_servers``.)
 
     Args:
         module: the plugin object (usually a module), or the name of an installed plugin
@@ -343,6 +345,7 @@ def check_plugin(
         call_timeout: seconds one tool call may take before it is cancelled and reported.
         progress: called with one line per step.
         taken: server names already registered by other plugins (name → plugin), to report clashes.
+        details: filled with ``hooks`` (the hooks it implements) and ``servers`` (their names).
 
     Raises:
         NoSuchPlugin: ``module`` names no installed plugin.
@@ -376,13 +379,17 @@ def check_plugin(
         servers: list[MCPServerBase] = []
         function = hooks.get("entropic_mcp_servers")
         if function is None:
-            report.add("registers no server (implement entropic_mcp_servers)")
+            # Storage backends, approvers, policies: a plugin need not serve tools. One with no
+            # hook at all was reported above.
+            say(f"plugin {name!r} registers no server (it implements no entropic_mcp_servers)")
         else:
             say("calling entropic_mcp_servers")
             before = len(report.problems)
             servers = _build_servers(report, function, settings, resolved, dict(taken or {}))
             if not servers and len(report.problems) == before:
                 report.hook("entropic_mcp_servers", function, "returned no server")
+        if details is not None:
+            details.update(hooks=sorted(hooks), servers=[server.name for server in servers])
         arguments: dict[str, dict[str, list[Any]]] = {}
         for server in servers:
             say(f"checking server {server.name!r} ({len(server.tools)} tools)")
