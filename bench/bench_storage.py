@@ -8,13 +8,20 @@ P6  10,000 delegations created and completed one by one, each durable (2 operati
 P7  search_delegations over the 10,000 completed delegations; peers: a naive TinyDB scan with a
     Query and SQLite FTS5.
 
-Usage: python bench/bench_storage.py [--count 10000] [--dir DIR]
+With a PostgreSQL server (``--postgres-dsn``, else ``$ENTROPIC_MCP_TEST_POSTGRES_DSN``), the same
+P6 and P7 on the postgres backend (entropic-mcp-postgres), interleaved with SQLite full-sync, and
+P15: per durable operation <= 2x SQLite full-sync; search <= 5 ms at 100,000 delegations (bulk
+loaded with COPY in the backend's own layout, then searched through the backend). Each run uses a
+schema of its own, dropped at the end.
+
+Usage: python bench/bench_storage.py [--count 10000] [--dir DIR] [--postgres-dsn DSN] [--only-postgres]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import shutil
 import sqlite3
 import statistics
@@ -24,11 +31,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from entropic_mcp import CallOutcome, ServerResponse
+from entropic_mcp import CallOutcome, ServerResponse, ToolCallRecord
 from entropic_mcp._storage._tinydb import TinyDBBackend
 from tinydb import TinyDB
 
 WINDOW = 500  # operations per measuring window
+WORD = re.compile(r"\w+")
 CHUNK = 50  # delegations run by one side before the other side's turn
 
 
@@ -240,17 +248,208 @@ def p7(backend: TinyDBBackend, sqlite: sqlite3.Connection, directory: Path, quer
     }
 
 
+# -- PostgreSQL (P6, P7, P15) -------------------------------------------------------------------------
+
+
+def p6_postgres(backend: object, texts: list[tuple[str, str, str]], times: list[float]) -> Iterator[None]:
+    root = backend.create_conversation("bench root")  # type: ignore[attr-defined]
+    clock = time.perf_counter
+    for start in range(0, len(texts), CHUNK):
+        for target, task, summary in texts[start : start + CHUNK]:
+            t0 = clock()
+            delegation_id, _ = backend.create_delegation(root, "lead", target, task, 5, None)  # type: ignore[attr-defined]
+            t1 = clock()
+            backend.complete_delegation(delegation_id, "completed", summary)  # type: ignore[attr-defined]
+            t2 = clock()
+            times.extend((t1 - t0, t2 - t1))
+        yield None
+
+
+def bulk_load_postgres(dsn: str, schema: str, texts: list[tuple[str, str, str]], total: int) -> None:
+    """Completed delegations in the backend's own layout (migration 1), with COPY (the API would take minutes)."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+        root = str(uuid.uuid4())
+        conn.execute(
+            "INSERT INTO conversations (conversation_id, title, metadata, scope, created_at, updated_at) "
+            "VALUES (%s, 'bulk root', '{}', 'default', now(), now())",
+            (root,),
+        )
+        with conn.cursor() as cur:
+            pairs = []
+            with cur.copy(
+                "COPY conversations (conversation_id, title, metadata, scope, parent_delegation_id, created_at, "
+                "updated_at) FROM STDIN"
+            ) as copy:
+                for i in range(total):
+                    target, task, summary = texts[i % len(texts)]
+                    delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
+                    pairs.append((delegation_id, child, target, task, summary))
+                    copy.write_row((child, task[:80], "{}", "default", delegation_id, "2026-01-01", "2026-01-01"))
+            with cur.copy(
+                "COPY delegations (delegation_id, parent_id, child_conversation_id, delegating_tier, target_tier, "
+                "task, max_turns, context, scope, status, summary, created_at, completed_at, "
+                "completion_seq, folded_summary, folded_text, summary_terms, terms) FROM STDIN"
+            ) as copy:
+                vocabulary: set[str] = set()
+                for delegation_id, child, target, task, summary in pairs:
+                    summary_terms = sorted(set(WORD.findall(summary.casefold())))
+                    task_terms = sorted(set(WORD.findall(task.casefold())))
+                    vocabulary.update(summary_terms, task_terms)
+                    copy.write_row(
+                        (
+                            delegation_id,
+                            root,
+                            child,
+                            "lead",
+                            target,
+                            task,
+                            5,
+                            "[]",
+                            "default",
+                            "completed",
+                            summary,
+                            "2026-01-01",
+                            "2026-01-01",
+                            None,
+                            summary.casefold(),
+                            summary.casefold() + "\n" + task.casefold(),
+                            summary_terms,
+                            summary_terms + task_terms,
+                        )
+                    )
+            with cur.copy("COPY search_terms (term) FROM STDIN") as copy:
+                for term in vocabulary:
+                    copy.write_row((term,))
+            cur.execute(
+                "UPDATE delegations SET completion_seq = nextval('completion_order') WHERE completion_seq IS NULL"
+            )
+        conn.commit()
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE delegations")
+        conn.execute("VACUUM ANALYZE conversations")
+
+
+def postgres_section(
+    dsn: str, count: int, directory: Path, texts: list[tuple[str, str, str]], queries: list[str]
+) -> None:
+    from entropic_mcp_postgres import PostgresBackend
+    from entropic_mcp_postgres.testing import drop_schema
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    big_schema = schema + "_100k"
+    backend = PostgresBackend(dsn, schema=schema)
+    try:
+        print(f"P6 on PostgreSQL ({backend.where}): {count:,} delegations created and completed one by one")
+        ours: list[float] = []
+        peer: list[float] = []
+        pg_total = peer_total = 0.0
+        pg_steps = p6_postgres(backend, texts[:count], ours)
+        (directory / "pg-peer").mkdir()
+        peer_steps = p6_sqlite(directory / "pg-peer", texts[:count], peer)
+        for _ in range(0, count, CHUNK):
+            t0 = time.perf_counter()
+            next(pg_steps)
+            t1 = time.perf_counter()
+            sqlite = next(peer_steps)
+            t2 = time.perf_counter()
+            pg_total += t1 - t0
+            peer_total += t2 - t1
+        sqlite.close()
+        first = min(2 * 1000, len(ours))
+        p1, p1_mean = window_stats(ours, first)
+        p10, p10_mean = window_stats(ours, len(ours))
+        s1, _ = window_stats(peer, first)
+        s10, s10_mean = window_stats(peer, len(peer))
+        end = f"{count // 1000}k" if count >= 1000 else str(count)
+        print(f"  {'':34}{'median ms/op':>14}{'mean ms/op':>12}")
+        print(f"  {'postgres at 1k':34}{p1:>14.3f}{p1_mean:>12.3f}")
+        print(f"  {f'postgres at {end}':34}{p10:>14.3f}{p10_mean:>12.3f}")
+        print(f"  {'SQLite WAL sync=FULL at 1k':34}{s1:>14.3f}")
+        print(f"  {f'SQLite WAL sync=FULL at {end}':34}{s10:>14.3f}{s10_mean:>12.3f}")
+        print(f"  total: postgres {pg_total:.2f} s, SQLite {peer_total:.2f} s ({pg_total / peer_total:.2f}x)")
+        ratio = p10 / s10
+        print(
+            f"  P15 ratio postgres/SQLite at {end} (median): {ratio:.2f}x (target <= 2x)  {'PASS' if ratio <= 2 else 'FAIL'}"
+        )
+        print(f"  P6 flatness postgres {end}/1k: {p10 / p1:.2f}x (SQLite {s10 / s1:.2f}x)")
+
+        record = ToolCallRecord(tool="demo.echo", kind="success", conversation_id="c", args={"text": "hello"})
+        t0 = time.perf_counter()
+        for _ in range(10_000):
+            backend.record_tool_call(record)
+        audit_us = (time.perf_counter() - t0) / 10_000 * 1e6
+        backend.flush()
+        print(f"  (record_tool_call: {audit_us:.1f} µs per call, written in COPY batches)")
+
+        def search_times(store: PostgresBackend) -> tuple[float, float, float]:
+            times = []
+            hits = 0
+            for query in queries:
+                t0 = time.perf_counter()
+                hits += bool(store.search_delegations(query, 3))
+                times.append(time.perf_counter() - t0)
+            return median_ms(times), sorted(times)[int(len(times) * 0.95)] * 1000, hits / len(queries)
+
+        for _ in range(2):  # warm the plan cache and the buffers
+            store_search = search_times(backend)
+        print(f"P7 on PostgreSQL: search_delegations over {backend.stats()['completed_delegations']:,} completed")
+        print(
+            f"  median {store_search[0]:.3f} ms (p95 {store_search[1]:.3f} ms; {store_search[2]:.0%} of queries hit)  "
+            f"{'PASS' if store_search[0] <= 5 else 'FAIL'} (<= 5 ms)"
+        )
+
+        big = PostgresBackend(dsn, schema=big_schema)
+        try:
+            t0 = time.perf_counter()
+            bulk_load_postgres(dsn, big_schema, texts, 100_000)
+            load_s = time.perf_counter() - t0
+            for _ in range(2):
+                big_search = search_times(big)
+            print(
+                f"P15 search at {big.stats()['completed_delegations']:,} delegations (bulk-loaded in {load_s:.0f} s): "
+                f"median {big_search[0]:.3f} ms, p95 {big_search[1]:.3f} ms ({big_search[2]:.0%} hit)  "
+                f"{'PASS' if big_search[0] <= 5 else 'FAIL'} (<= 5 ms)"
+            )
+        finally:
+            big.close()
+    finally:
+        backend.close()
+        drop_schema(dsn, schema)
+        drop_schema(dsn, big_schema)
+
+
 def main() -> None:
+    import os
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--naive-count", type=int, default=1_000)
     parser.add_argument("--dir", type=Path, default=None, help="where to put the stores (default: a temp dir)")
+    parser.add_argument(
+        "--postgres-dsn",
+        default=os.environ.get("ENTROPIC_MCP_TEST_POSTGRES_DSN"),
+        help="a PostgreSQL server for the postgres backend's figures (default: $ENTROPIC_MCP_TEST_POSTGRES_DSN)",
+    )
+    parser.add_argument("--only-postgres", action="store_true", help="skip the tinydb and naive TinyDB figures")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="bench-storage-", dir=args.dir))
     sentence, vocabulary = corpus()
     rng = random.Random(11)
     tiers = ["researcher", "coder", "reviewer", "tester"]
     texts = [(rng.choice(tiers), sentence(), sentence()) for _ in range(max(args.count, 10_000))]
+    if args.only_postgres:
+        if not args.postgres_dsn:
+            parser.error("--only-postgres needs --postgres-dsn or $ENTROPIC_MCP_TEST_POSTGRES_DSN")
+        queries = [" ".join(rng.sample(vocabulary, rng.choice([1, 1, 2, 2, 3]))) for _ in range(300)]
+        try:
+            postgres_section(args.postgres_dsn, args.count, directory, texts, queries)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return
     try:
         count = args.count
         print(f"P6: {count:,} delegations created and completed one by one (2 durable operations each)")
@@ -322,17 +521,19 @@ def main() -> None:
         reopened = TinyDBBackend(directory / "ours")
         reopen_ms = (time.perf_counter() - t0) * 1000
         reopened.close()
-        outcome = CallOutcome(
-            name="demo.echo",
-            response=ServerResponse(result="ok"),
-            kind="success",
-            elapsed_ms=0.1,
-            conversation_id="c",
-            args={"text": "hello"},
+        record = ToolCallRecord.from_outcome(
+            CallOutcome(
+                name="demo.echo",
+                response=ServerResponse(result="ok"),
+                kind="success",
+                elapsed_ms=0.1,
+                conversation_id="c",
+                args={"text": "hello"},
+            )
         )
         t0 = time.perf_counter()
         for _ in range(10_000):
-            backend.record_tool_call(outcome)
+            backend.record_tool_call(record)
         audit_us = (time.perf_counter() - t0) / 10_000 * 1e6
         backend.flush()
         print(f"  (reopening the {end} store: {reopen_ms:.0f} ms; record_tool_call: {audit_us:.1f} µs per call)")
@@ -350,6 +551,10 @@ def main() -> None:
         print(f"  ours <= 5 ms: {'PASS' if result['ours'] <= 5 else 'FAIL'}")
         backend.close()
         sqlite.close()
+        if args.postgres_dsn:
+            postgres_section(args.postgres_dsn, count, directory, texts, queries)
+        else:
+            print("PostgreSQL figures skipped: give --postgres-dsn or set ENTROPIC_MCP_TEST_POSTGRES_DSN")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

@@ -18,3 +18,12 @@ class TestPostgresContractOneConnection(StorageContract):
     @pytest.fixture
     def open_backend(self, open_pg):
         return lambda: open_pg(pool_min=1, pool_max=1, audit_batch=1)
+
+
+class TestPostgresContractSearchingOlderDelegations(StorageContract):
+    """The same contract when a search's first look covers only the newest two delegations, so
+    nearly every search also ranks the older ones (the path large stores take)."""
+
+    @pytest.fixture
+    def open_backend(self, open_pg):
+        return lambda: open_pg(search_window=2)

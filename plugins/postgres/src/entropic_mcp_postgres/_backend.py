@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("entropic_mcp.storage.postgres")
 
 ENV_DSN = "ENTROPIC_MCP_POSTGRES_DSN"
+#: Newest completed delegations a search looks at first (see ``search_delegations``).
+SEARCH_WINDOW = 2000
 STATUSES = ("completed", "failed")
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -55,6 +57,7 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "pool_timeout": (float, 10.0, "seconds an operation waits for a connection before failing"),
     "audit_batch": (int, 256, "tool-call records buffered before they are written"),
     "audit_flush_seconds": (float, 1.0, "longest a buffered tool-call record waits"),
+    "search_window": (int, SEARCH_WINDOW, "newest completed delegations a search ranks before older ones"),
 }
 
 _AUTH_SIGNS = (
@@ -136,6 +139,16 @@ def _unknown(kind: str, value: Any, what: str) -> StorageError:
     return StorageError(f"unknown delegation {value!r}; it was never created or its conversation was deleted")
 
 
+_WORD = re.compile(r"\w+")
+#: A query word contained in more known words than this (``a``, ``er``) narrows nothing worth an
+#: index lookup; the search checks the texts for it instead.
+_BROAD = 256
+
+
+def _terms(folded: str) -> list[str]:
+    return sorted(set(_WORD.findall(folded)))
+
+
 def _fold(text: str) -> str:
     # Python's casefold, as the tinydb backend folds, so both backends match the same words.
     return text.casefold()
@@ -198,6 +211,8 @@ class PostgresBackend:
         pool_timeout: seconds an operation waits for a free (or new) connection.
         audit_batch: tool-call records buffered before they are written.
         audit_flush_seconds: the longest a buffered tool-call record waits.
+        search_window: newest completed delegations a search ranks first, before looking at
+            older ones (only the speed depends on it, never the results).
 
     Raises:
         PostgresUnavailable: the server cannot be reached.
@@ -216,6 +231,7 @@ class PostgresBackend:
         pool_timeout: float = 10.0,
         audit_batch: int = 256,
         audit_flush_seconds: float = 1.0,
+        search_window: int = SEARCH_WINDOW,
     ) -> None:
         if not _SCHEMA.fullmatch(schema):
             raise ConfigError(
@@ -225,9 +241,13 @@ class PostgresBackend:
         self.where = describe(dsn)
         self.schema = schema
         self._timeout = pool_timeout
+        self._window = search_window
         self._closed = False
         self._mutex = threading.Lock()
-        connect_args = {"connect_timeout": max(1, round(connect_timeout)), "application_name": "entropic-mcp"}
+        connect_args: dict[str, Any] = {
+            "connect_timeout": max(1, round(connect_timeout)),
+            "application_name": "entropic-mcp",
+        }
         try:
             first = psycopg.connect(dsn, **connect_args)  # type: ignore[arg-type]
         except psycopg.ProgrammingError as exc:
@@ -256,9 +276,11 @@ class PostgresBackend:
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL at {self.where}: preparing schema {schema!r} failed ({exc})") from None
         self._search_path = ", ".join(sql.Identifier(s).as_string(None) for s in dict.fromkeys(search_path))
+        # Autocommit: every operation is one statement, which PostgreSQL runs as one transaction —
+        # atomic, and committed in a single round trip (BEGIN/COMMIT would add two).
         self._pool = ConnectionPool(
             dsn,
-            kwargs=connect_args,
+            kwargs={**connect_args, "autocommit": True},
             min_size=min(pool_min, pool_max),
             max_size=pool_max,
             configure=self._configure,
@@ -313,11 +335,14 @@ class PostgresBackend:
         conn.execute(
             "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false)", (self._search_path,)
         )
-        conn.commit()
 
     @contextlib.contextmanager
     def _transaction(self, what: str) -> Iterator[psycopg.Connection]:
-        """One pooled connection in one transaction: committed on success, rolled back on error."""
+        """A pooled connection (autocommit) for one operation, with its errors made StorageErrors.
+
+        Every operation is a single statement (PostgreSQL's own transaction: all or nothing);
+        an operation of several statements wraps them in ``conn.transaction()``.
+        """
         if self._closed:
             raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
         try:
@@ -396,6 +421,10 @@ class PostgresBackend:
         "c.conversation_id, c.title, c.metadata::text, c.scope, c.created_at, c.updated_at, c.parent_delegation_id, "
         "(SELECT coalesce(sum(m.count), 0) FROM messages m WHERE m.conversation_id = c.conversation_id)"
     )
+    #: The message batches of conversation ``c`` as one JSON array of arrays, in order.
+    _MESSAGES_OF = (
+        "(SELECT json_agg(m.body ORDER BY m.seq)::text FROM messages m WHERE m.conversation_id = {conversation})"
+    )
 
     @staticmethod
     def _conversation_record(row: Sequence[Any]) -> dict[str, Any]:
@@ -411,26 +440,24 @@ class PostgresBackend:
         }
 
     @staticmethod
-    def _messages_of(conn: psycopg.Connection, conversation_id: Any) -> list[Any]:
+    def _messages(batches: str | None) -> list[Any]:
         messages: list[Any] = []
-        for (body,) in conn.execute(
-            "SELECT body::text FROM messages WHERE conversation_id = %s ORDER BY seq", (conversation_id,)
-        ):
-            messages.extend(orjson.loads(body))
+        for batch in orjson.loads(batches) if batches else ():
+            messages.extend(batch)
         return messages
 
     def load_conversation(self, conversation_id: str) -> dict[str, Any]:
         _id(conversation_id, "conversation", "conversation_id")
+        messages_of = self._MESSAGES_OF.format(conversation="c.conversation_id")
         with self._transaction("load_conversation") as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # One statement, so the record and its messages are one consistent snapshot.
             row = conn.execute(
-                f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = %s",
+                f"SELECT {self._CONVERSATION_COLUMNS}, {messages_of} FROM conversations c WHERE c.conversation_id = %s",
                 (conversation_id,),
             ).fetchone()
-            if row is None:
-                raise _unknown("conversation", conversation_id, "conversation_id")
-            messages = self._messages_of(conn, conversation_id)
-        return {"conversation": self._conversation_record(row), "messages": messages}
+        if row is None:
+            raise _unknown("conversation", conversation_id, "conversation_id")
+        return {"conversation": self._conversation_record(row), "messages": self._messages(row[8])}
 
     def list_conversations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         _count(limit, "limit", 1)
@@ -505,9 +532,9 @@ class PostgresBackend:
                 "created_at, updated_at) SELECT %(child)s, %(title)s, %(metadata)s, p.scope, %(id)s, now(), now() "
                 "FROM p RETURNING conversation_id) "
                 "INSERT INTO delegations (delegation_id, parent_id, child_conversation_id, delegating_tier, "
-                "target_tier, task, folded_task, max_turns, context, scope, status, created_at) "
+                "target_tier, task, folded_task, task_terms, max_turns, context, scope, status, created_at) "
                 "SELECT %(id)s, p.conversation_id, child.conversation_id, %(from)s, %(to)s, %(task)s, %(folded)s, "
-                "%(turns)s, %(context)s, p.scope, 'running', now() FROM p, child",
+                "%(terms)s, %(turns)s, %(context)s, p.scope, 'running', now() FROM p, child",
                 {
                     "parent": parent_id,
                     "child": child,
@@ -518,6 +545,7 @@ class PostgresBackend:
                     "to": target_tier,
                     "task": task,
                     "folded": _fold(task),
+                    "terms": _terms(_fold(task)),
                     "turns": max_turns,
                     "context": context_body,
                 },
@@ -533,15 +561,30 @@ class PostgresBackend:
         if summary is None:
             summary = ""
         _text(summary, "summary", empty_ok=True)
+        folded = _fold(summary)
+        summary_terms = _terms(folded)
         with self._transaction("complete_delegation") as conn:
+            # One statement: the completion, and its words added to the search's vocabulary (the
+            # task's words only count once the delegation completes).
             cur = conn.execute(
-                "UPDATE delegations SET status = %s, summary = %s, completed_at = greatest(now(), created_at), "
-                "completion_seq = nextval('completion_order'), folded_summary = %s, "
-                "folded_text = %s || chr(10) || folded_task "
-                "WHERE delegation_id = %s AND status = 'running'",
-                (status, summary, _fold(summary), _fold(summary), delegation_id),
+                "WITH d AS (UPDATE delegations SET status = %(status)s, summary = %(summary)s, "
+                "completed_at = greatest(now(), created_at), completion_seq = nextval('completion_order'), "
+                "folded_summary = %(folded)s, folded_text = %(folded)s || chr(10) || folded_task, "
+                "summary_terms = %(terms)s, terms = %(terms)s || task_terms, folded_task = NULL, task_terms = NULL "
+                "WHERE delegation_id = %(id)s AND status = 'running' RETURNING terms), "
+                "v AS (INSERT INTO search_terms (term) SELECT DISTINCT t FROM d, unnest(d.terms) t "
+                "ON CONFLICT DO NOTHING) "
+                "SELECT count(*) FROM d",
+                {
+                    "status": status,
+                    "summary": summary,
+                    "folded": folded,
+                    "terms": summary_terms,
+                    "id": delegation_id,
+                },
             )
-            if cur.rowcount == 1:
+            row = cur.fetchone()
+            if row is not None and row[0] == 1:
                 return
             row = conn.execute(
                 "SELECT status, completed_at FROM delegations WHERE delegation_id = %s", (delegation_id,)
@@ -578,15 +621,16 @@ class PostgresBackend:
 
     def load_delegation_with_messages(self, delegation_id: str) -> dict[str, Any]:
         _id(delegation_id, "delegation", "load_delegation_with_messages")
+        messages_of = self._MESSAGES_OF.format(conversation="child_conversation_id")
         with self._transaction("load_delegation_with_messages") as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             row = conn.execute(
-                f"SELECT {self._DELEGATION_COLUMNS} FROM delegations WHERE delegation_id = %s", (delegation_id,)
+                f"SELECT {self._DELEGATION_COLUMNS}, {messages_of} FROM delegations WHERE delegation_id = %s",
+                (delegation_id,),
             ).fetchone()
-            if row is None:
-                raise _unknown("delegation", delegation_id, "load_delegation_with_messages")
-            record = self._delegation_record(row)
-            record["messages"] = self._messages_of(conn, row[2])
+        if row is None:
+            raise _unknown("delegation", delegation_id, "load_delegation_with_messages")
+        record = self._delegation_record(row)
+        record["messages"] = self._messages(row[13])
         return record
 
     def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
@@ -611,37 +655,96 @@ class PostgresBackend:
         return None if row is None else str(row[0])
 
     def search_delegations(self, query: str, max_results: int = 3, scope: str | None = None) -> list[dict[str, Any]]:
+        """Every word somewhere in "summary\\ntask" (case-folded, literally); ranked by how many words
+        the summary holds, then by completion, newest first — as the tinydb backend ranks.
+
+        First the newest ``search_window`` completed delegations (an index range): a word found in
+        many delegations has its best results there. Older delegations can then only enter with a
+        better score than the last of those results — few enough that the word indexes (a query
+        word's runs of word characters → the known words containing them → the delegations
+        holding one) find them quickly; every candidate is still checked against the texts.
+        """
         _text(query, "query")
         _count(max_results, "max_results", 1)
         _scope(scope, "search_delegations", none_ok=True)
         words = list(dict.fromkeys(_fold(query).split()))
-        patterns = [_like(word) for word in words]
-        # Every word somewhere in "summary\ntask" (the trigram index finds the candidates); ranked
-        # by how many words the summary holds, then by completion, newest first.
-        conditions = ["status = 'completed'", *("folded_text LIKE %s" for _ in patterns)]
-        params: list[Any] = list(patterns)
-        if scope is not None:
-            conditions.append("scope = %s")
-            params.append(scope)
-        rank = " + ".join("(folded_summary LIKE %s)::int" for _ in patterns)
-        params.extend(patterns)
-        params.append(max_results)
-        statement = (
-            "SELECT delegation_id, target_tier, task, summary, completed_at FROM delegations "
-            f"WHERE {' AND '.join(conditions)} ORDER BY {rank} DESC, completion_seq DESC LIMIT %s"
+        params: dict[str, Any] = {f"p{i}": _like(word) for i, word in enumerate(words)}
+        params.update(scope=scope, k=max_results, window=self._window)
+        in_scope = "status = 'completed'" + ("" if scope is None else " AND scope = %(scope)s")
+        every_word = " AND ".join(f"folded_text LIKE %(p{i})s" for i in range(len(words)))
+        score = " + ".join(f"(folded_summary LIKE %(p{i})s)::int" for i in range(len(words)))
+        result = "d.delegation_id, d.target_tier, d.task, d.summary, d.completed_at"
+        recent = (
+            "WITH w AS (SELECT delegation_id, completion_seq, folded_text, folded_summary FROM delegations "
+            f"WHERE {in_scope} ORDER BY completion_seq DESC LIMIT %(window)s), "
+            "edge AS (SELECT min(completion_seq) AS low, count(*) AS size FROM w), "
+            f"m AS (SELECT delegation_id, completion_seq, {score} AS score FROM w WHERE {every_word} "
+            "ORDER BY score DESC, completion_seq DESC LIMIT %(k)s) "
+            f"SELECT edge.low, edge.size, m.completion_seq, m.score, {result} "
+            "FROM edge LEFT JOIN (m JOIN delegations d USING (delegation_id)) ON true "
+            "ORDER BY m.score DESC, m.completion_seq DESC"
         )
         with self._transaction("search_delegations") as conn:
-            rows = conn.execute(statement.encode(), params).fetchall()
+            rows = conn.execute(recent.encode(), params).fetchall()
+            low, size = rows[0][0], rows[0][1]
+            found = [row[2:] for row in rows if row[2] is not None]
+            least = found[-1][1] if len(found) == max_results else -1
+            if size == self._window and least < len(words):
+                found += self._search_older(conn, words, params, in_scope, every_word, score, result, low, least)
+                found.sort(key=lambda row: (row[1], row[0]), reverse=True)
         return [
             {
-                "delegation_id": str(row[0]),
-                "target_tier": row[1],
-                "task": row[2],
-                "summary": row[3],
-                "completed_at": _stamp(row[4]),
+                "delegation_id": str(row[2]),
+                "target_tier": row[3],
+                "task": row[4],
+                "summary": row[5],
+                "completed_at": _stamp(row[6]),
             }
-            for row in rows
+            for row in found[:max_results]
         ]
+
+    @staticmethod
+    def _search_older(
+        conn: psycopg.Connection,
+        words: list[str],
+        params: dict[str, Any],
+        in_scope: str,
+        every_word: str,
+        score: str,
+        result: str,
+        low: int,
+        least: int,
+    ) -> list[Any]:
+        """The delegations completed before ``low`` that score more than ``least``."""
+        # Only a better score can enter: with ``least`` one below the most, every word must be in
+        # the summary, so the summary's words narrow the candidates.
+        in_summary = least == len(words) - 1
+        column = "summary_terms" if in_summary else "terms"
+        runs = sorted({run for word in words for run in _WORD.findall(word)})
+        narrowing: list[str] = []
+        if runs:
+            expansions = conn.execute(
+                "SELECT r.run, ARRAY(SELECT term FROM search_terms WHERE term LIKE r.pattern LIMIT %s) "
+                "FROM unnest(%s::text[], %s::text[]) AS r(run, pattern)",
+                (_BROAD + 1, runs, [_like(run) for run in runs]),
+            ).fetchall()
+            for index, (_, terms) in enumerate(expansions):
+                if not terms:
+                    return []  # a run no completed delegation ever held: nothing older matches
+                if len(terms) <= _BROAD:
+                    params[f"t{index}"] = terms
+                    narrowing.append(f"{column} && %(t{index})s::text[]")
+        better = (
+            " AND ".join(f"folded_summary LIKE %(p{i})s" for i in range(len(words)))
+            if in_summary
+            else f"({score}) > %(least)s"
+        )
+        conditions = " AND ".join([in_scope, "completion_seq < %(low)s", *narrowing, every_word, better])
+        older = (
+            f"SELECT d.completion_seq, {score.replace('folded_summary', 'd.folded_summary')} AS score, {result} "
+            f"FROM delegations d WHERE {conditions} ORDER BY score DESC, d.completion_seq DESC LIMIT %(k)s"
+        )
+        return conn.execute(older.encode(), {**params, "low": low, "least": least}).fetchall()
 
     # -- audit trail, stats, lifecycle -------------------------------------------------------------
 
@@ -667,7 +770,6 @@ class PostgresBackend:
     def stats(self) -> dict[str, int]:
         self.flush()
         with self._transaction("stats") as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM conversations), (SELECT coalesce(sum(count), 0) FROM messages), "
                 "(SELECT count(*) FROM snapshots), count(*), count(*) FILTER (WHERE status = 'running'), "

@@ -63,7 +63,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 delegating_tier text NOT NULL,
                 target_tier text NOT NULL,
                 task text NOT NULL,
-                folded_task text NOT NULL,
+                folded_task text,
                 max_turns integer NOT NULL,
                 context json NOT NULL,
                 scope text NOT NULL,
@@ -73,9 +73,14 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 completed_at timestamptz,
                 completion_seq bigint,
                 -- case-folded by the backend (Python's casefold, as the tinydb backend folds);
-                -- folded_text is the summary, a newline and the task, which no query word spans
+                -- folded_text is the summary, a newline and the task, which no query word spans;
+                -- folded_task and task_terms are only kept until the completion builds the rest
                 folded_summary text,
-                folded_text text
+                folded_text text,
+                -- the words (runs of word characters) of the folded texts: the search's candidates
+                task_terms text[],
+                summary_terms text[],
+                terms text[]
             )
             """,
             # A delegation that goes takes its child conversation; deferred because a delegation
@@ -96,9 +101,17 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 WHERE status = 'completed'
             """,
             """
-            CREATE INDEX delegations_search ON delegations USING gin (folded_text {trgm}.gin_trgm_ops)
+            CREATE INDEX delegations_recent ON delegations (completion_seq DESC) WHERE status = 'completed'
+            """,
+            """
+            CREATE INDEX delegations_recent_in_scope ON delegations (scope, completion_seq DESC)
                 WHERE status = 'completed'
             """,
+            "CREATE INDEX delegations_terms ON delegations USING gin (terms) WHERE status = 'completed'",
+            "CREATE INDEX delegations_summary_terms ON delegations USING gin (summary_terms) WHERE status = 'completed'",
+            # Every word ever completed, so a query word finds the words containing it (trigrams).
+            "CREATE TABLE search_terms (term text PRIMARY KEY)",
+            "CREATE INDEX search_terms_trigrams ON search_terms USING gin (term {trgm}.gin_trgm_ops)",
             """
             CREATE TABLE tool_calls (
                 seq bigserial PRIMARY KEY,
