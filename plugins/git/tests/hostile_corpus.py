@@ -178,6 +178,18 @@ CASES: list[Case] = [
         SMUDGE,
     ),
     Case(
+        "filter in an includeIf hasconfig file",
+        _both(
+            _config(
+                "remote.origin.url https://example.invalid/x",
+                "includeIf.hasconfig:remote.*.url:https://example.invalid/**.path ../../inc.cfg",
+            ),
+            _file("../inc.cfg", '[filter "x"]\n\tclean = {cmd}\n'),
+            FILTER,
+        ),
+        ADD,
+    ),
+    Case(
         "filter in a nested include",
         _both(
             _config("include.path ../../inc1.cfg"),

@@ -62,6 +62,16 @@ def test_show_refuses_a_hidden_file_however_it_is_spelled(hidden_repo, spelling)
     assert SECRET not in orjson.dumps(error).decode()
 
 
+@pytest.mark.parametrize(
+    "path", ["secrets/key", "deep/nested/x.key", "build/out.txt", "./secrets/key", "secrets/../secrets/key"]
+)
+def test_blame_refuses_a_hidden_file(hidden_repo, path):
+    server = make_server(hidden_repo.path)
+    error = refused(server, "blame", {"path": path})
+    assert error["error"] == "path_hidden" and SECRET not in error["message"]
+    assert "print('bye')" in ok(server, "blame", {"path": "src/app.py"})
+
+
 def test_show_prints_files_the_project_does_not_hide(hidden_repo):
     server = make_server(hidden_repo.path)
     assert ok(server, "show", {"revision": "HEAD:src/app.py"}) == "print('bye')\n"
@@ -171,6 +181,8 @@ def test_read_rules_stop_show_diff_and_log_stats(hidden_repo, rule, kind):
         assert "src/app.py" in text and "secrets/key" not in text and f"{SECRET} key" not in text
     show = call(manager, "git.show", {"revision": "HEAD"}).response.result
     assert "src/app.py" in show and "secrets/key" not in show
+    blame = call(manager, "git.blame", {"path": "secrets/key"})
+    assert blame.response.is_error and rule in blame.response.result
     log = orjson.loads(call(manager, "git.log", {"stats": True}).response.result)
     assert all(entry["path"] != "secrets/key" for commit in log for entry in commit["files"])
     # the other hidden-by-.entropicignore files are not hidden by this rule

@@ -70,7 +70,7 @@ def test_stash_push_list_pop_apply_drop(server, repo):
     repo.git("checkout", "--", "README.md")
     assert ok(server, "stash", {"action": "pop"}) == {"popped": "stash@{0}"}
     assert (repo.path / "new.txt").exists()
-    assert ok(server, "stash", {"action": "drop", "index": 0}) == {"drop": "stash@{0}"}
+    assert ok(server, "stash", {"action": "drop", "index": 0}) == {"dropped": "stash@{0}"}
     assert ok(server, "stash_list") == []
     assert refused(server, "stash", {"action": "pop"})["error"] == "invalid_argument"
 

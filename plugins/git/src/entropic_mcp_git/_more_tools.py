@@ -15,6 +15,7 @@ PACKAGE = __package__ or "entropic_mcp_git"
 
 _BLAME_HEADER = re.compile(rb"^([0-9a-f]{40,64}) (\d+) (\d+)(?: (\d+))?$")
 _NO_CHANGES = ("No local changes to save",)
+_DONE = {"pop": "popped", "apply": "applied", "drop": "dropped"}
 
 
 def parse_blame(data: bytes) -> list[tuple[int, str, str, str, str]]:
@@ -138,8 +139,7 @@ class Stash(GitTool):
             check(out, "stash push", "Check the repository state with git.status.")
             return ToolResult.json({"stashed": True, "ref": "stash@{0}"})
         ref = _stash_ref(args)
-        command = ["stash", action, "--quiet", ref] if action != "drop" else ["stash", "drop", "--quiet", ref]
-        out = await self.git(ctx, tree, command)
+        out = await self.git(ctx, tree, ("stash", action, "--quiet", ref))
         if not out.ok and ("is not a valid reference" in out.stderr or "No stash entries" in out.stderr):
             raise ToolError(
                 "invalid_argument", f"there is no stash entry {ref}; list them with git.stash_list", stderr=out.stderr
@@ -149,9 +149,7 @@ class Stash(GitTool):
             f"stash {action}",
             "Resolve what git reports (git.status shows conflicts); the stash entry is kept when applying fails.",
         )
-        return ToolResult.json(
-            {action if action != "apply" else "applied": ref} if action != "pop" else {"popped": ref}
-        )
+        return ToolResult.json({_DONE[action]: ref})
 
 
 class Restore(GitTool):
