@@ -43,7 +43,7 @@ log = logging.getLogger("entropic_mcp.storage.postgres")
 
 ENV_DSN = "ENTROPIC_MCP_POSTGRES_DSN"
 #: Newest completed delegations a search looks at first (see ``search_delegations``).
-SEARCH_WINDOW = 2000
+SEARCH_WINDOW = 500
 STATUSES = ("completed", "failed")
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -674,23 +674,33 @@ class PostgresBackend:
         every_word = " AND ".join(f"folded_text LIKE %(p{i})s" for i in range(len(words)))
         score = " + ".join(f"(folded_summary LIKE %(p{i})s)::int" for i in range(len(words)))
         result = "d.delegation_id, d.target_tier, d.task, d.summary, d.completed_at"
+        # The known words containing each run of word characters of the query, for the older
+        # delegations (fetched with the first look, so the second costs no extra round trip).
+        runs = sorted({run for word in words for run in _WORD.findall(word)})
+        params.update(runs=[_like(run) for run in runs], broad=_BROAD + 1)
+        expansions = (
+            "(SELECT json_agg((SELECT coalesce(json_agg(t.term), '[]') FROM (SELECT term FROM search_terms "
+            "WHERE term LIKE u.r LIMIT %(broad)s) t) ORDER BY u.n) "
+            "FROM unnest(%(runs)s::text[]) WITH ORDINALITY AS u(r, n))::text"
+        )
         recent = (
             "WITH w AS (SELECT delegation_id, completion_seq, folded_text, folded_summary FROM delegations "
             f"WHERE {in_scope} ORDER BY completion_seq DESC LIMIT %(window)s), "
             "edge AS (SELECT min(completion_seq) AS low, count(*) AS size FROM w), "
             f"m AS (SELECT delegation_id, completion_seq, {score} AS score FROM w WHERE {every_word} "
             "ORDER BY score DESC, completion_seq DESC LIMIT %(k)s) "
-            f"SELECT edge.low, edge.size, m.completion_seq, m.score, {result} "
+            f"SELECT edge.low, edge.size, {expansions}, m.completion_seq, m.score, {result} "
             "FROM edge LEFT JOIN (m JOIN delegations d USING (delegation_id)) ON true "
             "ORDER BY m.score DESC, m.completion_seq DESC"
         )
         with self._transaction("search_delegations") as conn:
             rows = conn.execute(recent.encode(), params).fetchall()
-            low, size = rows[0][0], rows[0][1]
-            found = [row[2:] for row in rows if row[2] is not None]
+            low, size, expanded = rows[0][0], rows[0][1], rows[0][2]
+            found = [row[3:] for row in rows if row[3] is not None]
             least = found[-1][1] if len(found) == max_results else -1
             if size == self._window and least < len(words):
-                found += self._search_older(conn, words, params, in_scope, every_word, score, result, low, least)
+                terms = orjson.loads(expanded) if expanded else []
+                found += self._search_older(conn, words, terms, params, in_scope, every_word, score, result, low, least)
                 found.sort(key=lambda row: (row[1], row[0]), reverse=True)
         return [
             {
@@ -707,6 +717,7 @@ class PostgresBackend:
     def _search_older(
         conn: psycopg.Connection,
         words: list[str],
+        expansions: list[list[str]],
         params: dict[str, Any],
         in_scope: str,
         every_word: str,
@@ -715,25 +726,19 @@ class PostgresBackend:
         low: int,
         least: int,
     ) -> list[Any]:
-        """The delegations completed before ``low`` that score more than ``least``."""
+        """The delegations completed before ``low`` that score more than ``least``; ``expansions``
+        are the known words containing each run of word characters of the query."""
         # Only a better score can enter: with ``least`` one below the most, every word must be in
         # the summary, so the summary's words narrow the candidates.
         in_summary = least == len(words) - 1
         column = "summary_terms" if in_summary else "terms"
-        runs = sorted({run for word in words for run in _WORD.findall(word)})
         narrowing: list[str] = []
-        if runs:
-            expansions = conn.execute(
-                "SELECT r.run, ARRAY(SELECT term FROM search_terms WHERE term LIKE r.pattern LIMIT %s) "
-                "FROM unnest(%s::text[], %s::text[]) AS r(run, pattern)",
-                (_BROAD + 1, runs, [_like(run) for run in runs]),
-            ).fetchall()
-            for index, (_, terms) in enumerate(expansions):
-                if not terms:
-                    return []  # a run no completed delegation ever held: nothing older matches
-                if len(terms) <= _BROAD:
-                    params[f"t{index}"] = terms
-                    narrowing.append(f"{column} && %(t{index})s::text[]")
+        for index, terms in enumerate(expansions):
+            if not terms:
+                return []  # a run no completed delegation ever held: nothing older matches
+            if len(terms) <= _BROAD:
+                params[f"t{index}"] = terms
+                narrowing.append(f"{column} && %(t{index})s::text[]")
         better = (
             " AND ".join(f"folded_summary LIKE %(p{i})s" for i in range(len(words)))
             if in_summary
