@@ -242,3 +242,19 @@ def test_a_missing_program_is_a_tool_error(tmp_path):
     with pytest.raises(ToolError, match="cannot run 'no-such-program-xyz'") as caught:
         run_process_sync(["no-such-program-xyz"], cwd=tmp_path, timeout=5)
     assert caught.value.code == "not_found"
+
+
+def test_stop_at_cap_stops_an_endless_program_and_keeps_the_head(tmp_path):
+    seen = []
+    result = run_process_sync(
+        ["yes", "line"], cwd=tmp_path, timeout=60, max_output_bytes=1000, stop_at_cap=True, on_output=seen.append
+    )
+    assert result.stopped_at_cap and result.ok and not result.timed_out
+    assert result.stdout.bytes() == (b"line\n" * 200)[:1000]
+    assert result.stdout.truncated and sum(map(len, seen)) == result.stdout.total
+
+
+def test_on_output_sees_the_output_as_it_arrives(tmp_path):
+    seen = []
+    result = run_process_sync(["sh", "-c", "echo one; echo two"], cwd=tmp_path, timeout=30, on_output=seen.append)
+    assert b"".join(seen) == b"one\ntwo\n" == result.stdout.bytes()

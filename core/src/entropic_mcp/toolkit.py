@@ -26,7 +26,7 @@ import threading
 import time
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -402,23 +402,27 @@ def result_limit(ctx: Any) -> int:
 
 
 class HeadTail:
-    """The first and last bytes of a stream within ``limit`` bytes; what is in between is counted."""
+    """The first and last bytes of a stream within ``limit`` bytes; what is in between is counted.
 
-    def __init__(self, limit: int) -> None:
+    With ``keep_tail=False`` the whole cap goes to the head (output cut at the cap).
+    """
+
+    def __init__(self, limit: int, *, keep_tail: bool = True) -> None:
         if limit < 2:
             raise ValueError("an output cap is at least 2 bytes")
         self.limit = limit
+        self.keep_tail = keep_tail
         self.head = bytearray()
         self._tail = bytearray()
         self.total = 0
 
     def feed(self, data: bytes) -> None:
         self.total += len(data)
-        room = self.limit // 2 - len(self.head)
+        room = (self.limit // 2 if self.keep_tail else self.limit) - len(self.head)
         if room > 0:
             self.head += data[:room]
             data = data[room:]
-        if data:
+        if data and self.keep_tail:
             self._tail += data
             keep = self.limit - len(self.head)
             if len(self._tail) > keep:
@@ -456,10 +460,12 @@ class ProcessResult:
     elapsed: float
     timed_out: bool = False
     cancelled: bool = False
+    stopped_at_cap: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0
+        """The program succeeded, or was stopped at the output cap it was asked to stop at."""
+        return self.exit_code == 0 or self.stopped_at_cap
 
 
 #: How often a run checks the synchronous cancellation flag.
@@ -477,6 +483,8 @@ async def run_process(
     grace: float = 2.0,
     merge_stderr: bool = False,
     stdin: bytes | None = None,
+    stop_at_cap: bool = False,
+    on_output: Callable[[bytes], None] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (no shell) as the leader of a new process group and wait for it.
 
@@ -485,6 +493,11 @@ async def run_process(
     seconds; so does anything the program left running in its group when it exits. stdout
     (and stderr, or both together with ``merge_stderr``) keep their head and tail within
     ``max_output_bytes`` each.
+
+    With ``stop_at_cap`` the program is stopped (its group, as above) once stdout passes the cap,
+    and stdout keeps its head only (``stopped_at_cap`` on the result; ``ok`` stays true): for
+    output whose beginning is what matters, like ``git log``. ``on_output`` is called on the
+    event loop with each piece of stdout as it arrives (for progress reports).
 
     Raises:
         ToolError: ``not_found`` when the program does not exist or cannot be run.
@@ -503,15 +516,17 @@ async def run_process(
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise ToolError("not_found", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
-    out = HeadTail(max_output_bytes)
+    out = HeadTail(max_output_bytes, keep_tail=not stop_at_cap)
     err = None if merge_stderr else HeadTail(max_output_bytes)
-    readers = [asyncio.ensure_future(_pump(proc.stdout, out))]
+    overflow = asyncio.Event()
+    readers = [asyncio.ensure_future(_pump(proc.stdout, out, on_output, overflow if stop_at_cap else None))]
     if err is not None:
-        readers.append(asyncio.ensure_future(_pump(proc.stderr, err)))
+        readers.append(asyncio.ensure_future(_pump(proc.stderr, err, None, None)))
     if stdin is not None:
         readers.append(asyncio.ensure_future(_feed(proc, stdin)))
-    timed_out = was_cancelled = False
+    timed_out = was_cancelled = capped = False
     exited = asyncio.ensure_future(_wait_exit(proc))
+    overflowed = asyncio.ensure_future(overflow.wait())
     try:
         deadline = started + timeout
         while not exited.done():
@@ -522,7 +537,14 @@ async def run_process(
             if cancelled is not None and cancelled.is_set():
                 was_cancelled = True
                 break
-            await asyncio.wait({exited}, timeout=min(left, _POLL) if cancelled is not None else left)
+            if overflow.is_set():
+                capped = True
+                break
+            await asyncio.wait(
+                {exited, overflowed},
+                timeout=min(left, _POLL) if cancelled is not None else left,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         await _stop_group(proc, grace)
         # A program that left the group (setsid) may still hold the pipes: read for a grace at most.
         await asyncio.wait(readers, timeout=grace)
@@ -531,6 +553,7 @@ async def run_process(
         raise
     finally:
         exited.cancel()
+        overflowed.cancel()
         for reader in readers:
             reader.cancel()
         try:
@@ -549,6 +572,7 @@ async def run_process(
         elapsed=time.monotonic() - started,
         timed_out=timed_out,
         cancelled=was_cancelled,
+        stopped_at_cap=capped,
     )
 
 
@@ -603,7 +627,12 @@ async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
             signalled.cancel()
 
 
-async def _pump(stream: asyncio.StreamReader | None, sink: HeadTail) -> None:
+async def _pump(
+    stream: asyncio.StreamReader | None,
+    sink: HeadTail,
+    on_output: Callable[[bytes], None] | None,
+    overflow: asyncio.Event | None,
+) -> None:
     if stream is None:
         return
     while True:
@@ -611,6 +640,11 @@ async def _pump(stream: asyncio.StreamReader | None, sink: HeadTail) -> None:
         if not data:
             return
         sink.feed(data)
+        if on_output is not None:
+            on_output(data)
+        if overflow is not None and sink.total > sink.limit:
+            overflow.set()
+            return
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
