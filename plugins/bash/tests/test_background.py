@@ -148,6 +148,9 @@ def test_closing_the_server_stops_every_run(root: Path) -> None:
         pid = int(text.split()[0]) if text else None
     assert pid is not None
     manager.close()
+    end = time.monotonic() + PATIENCE
+    while not gone(pid) and time.monotonic() < end:
+        time.sleep(0.05)
     assert gone(pid)
 
 

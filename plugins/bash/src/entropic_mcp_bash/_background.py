@@ -167,35 +167,37 @@ class BackgroundRun:
     def _watch(self) -> None:
         deadline = self.started + self.timeout
         eof = False
+        reason = "exited"
         try:
             while self._proc.poll() is None:
                 if self._stop.is_set():
-                    self.status = "killed"
+                    reason = "killed"
                     break
                 if time.monotonic() >= deadline:
-                    self.status = "timeout"
+                    reason = "timeout"
                     break
                 if not eof:
                     eof = not self._read_available(POLL)
                 else:
                     time.sleep(POLL)
-            if self._stop.is_set() and self.status == "running":
-                self.status = "killed"  # the TERM of stop() may end the shell before the loop sees the request
+            if self._stop.is_set():
+                reason = "killed"  # the TERM of stop() may end the shell before the loop sees the request
             self._stop_group()
             code = self._proc.wait()
-            if self.status == "running":
-                self.status = "exited"
-                self.exit_code = 128 - code if code < 0 else code
             # Whatever is still in the pipe; a process that left the group may hold it open.
             end = time.monotonic() + self.grace
             while not eof and time.monotonic() < end:
                 eof = not self._read_available(min(POLL, max(0.0, end - time.monotonic())))
+            if reason == "exited":
+                self.exit_code = 128 - code if code < 0 else code
         finally:
             if self._proc.returncode is None:
                 self._signal(signal.SIGKILL)
                 self._proc.wait()
             os.close(self._fd)
             self.ended = time.monotonic()
+            # Reported only now: "exited", "killed" or "timeout" means every process is gone.
+            self.status = reason
             self._done.set()
 
     def _stop_group(self) -> None:
@@ -220,7 +222,7 @@ def describe(run: BackgroundRun) -> dict[str, object]:
     data: dict[str, object] = {
         "run_id": run.run_id,
         "command": run.command if len(run.command) <= 200 else run.command[:197] + "...",
-        "status": run.status if not run.running or run.status != "running" else "running",
+        "status": run.status,
         "elapsed_ms": run.elapsed_ms(),
     }
     if run.exit_code is not None:

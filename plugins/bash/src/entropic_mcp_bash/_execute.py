@@ -68,7 +68,12 @@ class ExecuteTool(ToolBase):
         env = settings.environment()
         if background:
             return self._start_background(command, cwd, env, timeout, ctx)
-        trailer = self.server.cwd_trailer(env) if settings.persist_cwd else None
+        # Only bash's cd, pushd and popd change its directory; a command that names none of them
+        # cannot move (a computed one, ``eval "c""d" x``, is not followed), and skipping the
+        # trailer saves a third of a trivial call.
+        trailer = (
+            self.server.cwd_trailer(env) if settings.persist_cwd and ("cd" in command or "popd" in command) else None
+        )
         process = ShellProcess(
             [settings.shell, "-c", command],
             cwd=cwd,

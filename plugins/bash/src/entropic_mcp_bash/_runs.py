@@ -121,32 +121,40 @@ class Runs:
             run.wait(2 * grace + 1.0)
 
 
+#: The variable naming the file the EXIT trap writes; the start-up file unsets it again.
+TRAILER_VARIABLE = "__ENTROPIC_BASH_CWD"
+TRAILER_SCRIPT = (
+    f"trap \"builtin pwd -P > '${{{TRAILER_VARIABLE}}}' 2>/dev/null\" EXIT\nunset BASH_ENV {TRAILER_VARIABLE}\n"
+)
+
+
 class CwdTrailer:
     """Where one bash run ends up: a start-up file (``BASH_ENV``) sets an EXIT trap that writes
     ``pwd -P`` to a private file, read after the run.
 
-    The command itself runs unchanged. The start-up file unsets ``BASH_ENV`` first, so nested
-    shells do not report; a command that replaces the EXIT trap, ``exec``s or is killed reports
-    nothing, and the conversation keeps its previous directory.
+    The command itself runs unchanged. The start-up file (one per server) unsets ``BASH_ENV`` and
+    its own variable, so nested shells do not report and the command sees neither; a command
+    that replaces the EXIT trap, ``exec``s or is killed reports nothing, and the conversation
+    keeps its previous directory.
     """
 
     _ids = itertools.count(1)
 
     def __init__(self, directory: Path, env: dict[str, str]) -> None:
-        n = next(self._ids)
-        self.script = directory / f"env-{n}.sh"
-        self.out = directory / f"cwd-{n}"
-        self.script.write_text(f"unset BASH_ENV\ntrap \"builtin pwd -P > '{self.out}' 2>/dev/null\" EXIT\n")
-        env["BASH_ENV"] = str(self.script)
+        script = directory / "start.sh"
+        if not script.is_file():
+            script.write_text(TRAILER_SCRIPT)
+        self.out = directory / f"cwd-{next(self._ids)}"
+        env["BASH_ENV"] = str(script)
+        env[TRAILER_VARIABLE] = str(self.out)
 
     def finish(self) -> Path | None:
-        """The directory the shell ended in (None when it did not say); removes both files."""
+        """The directory the shell ended in (None when it did not say); removes the file."""
         try:
             text = self.out.read_text("utf-8", errors="replace").strip()
         except OSError:
-            text = ""
-        for path in (self.script, self.out):
-            path.unlink(missing_ok=True)
+            return None
+        self.out.unlink(missing_ok=True)
         if not text.startswith("/") or "\n" in text:
             return None
         return Path(text)
