@@ -244,6 +244,7 @@ class PostgresBackend:
         self._window = search_window
         self._closed = False
         self._mutex = threading.Lock()
+        self._checking = threading.Event()  # one pool check at a time after a broken connection
         connect_args: dict[str, Any] = {
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": "entropic-mcp",
@@ -358,7 +359,9 @@ class PostgresBackend:
         except psycopg.OperationalError as exc:
             # A broken connection is discarded when it goes back to the pool; the idle ones may be
             # just as dead (a restarted server), so check them now rather than failing on each.
-            threading.Thread(target=self._check_pool, daemon=True).start()
+            if not self._checking.is_set():
+                self._checking.set()
+                threading.Thread(target=self._check_pool, daemon=True).start()
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise PostgresUnavailable(
                 f"{what}: the connection to PostgreSQL at {self.where} failed ({detail}); if it dropped during the "
@@ -369,8 +372,11 @@ class PostgresBackend:
             raise StorageError(f"{what} failed in PostgreSQL at {self.where}: {exc}") from None
 
     def _check_pool(self) -> None:
-        with contextlib.suppress(Exception):
-            self._pool.check()
+        try:
+            with contextlib.suppress(Exception):
+                self._pool.check()
+        finally:
+            self._checking.clear()
 
     # -- conversations -----------------------------------------------------------------------------
 
