@@ -266,6 +266,9 @@ def test_a_scaffolded_plugin_installs_is_discovered_passes_its_tests_and_mypy_st
     assert "passed" in run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=target)
     assert "weather: ok" in run(str(venv / "bin" / "entropic-mcp"), "check-plugin", "weather", "--quiet", cwd=target)
     assert "Success" in run(python, "-m", "mypy", "--strict", "src", "tests", cwd=target)
+    # The installed core (a wheel, not this checkout) carries the template new-plugin copies.
+    run(str(venv / "bin" / "entropic-mcp"), "new-plugin", "second", "--dir", str(tmp_path / "from_wheel"))
+    assert (tmp_path / "from_wheel/entropic-mcp-second/src/entropic_mcp_second/__init__.py").is_file()
 
 
 # -- serve and call always exit ----------------------------------------------------------------------
