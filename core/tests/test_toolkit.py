@@ -258,3 +258,18 @@ def test_on_output_sees_the_output_as_it_arrives(tmp_path):
     seen = []
     result = run_process_sync(["sh", "-c", "echo one; echo two"], cwd=tmp_path, timeout=30, on_output=seen.append)
     assert b"".join(seen) == b"one\ntwo\n" == result.stdout.bytes()
+
+
+@given(st.lists(st.binary(max_size=50), max_size=40), st.integers(2, 64), st.booleans())
+def test_head_tail_keeps_exactly_the_first_and_last_bytes(pieces, limit, keep_tail):
+    buffer = HeadTail(limit, keep_tail=keep_tail)
+    for piece in pieces:
+        buffer.feed(piece)
+    whole = b"".join(pieces)
+    head_size = limit // 2 if keep_tail else limit
+    tail_size = limit - head_size if keep_tail else 0
+    head = whole[:head_size]
+    rest = whole[len(head) :]
+    tail = rest[len(rest) - min(tail_size, len(rest)) :]
+    assert buffer.bytes() == head + tail
+    assert buffer.total == len(whole) and buffer.omitted == len(whole) - len(head) - len(tail)

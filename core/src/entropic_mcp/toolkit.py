@@ -425,24 +425,31 @@ class HeadTail:
         if data and self.keep_tail:
             self._tail += data
             keep = self.limit - len(self.head)
-            if len(self._tail) > keep:
+            # Trimmed when it grows to twice its share, not on every piece: a flood of output
+            # then costs one copy per share of bytes instead of one per read.
+            if len(self._tail) > 2 * keep:
                 del self._tail[: len(self._tail) - keep]
 
     @property
+    def tail(self) -> bytes:
+        keep = self.limit - len(self.head) if self.keep_tail else 0
+        return bytes(self._tail[len(self._tail) - keep :]) if keep else b""
+
+    @property
     def omitted(self) -> int:
-        return self.total - len(self.head) - len(self._tail)
+        return self.total - len(self.head) - len(self.tail)
 
     @property
     def truncated(self) -> bool:
         return self.omitted > 0
 
     def bytes(self) -> bytes:
-        return bytes(self.head) + bytes(self._tail)
+        return bytes(self.head) + self.tail
 
     def text(self, marker: str = "\n[... {omitted} bytes omitted ...]\n") -> str:
         """The kept output as text (invalid UTF-8 replaced), with a marker where bytes were left out."""
         head = bytes(self.head).decode("utf-8", "replace")
-        tail = bytes(self._tail).decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
         if not self.truncated:
             return head + tail
         return head + marker.format(omitted=self.omitted) + tail
