@@ -328,6 +328,25 @@ UNSEEN = [
     Case("echo ${x:-`rm victim`}"),
     Case("x=a; echo ${x#$(rm victim)}"),
     Case('x=a; echo "${x/a/`rm victim`}"'),
+    Case("echo `echo \\`rm victim\\``"),
+    Case("ls `echo \\`rm victim\\``"),
+]
+
+#: Writes that plant code for later (git's config and hooks, the user's start-up files): asked
+#: about even when every command is allowed and no rule names the file.
+PLANTING = [
+    "echo '[core] fsmonitor = rm victim' >> .git/config",
+    "echo x >> ~+/.git/config",
+    "HOME=.git; echo x >> ~/config",
+    "cd .git && echo x >> config",
+    "cd .git; echo x >> config",
+    "echo 'rm victim' > .git/hooks/pre-commit",
+    "cat > .git/config <<< x",
+    "echo x >> evil/.git/config",
+    "echo x > link/.git/config",
+    "echo 'rm victim' >> ~/.bashrc",
+    "echo x > /tmp/entropic-escape-test",
+    "cd /tmp && echo x > entropic-escape-test",
 ]
 
 CASES = EVALUATED + HEREDOCS + ENVIRONMENT + WRAPPED + UNSEEN

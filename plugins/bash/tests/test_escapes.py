@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from bash_helpers import make_manager
 from entropic_mcp import CallContext
-from escape_corpus import CASES, POLICY, REDIRECTS, SED, Case
+from escape_corpus import CASES, PLANTING, POLICY, REDIRECTS, SED, Case
 
 PRECIOUS = "precious\n"
 EVIL_CONFIG = "[core]\n\tfsmonitor = rm victim; false\n"
@@ -99,7 +99,7 @@ LIVE = [c for c in CASES + SED if c.live]
 
 
 def test_the_corpus_is_large() -> None:
-    assert len(CASES) + len(SED) + len(REDIRECTS) + len(POLICY) >= 250
+    assert len(CASES) + len(SED) + len(REDIRECTS) + len(POLICY) + len(PLANTING) >= 250
 
 
 @pytest.mark.parametrize("case", LIVE, ids=_ids(LIVE))
@@ -158,6 +158,26 @@ def test_policy_files_are_never_written_by_a_redirection(project: Path, command:
     )
     for name in ("entropic-mcp.toml", "entropic-mcp.local.toml", ".entropicignore"):
         assert intact(project, name)
+
+
+@pytest.mark.parametrize("command", PLANTING)
+def test_writes_that_plant_code_are_asked_about_even_when_everything_is_allowed(project: Path, command: str) -> None:
+    config = (project / ".git" / "config").read_text()
+    rules = {"default": "allow", "allow": ["bash.execute", "bash.execute:*"]}
+    assert run_checked(project, command, rules) == "rejected_permission"
+    assert (project / ".git" / "config").read_text() == config
+    assert not (project / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_outside_writes_follow_the_outside_root_policy(project: Path, tmp_path: Path) -> None:
+    target = tmp_path / "outside.txt"
+    manager, _ = make_manager(project, permissions={"default": "allow"}, bash={"outside_root_allow": [str(tmp_path)]})
+    try:
+        result = manager.call_sync("bash.execute", {"command": f"echo x > {target}"}, CallContext(conversation_id="c"))
+        assert result.kind == "ok"
+        assert target.read_text() == "x\n"
+    finally:
+        manager.close()
 
 
 @pytest.mark.parametrize(

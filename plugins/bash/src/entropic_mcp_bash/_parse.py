@@ -118,6 +118,7 @@ _GAP_CHECKED = frozenset(
         "command_name",
     }
 )
+_BACKTICK_ESCAPE = re.compile(r"\\([$`\\])")
 _HIDDEN_CODE = re.compile(r"`|\$\(|\$\[")
 _HIDDEN_UNQUOTED = re.compile(r"[<>]\(")
 _ESCAPED = re.compile(r"\\.", re.DOTALL)
@@ -404,12 +405,17 @@ def _parser_input(text: str, source: bytes) -> bytes:
 
 
 def _check(node: tree_sitter.Node, reader: _Reader) -> Item | None:
-    """A Flag (or an Assignment) for a node that evaluates text, else None."""
+    """A Flag, Assignment or Hidden script for a node that evaluates text, else None."""
     kind = node.type
     if kind == "arithmetic_expansion":
         text = reader.text(node)
         inner = text[3:-2] if text.startswith("$((") else text[2:-1]
         return None if arithmetic_safe(inner) else Flag(text=text, reason="arithmetic on names")
+    if kind == "command_substitution" and reader.text(node).startswith("`") and "\\" in reader.text(node):
+        # Inside backticks bash removes the backslash before $, ` and \ and parses the result
+        # again: `echo \`rm x\`` runs rm. The parser reads the escaped text, so the unescaped
+        # body is searched as a script of its own.
+        return Hidden(script=_BACKTICK_ESCAPE.sub(r"\1", reader.text(node)[1:-1]))
     if kind == "command_substitution" and reader.text(node).startswith("$(("):
         # bash reads $(( as arithmetic when it can (tree-sitter sometimes sees a subshell).
         return Flag(text=reader.text(node), reason="arithmetic or subshell substitution")

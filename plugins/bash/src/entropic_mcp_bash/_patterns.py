@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from entropic_mcp import PermissionPart, is_within, path_part
+from entropic_mcp import PathPolicy, PermissionPart, is_within, path_part
 
 from ._analyse import SHELLS, Invocation, Unclear, Write, analyse
 
@@ -95,6 +95,7 @@ def permission_parts(
     env: Mapping[str, str] | None = None,
     cwds: Sequence[Path] = (),
     bash_like: bool = True,
+    policy: PathPolicy | None = None,
 ) -> list[PermissionPart]:
     """The parts of one ``bash.execute`` call, commands first in source order.
 
@@ -104,6 +105,8 @@ def permission_parts(
         root: the project root (writes inside it are matched root-relative too).
         env: the environment the shell starts with (``HOME`` for ``~``).
         bash_like: False when the configured shell is not bash's grammar: nothing is understood.
+        policy: the server's outside-root policy; a write outside the root that it does not
+            allow outright is not understood (it asks).
     """
     parts: dict[PermissionPart, None] = {}
     commands = False
@@ -122,7 +125,7 @@ def permission_parts(
                 None
             )
         elif isinstance(finding, Write):
-            parts[_write_part(finding, root)] = None
+            parts[_write_part(finding, root, policy or PathPolicy())] = None
     if not commands:  # only assignments, tests or comments: still one part for the whole text
         text = command.strip()
         parts = {
@@ -180,13 +183,22 @@ def _store(invocation: Invocation) -> str:
     return escape(" ".join(words[:end])) + " *"
 
 
-def _write_part(write: Write, root: Path) -> PermissionPart:
-    """A redirection as a file write: every write rule (write_file, edit_file, ...) applies."""
+def _write_part(write: Write, root: Path, policy: PathPolicy) -> PermissionPart:
+    """A redirection as a file write: every write rule (write_file, edit_file, ...) applies.
+
+    Writes inside the root only matter when a rule names them, except inside a ``.git``
+    directory (its config and hooks name programs git runs). Writes outside the root ask unless
+    the outside-root policy allows them outright (``~/.bashrc`` runs in the user's next shell).
+    """
     if write.path is None:
         # A target that cannot be known (``> "$f"``, ``> /dev/fd/5``) can be any file: it asks.
         return path_part("write", write.text, understood=False)
     path = write.path
     if is_within(path, root):
         display = "." if path == root else path.relative_to(root).as_posix()
-        return path_part("write", display, also=(str(path),), neutral=True)
-    return path_part("write", str(path), neutral=True)
+        code = ".git" in path.relative_to(root).parts
+        return path_part("write", display, also=(str(path),), understood=not code, neutral=not code)
+    allowed = not any(is_within(path, d) for d in policy.outside_root_deny) and (
+        policy.allow_outside_root is True or any(is_within(path, d) for d in policy.outside_root_allow)
+    )
+    return path_part("write", str(path), understood=allowed, neutral=allowed)

@@ -95,6 +95,7 @@ class BashServer(MCPServerBase):
             cwds=self.runs.all_cwds() if args.get("working_dir") is None else (),
             env=settings.environment() or os.environ,
             bash_like=os.path.basename(settings.shell) in ("bash", "sh", "dash", "ash", "rbash"),
+            policy=settings.path_policy,
         )
 
     def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
