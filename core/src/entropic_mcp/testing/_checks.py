@@ -167,7 +167,7 @@ async def _through_execute(
             ctx.cancelled.set()
             problems.append(f"{where}: execute did not return within {limit:g} s")
             break
-        except BaseException as exc:
+        except (Exception, SystemExit) as exc:
             problems.append(f"{where}: execute raised {describe(exc)}")
             continue
         problems.extend(_check_envelope(response, where))

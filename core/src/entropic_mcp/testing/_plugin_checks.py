@@ -84,7 +84,7 @@ def load_installed(name: str) -> tuple[object | None, str | None]:
     entry = found[0]
     try:
         return entry.load(), None
-    except BaseException as exc:  # a plugin module may even call sys.exit at import
+    except (Exception, SystemExit) as exc:  # a plugin module may even call sys.exit at import
         return None, f"import of entry point {entry.name} = {entry.value!r} failed: {describe(exc)}"
 
 
@@ -96,7 +96,7 @@ def _register(report: _Report, plugins: Plugins, plugin: object) -> bool:
             report.add(f"{name} ({of_function(function)}) is not marked @hookimpl, so it is never called")
     try:
         plugins.pm.register(plugin, name=report.plugin)
-    except BaseException as exc:
+    except (Exception, SystemExit) as exc:
         report.add(f"registration failed: {describe(exc)}")
         return False
     for caller in plugins.pm.get_hookcallers(plugin) or ():
@@ -122,7 +122,7 @@ def _implementations(plugins: Plugins, plugin: object) -> dict[str, Any]:
 def _call(report: _Report, hook: str, function: Any, **kwargs: Any) -> tuple[bool, Any]:
     try:
         return True, function(**kwargs)
-    except BaseException as exc:
+    except (Exception, SystemExit) as exc:
         if hook not in report.raised:  # once per hook: the first call shows the fault
             report.raised.add(hook)
             report.hook(hook, function, f"raised {describe(exc)}")
@@ -148,7 +148,7 @@ def _build_servers(
         return []
     try:
         results = _as_list(value, MCPServerBase)
-    except BaseException as exc:  # a generator that raises part-way
+    except (Exception, SystemExit) as exc:  # a generator that raises part-way
         report.hook(hook, function, f"raised {describe(exc)}")
         return []
     servers: list[MCPServerBase] = []
@@ -176,7 +176,7 @@ def _build_servers(
         except ConfigError as exc:
             report.add(f"server {server.name}: configure ({of_function(server.configure)}) refused its table: {exc}")
             continue
-        except BaseException as exc:
+        except (Exception, SystemExit) as exc:
             report.add(
                 f"server {server.name}: configure ({of_function(server.configure)}) raised {describe(exc)}; "
                 "a bad [servers.<name>] table raises ConfigError naming the key"
