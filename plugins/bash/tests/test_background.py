@@ -221,7 +221,7 @@ def test_cd_carries_over_to_the_next_call(session: Session, root: Path) -> None:
     _, data = session.call("execute", {"command": "pwd && cd deeper"})
     assert data["output"] == f"{root / 'sub'}\n" and data["cwd"] == "sub/deeper"
     _, data = session.call("execute", {"command": "pwd"})
-    assert data["output"] == f"{root / 'sub' / 'deeper'}\n"
+    assert data["output"] == f"{root / 'sub' / 'deeper'}\n" and data["cwd"] == "sub/deeper"
     _, data = session.call("list", {})
     assert data["cwd"] == "sub/deeper"
     # another conversation is where it was

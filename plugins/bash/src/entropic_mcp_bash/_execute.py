@@ -110,7 +110,7 @@ class ExecuteTool(ToolBase):
             ) from None
         finally:
             where = trailer.finish() if trailer is not None else None
-        extra = self._follow_cwd(where, ctx) if trailer is not None else {}
+        extra = self._follow_cwd(where, ctx) if settings.persist_cwd else {}
         if done.timed_out:
             message = (
                 f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
