@@ -47,3 +47,48 @@ async def test_output_lines_stream_as_progress_and_rules_are_parsed(root: Path) 
         assert denied.is_error is True
         assert json.loads(denied.content[0].text)["error"] == "permission_denied"
     assert "\n".join(messages).split("\n") == ["one", "two", "three"]
+
+
+BACKGROUND_CONFIG = """\
+[entropic_mcp]
+plugins = ["bash"]
+[storage]
+backend = "none"
+[permissions]
+default = "deny"
+allow = ["bash.execute:echo *", "bash.execute:sleep *", "bash.execute:cd *", "bash.execute:pwd *",
+         "bash.output", "bash.kill", "bash.list"]
+"""
+
+
+async def test_background_runs_and_the_working_directory_over_mcp(root: Path) -> None:
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    (root / "entropic-mcp.toml").write_text(BACKGROUND_CONFIG, encoding="utf-8")
+    (root / "sub").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
+    server = StdioServerParameters(
+        command=str(Path(sys.executable).with_name("entropic-mcp")), args=["serve"], cwd=str(root), env=env
+    )
+    async with Client(server, read_timeout_seconds=30) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"bash.execute", "bash.output", "bash.kill", "bash.list"} <= names
+        started = await client.call_tool(
+            "bash.execute", {"command": "echo ready; sleep 1000", "run_in_background": True}
+        )
+        run_id = started.structured_content["run_id"]
+        seen = ""
+        with anyio.fail_after(20):
+            while "ready" not in seen:
+                read = await client.call_tool("bash.output", {"run_id": run_id})
+                seen += read.structured_content["output"]
+                await anyio.sleep(0.05)
+        listed = await client.call_tool("bash.list", {})
+        assert [r["run_id"] for r in listed.structured_content["runs"]] == [run_id]
+        killed = await client.call_tool("bash.kill", {"run_id": run_id})
+        assert killed.structured_content["status"] == "killed"
+        moved = await client.call_tool("bash.execute", {"command": "cd sub"})
+        assert moved.structured_content["cwd"] == "sub"
+        where = await client.call_tool("bash.execute", {"command": "pwd"})
+        assert where.structured_content["output"] == f"{root / 'sub'}\n"
