@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from entropic_mcp import READ_PATH_TOOLS, CallContext, path_refused
+from entropic_mcp import READ_PATH_TOOLS, CallContext, path_part, path_refused
 
 IGNORE_FILE = ".entropicignore"
 MAX_IGNORE_BYTES = 1 << 20
@@ -142,6 +142,28 @@ def refused_read(ctx: CallContext, root: Path, top: Path, path: str) -> str | No
         except ValueError:
             return path_refused(ctx, "read", absolute)
     return path_refused(ctx, "read", display or ".", also=(absolute,))
+
+
+def refused_write(ctx: CallContext, root: Path, top: Path, path: str) -> str | None:
+    """Why git must not rewrite ``path`` (relative to ``top``) in the work tree, or None.
+
+    The same verdict a ``write_file`` of that path gets, minus asking: a deny or ask rule on
+    ``filesystem.write:<path>`` (or any write tool's name), and the protection of the policy
+    files (``entropic-mcp.toml``, ``entropic-mcp.local.toml``, ``.entropicignore``), which only an
+    allow rule naming the file opens — also for a server used without a host.
+    """
+    absolute = (top / path).as_posix()
+    display = root_relative(root, top, path)
+    part = path_part("write", display or absolute, also=(absolute,) if display else (), neutral=True)
+    manager = ctx.manager
+    if manager is None:
+        return "it is a protected policy file" if part.protected else None
+    verdict = manager.permissions.verdict(part, read_only=False)
+    if verdict.decision == "deny" and verdict.kind == "protected":
+        return "it is a protected policy file (only an allow rule naming it lets a tool change it)"
+    if verdict.decision in ("deny", "ask") and verdict.rule is not None:
+        return f"the permission rule {verdict.rule!r} refuses writing it"
+    return None
 
 
 def root_relative(root: Path, top: Path, path: str) -> str | None:

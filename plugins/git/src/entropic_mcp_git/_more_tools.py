@@ -133,12 +133,27 @@ class Stash(GitTool):
             if message is not None:
                 command.append(f"--message={message}")
             command += ["--", *paths]
+            # push puts tracked files back to HEAD (and removes untracked ones when asked)
+            writes = [("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "HEAD", "--", *paths)]
+            if untracked:
+                writes.append(("ls-files", "--others", "--exclude-standard", "-z", "--", *paths))
+            if (await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", "HEAD"))).exit_code == 0:
+                await self.guard_writes(ctx, tree, *writes)
             out = await self.git(ctx, tree, command)
             if out.ok and any(marker in out.stdout.decode("utf-8", "replace") + out.stderr for marker in _NO_CHANGES):
                 return ToolResult.json({"stashed": False, "reason": "no local changes to save"})
             check(out, "stash push", "Check the repository state with git.status.")
             return ToolResult.json({"stashed": True, "ref": "stash@{0}"})
         ref = _stash_ref(args)
+        if action != "drop":
+            exists = await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", ref))
+            if exists.exit_code == 0:
+                # applying writes the entry's files, and its untracked part when it has one
+                writes = [("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", f"{ref}^1", ref, "--")]
+                third = await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", f"{ref}^3"))
+                if third.exit_code == 0:
+                    writes.append(("ls-tree", "-r", "--name-only", "-z", f"{ref}^3"))
+                await self.guard_writes(ctx, tree, *writes)
         out = await self.git(ctx, tree, ("stash", action, "--quiet", ref))
         if not out.ok and ("is not a valid reference" in out.stderr or "No stash entries" in out.stderr):
             raise ToolError(
@@ -167,8 +182,13 @@ class Restore(GitTool):
         tree = await self.worktree()
         paths = self.paths(args, tree, access="write", required=True)
         command = ["restore", "--quiet"]
-        if source is not None:
-            sha = await self.verify_commit(ctx, tree, "source", source)
+        sha = None if source is None else await self.verify_commit(ctx, tree, "source", source)
+        if worktree:
+            # the files restore will overwrite: those differing from what it restores them to
+            base = sha if sha is not None else ("HEAD" if staged else None)
+            listing = ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", *([base] if base else [])]
+            await self.guard_writes(ctx, tree, [*listing, "--", *paths])
+        if sha is not None:
             command.append(f"--source={sha}")
         if staged:
             command.append("--staged")

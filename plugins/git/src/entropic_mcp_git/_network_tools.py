@@ -117,18 +117,30 @@ class Pull(NetworkTool):
         self.require_network()
         tree = await self.worktree()
         remote = await self.remote(ctx, tree, name)
-        # fast-forward only: no merge commit, no merge driver, no rebase
-        command = ["pull", "--ff-only", "--no-rebase", "--no-recurse-submodules", "--no-edit", "--end-of-options"]
-        command += [remote, *([branch] if branch else [])]
-        out = await self.git(ctx, tree, command, config=await self.trusted(tree))
-        if not out.ok and ("Not possible to fast-forward" in out.stderr or "diverging" in out.stderr.lower()):
+        # fetch, then fast-forward in a step of our own: the files the fast-forward rewrites are
+        # checked first (policy files, write rules), and no merge commit, driver or rebase happens
+        fetch = ["fetch", "--no-recurse-submodules", "--end-of-options", remote, *([branch] if branch else [])]
+        out = await self.git(ctx, tree, fetch, config=await self.trusted(tree))
+        check(out, "fetch", "Check the remote's URL, the branch name and your credentials (git remote -v).")
+        wanted = "FETCH_HEAD" if branch else "@{upstream}"
+        target = await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", f"{wanted}^{{commit}}"))
+        if target.exit_code != 0:
+            raise ToolError(
+                "invalid_argument",
+                "the current branch tracks no upstream branch; name the remote 'branch' to pull "
+                "(or push with set_upstream first)",
+            )
+        sha = target.text.strip()
+        await self.guard_writes(ctx, tree, await self.switch_writes(ctx, tree, sha))
+        out = await self.git(ctx, tree, ("merge", "--ff-only", "--no-edit", "--no-verify", "--end-of-options", sha))
+        if not out.ok and ("Not possible to fast-forward" in out.stderr or "diverg" in out.stderr.lower()):
             raise ToolError(
                 "not_fast_forward",
                 "the branch and the remote have diverged; pull only fast-forwards. Merge or rebase in a terminal",
                 stderr=out.stderr.strip(),
             )
-        check(out, "pull", "Commit or stash local changes (git.stash), check the remote, then pull again.")
-        return ToolResult.json({"remote": remote, "branch": branch, "output": (out.text + out.stderr).strip()})
+        check(out, "merge --ff-only", "Commit or stash local changes (git.stash), then pull again.")
+        return ToolResult.json({"remote": remote, "branch": branch, "head": sha, "output": out.text.strip()})
 
 
 class Push(NetworkTool):

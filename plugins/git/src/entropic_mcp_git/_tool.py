@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from entropic_mcp import CallContext, ToolBase, ToolError
 
 from ._args import pathspecs, raw_paths
-from ._hidden import refused_read, root_relative, rules_may_refuse_reads
+from ._hidden import refused_read, refused_write, root_relative, rules_may_refuse_reads
 from ._runner import GitOutput, WorkTree, git_failed
 
 if TYPE_CHECKING:
@@ -127,6 +127,42 @@ class GitTool(ToolBase):
             for name in names
             if name and refused_read(ctx, self.real_root(), tree.top, name) is not None
         ]
+
+    async def names(self, ctx: CallContext, tree: WorkTree, command: Sequence[str]) -> list[str]:
+        """The NUL-separated paths a ``-z`` listing command prints (deduplicated, in order)."""
+        out = await self.git(ctx, tree, command, limit=JSON_READ_LIMIT)
+        check(out, command[0], "Check the repository state with git.status.")
+        return list(dict.fromkeys(n.decode("utf-8", "surrogateescape") for n in out.stdout.split(b"\x00") if n))
+
+    async def guard_writes(self, ctx: CallContext, tree: WorkTree, *commands: Sequence[str]) -> None:
+        """Refuse the call when a work-tree file it would rewrite may not be written.
+
+        ``commands`` list (``-z``) the files the operation will write; each is judged like a
+        ``write_file`` of it: policy files are protected, write rules apply. One refused file
+        refuses the whole call before anything changes.
+        """
+        files: list[str] = []
+        for command in commands:
+            files += await self.names(ctx, tree, command)
+        refused = []
+        for path in dict.fromkeys(files):
+            reason = refused_write(ctx, self.real_root(), tree.top, path)
+            if reason is not None:
+                refused.append(f"{path} ({reason})")
+        if refused:
+            shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
+            raise ToolError(
+                "path_protected",
+                f"git.{self.name} would rewrite files that may not be written: {shown}. Leave them out "
+                "(name other 'paths') or change them yourself outside the agent",
+            )
+
+    async def switch_writes(self, ctx: CallContext, tree: WorkTree, target: str) -> tuple[str, ...]:
+        """The listing of files a switch from HEAD to the commit ``target`` rewrites."""
+        head = await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", "HEAD"))
+        if head.exit_code != 0:  # unborn branch: every file of the target is written
+            return ("ls-tree", "-r", "--name-only", "-z", target)
+        return ("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "HEAD", target, "--")
 
     async def verify_commit(self, ctx: CallContext, tree: WorkTree, name: str, value: str) -> str:
         """``rev-parse --verify`` a revision as a commit; its sha, or ``invalid_argument``."""

@@ -75,7 +75,9 @@ class CreateBranch(GitTool):
         switch = flag(args, "checkout", True)
         tree = await self.worktree()
         if base is not None:
-            await self.verify_commit(ctx, tree, "base", base)
+            sha = await self.verify_commit(ctx, tree, "base", base)
+            if switch:
+                await self.guard_writes(ctx, tree, await self.switch_writes(ctx, tree, sha))
         start = [] if base is None else ["--end-of-options", base]
         if switch:
             command = ["switch", "--no-guess", "-c", name, *start]
@@ -111,12 +113,13 @@ class Checkout(GitTool):
             ctx, tree, ("rev-parse", "--verify", "--quiet", "--symbolic-full-name", "--end-of-options", target)
         )
         full = ref.text.strip()
+        sha = await self.verify_commit(ctx, tree, "target", target)
+        await self.guard_writes(ctx, tree, await self.switch_writes(ctx, tree, sha))
         if ref.exit_code == 0 and full.startswith("refs/heads/"):
             branch = full[len("refs/heads/") :]
             out = await self.git(ctx, tree, ("switch", "--no-guess", "--end-of-options", branch))
             check(out, "switch", "Commit or stage your local changes (git.status shows them), then switch again.")
             return ToolResult.json({"branch": branch})
-        sha = await self.verify_commit(ctx, tree, "target", target)
         out = await self.git(ctx, tree, ("switch", "--detach", "--end-of-options", sha))
         check(out, "switch --detach", "Commit or stage your local changes (git.status shows them), then try again.")
         return ToolResult.json({"detached": sha})
