@@ -3,15 +3,20 @@ victim) and the pipeline refuses it, under allow rules and under a deny rule, wi
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 from bash_helpers import make_manager
-from entropic_mcp import CallContext
+from entropic_mcp import CallContext, ServerManager
+from entropic_mcp_bash import BashServer
 from escape_corpus import CASES, PLANTING, POLICY, REDIRECTS, SED, Case
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PRECIOUS = "precious\n"
 EVIL_CONFIG = "[core]\n\tfsmonitor = rm victim; false\n"
@@ -207,3 +212,36 @@ def test_plain_commands_stay_understood_and_allowed(project: Path, command: str)
     }
     assert run_checked(project, command, rules) == "ok"
     assert intact(project)
+
+
+@functools.cache
+def _deciders() -> tuple[BashServer, ServerManager, ServerManager]:
+    root = Path(tempfile.mkdtemp(prefix="escape-decide-")).resolve()
+    deny, server = make_manager(root, permissions=DENY)
+    allow, _ = make_manager(root, permissions=ALLOW)
+    return server, deny, allow
+
+
+AROUND = [
+    "{}",
+    "({})",
+    "{{ {}; }}",
+    "echo $({})",
+    "eval '{}'",
+    "if true; then {}; fi",
+    "ls && {}",
+    "{} || ls",
+    "echo hi\n{}",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([c.command for c in CASES]), st.sampled_from(AROUND))
+def test_a_case_wrapped_in_more_shell_is_still_never_allowed(case: str, around: str) -> None:
+    if "'" in around and "'" in case:
+        around = "({})"  # the case's own quotes would end eval's
+    text = around.format(case)
+    server, deny, allow = _deciders()
+    parts = server.permission_parts("execute", {"command": text})
+    assert allow.permissions.decide(parts, read_only=False)[0] != "allow", text
+    assert deny.permissions.decide(parts, read_only=False)[0] != "allow", text

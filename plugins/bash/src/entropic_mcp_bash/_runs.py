@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 #: Finished runs kept per conversation for a last read; older ones are forgotten first.
 KEEP_FINISHED = 16
+#: Runs running at once on the whole server, whatever the number of conversations.
+MAX_TOTAL_RUNNING = 64
 
 
 class Runs:
@@ -76,6 +78,12 @@ class Runs:
                 )
             from ._background import BackgroundRun  # subprocess machinery: loaded on the first run
 
+            if sum(r.running for r in self._runs.values()) >= MAX_TOTAL_RUNNING:
+                raise ToolError(
+                    "too_many_runs",
+                    f"the server already runs {MAX_TOTAL_RUNNING} background commands for all conversations; "
+                    "stop one of yours with bash.kill or run this one in the foreground",
+                )
             run_id = f"bg{next(self._ids)}"
             run = BackgroundRun(run_id, conversation=conversation, **kwargs)
             self._runs[run_id] = run
