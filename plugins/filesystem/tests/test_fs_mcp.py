@@ -62,3 +62,37 @@ async def test_tools_over_the_official_client(project: Path) -> None:
         found = json.loads(grep.content[0].text)
         assert [m["path"] for m in found if "path" in m] == ["a.txt"] and "TOPSECRET" not in grep.content[0].text
         assert found[-1]["skipped_by_rules"] == 1
+
+        # Every other tool, once, through the same client.
+        def data(result):
+            assert result.is_error is False, result.content[0].text
+            return json.loads(result.content[0].text)
+
+        many = await client.call_tool("filesystem.read_files", {"paths": ["a.txt", "secrets/key.txt"]})
+        assert many.is_error is True  # a read rule on one path refuses the call
+        many = await client.call_tool("filesystem.read_files", {"paths": ["a.txt", "pic.png"]})
+        assert many.content[0].text.startswith("==> a.txt <==\n1\talpha")
+        edit = data(
+            await client.call_tool(
+                "filesystem.edit_file",
+                {"path": "a.txt", "edits": [{"old_string": "alpha", "new_string": "ALPHA"}], "dry_run": True},
+            )
+        )
+        assert edit["dry_run"] is True and "+ALPHA" in edit["diff"]
+        assert data(await client.call_tool("filesystem.write_file", {"path": "new/b.txt", "content": "b\n"}))["created"]
+        assert (
+            data(await client.call_tool("filesystem.glob", {"pattern": "**/*.txt", "sort": "mtime"}))[0] == "new/b.txt"
+        )
+        listed = data(await client.call_tool("filesystem.list_directory", {"path": "new"}))
+        assert [e["name"] for e in listed] == ["b.txt"]
+        assert data(await client.call_tool("filesystem.file_info", {"path": "pic.png"}))["mime_type"] == "image/png"
+        assert data(await client.call_tool("filesystem.create_directory", {"path": "made/deep"}))["created"] is True
+        await client.call_tool("filesystem.read_file", {"path": "new/b.txt"})
+        moved = data(
+            await client.call_tool("filesystem.move_file", {"source": "new/b.txt", "destination": "made/b.txt"})
+        )
+        assert moved == {"source": "new/b.txt", "destination": "made/b.txt"}
+        assert data(await client.call_tool("filesystem.delete_file", {"path": "made/b.txt"}))["deleted"] == "file"
+        denied = await client.call_tool("filesystem.write_file", {"path": "entropic-mcp.toml", "content": ""})
+        assert denied.is_error is True
+    assert not (project / "made" / "b.txt").exists() and (project / "entropic-mcp.toml").read_text() == CONFIG
