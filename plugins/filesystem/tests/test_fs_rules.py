@@ -296,3 +296,24 @@ def test_symlink_flipped_between_check_and_write_never_lands_in_a_denied_directo
 def test_symlink_flip_race_soak(make, root):
     fs = make(permissions={"default": "allow", "deny": ["filesystem.write:denied/*"]})
     check_race(root, flip_race(fs, root, 20000))
+
+
+def test_rules_written_with_absolute_paths_match_too(make, tree):
+    fs = make(
+        permissions={
+            "default": "allow",
+            "deny": [f"filesystem.read:{tree}/secrets/*", f"filesystem.write:{tree}/public/*"],
+        }
+    )
+    assert fs.call("read_file", {"path": "alias/key.txt"})[0].kind == "rejected_permission"
+    assert fs.call("write_file", {"path": "public/x.txt", "content": "x"})[0].kind == "rejected_permission"
+    found = fs.ok("grep", {"pattern": "TOPSECRET"})
+    assert_no_secret(found)
+    assert found[-1]["skipped_by_rules"] == 2
+
+
+@pytest.mark.parametrize("suffix", ["/", "/.", "//", "/./"])
+def test_trailing_spellings_of_a_denied_file_are_caught(make, tree, suffix):
+    fs = make(permissions={"default": "allow", "deny": ["filesystem.read:secrets/key.txt"]})
+    outcome, _ = fs.call("read_file", {"path": "secrets/key.txt" + suffix})
+    assert outcome.response.is_error and "TOPSECRET" not in outcome.response.result
