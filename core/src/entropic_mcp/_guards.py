@@ -36,7 +36,7 @@ class _Failure:
 class GuardState:
     """What the guards remember of one conversation and identity."""
 
-    answers: OrderedDict[str, tuple[int, int]] = attrs.field(factory=OrderedDict)
+    answers: dict[str, tuple[int, int]] = attrs.field(factory=dict)
     last_key: str | None = None
     repeats: int = 0
     failures: dict[str, _Failure] = attrs.field(factory=dict)
@@ -133,10 +133,11 @@ class Guards:
             answer = (hash(text), len(text))
             if state.answers.get(key) == answer:
                 repeats = state.repeats + 1 if state.last_key == key else 1
-            state.answers[key] = answer
-            state.answers.move_to_end(key)
-            if len(state.answers) > MAX_REMEMBERED_ANSWERS:
-                state.answers.popitem(last=False)
+            answers = state.answers
+            answers.pop(key, None)  # re-inserted last: the oldest answer is the one forgotten
+            answers[key] = answer
+            if len(answers) > MAX_REMEMBERED_ANSWERS:
+                del answers[next(iter(answers))]
         state.last_key, state.repeats = key, repeats
         return repeats
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("entropic_mcp")
 
+BEFORE_HOOK = "entropic_mcp_before_tool_call"
+AFTER_HOOK = "entropic_mcp_after_tool_call"
 PATTERN_HOOK = "entropic_mcp_permission_pattern"
 DUPLICATE_HOOK = "entropic_mcp_skip_duplicate_check"
 
@@ -59,6 +61,21 @@ def _implementations(plugins: Plugins, hook: str) -> list[Any]:
     return [impl for impl in reversed(caller.get_hookimpls()) if not (impl.hookwrapper or impl.wrapper)]
 
 
+CALL_HOOKS = ("entropic_mcp_before_tool_call", "entropic_mcp_after_tool_call", PATTERN_HOOK, DUPLICATE_HOOK)
+
+
+class _Snapshot:
+    """The call hooks' implementations as of one plugin-manager generation."""
+
+    __slots__ = ("answers", "generation", "impls", "owned")
+
+    def __init__(self, generation: int | None, impls: dict[str, list[Any]]) -> None:
+        self.generation = generation
+        self.impls = impls
+        self.owned: dict[tuple[str, str], list[Any]] = {}
+        self.answers: dict[tuple[str, str], bool] = {}
+
+
 def _call(impl: Any, kwargs: Mapping[str, Any]) -> Any:
     # pluggy lets an implementation declare fewer arguments than the spec; pass only those.
     return impl.function(*[kwargs[name] for name in impl.argnames])
@@ -80,11 +97,25 @@ class Hooks:
     def __init__(self, plugins: Plugins, providers: Mapping[str, str]) -> None:
         self.plugins = plugins
         self.providers = providers
+        self._snap: _Snapshot | None = None
+
+    def reset(self) -> None:
+        """Forget what was looked up (servers or their providers changed)."""
+        self._snap = None
+
+    def snapshot(self) -> _Snapshot:
+        # Registering or unregistering a plugin bumps the manager's generation, so a plugin
+        # registered at any time is seen on the next call without a lookup per call.
+        generation = getattr(self.plugins.pm, "generation", None)
+        snap = self._snap
+        if snap is None or generation is None or snap.generation != generation:
+            snap = self._snap = _Snapshot(generation, {h: _implementations(self.plugins, h) for h in CALL_HOOKS})
+        return snap
 
     def has(self, hook: str) -> bool:
-        """Whether any plugin implements ``hook`` now (looked up on every call: no stale flags)."""
-        caller = getattr(self.plugins.pm.hook, hook, None)
-        return caller is not None and bool(caller.get_hookimpls())
+        """Whether any plugin implements ``hook`` now (registrations at any time count)."""
+        impls = self.snapshot().impls.get(hook)
+        return bool(impls if impls is not None else _implementations(self.plugins, hook))
 
     def _fault(self, plugin: str, hook: str, problem: str) -> HookFault:
         fault = HookFault(plugin, hook, problem)
@@ -95,7 +126,7 @@ class Hooks:
 
     def before_tool_call(self, call: ToolCall, faults: list[HookFault]) -> object:
         """The arguments to run with; raises HookRefusal when a hook refuses or fails."""
-        impls = _implementations(self.plugins, "entropic_mcp_before_tool_call")
+        impls = self.snapshot().impls["entropic_mcp_before_tool_call"]
         if not impls:
             return call.args
         args: object = call.args
@@ -128,12 +159,22 @@ class Hooks:
             )
         return args
 
-    def _owned(self, impls: Iterable[Any], server: MCPServerBase) -> list[Any]:
-        """Implementations whose answers count for ``server``: its provider's own.
+    def _owned(self, hook: str, server: MCPServerBase) -> list[Any]:
+        """Implementations of ``hook`` whose answers count for ``server``: its provider's own.
 
         For a server the host added in-process, plugins the host registered in-process (no
         distribution) answer too.
         """
+        snap = self.snapshot()
+        key = (hook, server.name)
+        owned = snap.owned.get(key)
+        if owned is None:
+            owned = snap.owned[key] = self._owned_now(snap.impls[hook], server)
+        return owned
+
+    def _owned_now(self, impls: list[Any], server: MCPServerBase) -> list[Any]:
+        if not impls:
+            return impls
         provider = self.providers.get(server.name)
         infos = self.plugins.infos
         owned = []
@@ -153,7 +194,9 @@ class Hooks:
         Raises HookRefusal when that plugin's hook fails or answers a pattern that is not
         ``<server>.<tool>`` or ``<server>.<tool>:...`` (fail closed: the call is denied).
         """
-        impls = self._owned(_implementations(self.plugins, PATTERN_HOOK), server)
+        impls = self._owned(PATTERN_HOOK, server)
+        if not impls:
+            return None
         full = f"{server.name}.{tool}"
         kwargs = {"server": server, "tool": tool, "args": args}
         for impl in impls:
@@ -184,7 +227,7 @@ class Hooks:
 
     def skip_duplicate_check(self, server: MCPServerBase, tool: str, faults: list[HookFault]) -> bool:
         """Whether to leave the call's repeats unflagged (the server's provider may say)."""
-        impls = self._owned(_implementations(self.plugins, DUPLICATE_HOOK), server)
+        impls = self._owned(DUPLICATE_HOOK, server)
         kwargs = {"server": server, "tool": tool}
         for impl in impls:
             try:
@@ -200,17 +243,23 @@ class Hooks:
                         impl.plugin_name, DUPLICATE_HOOK, f"returned {type(value).__name__}, expected bool or None"
                     )
                 )
-        try:
-            return bool(server.skip_duplicate_check(tool))
-        except Exception as exc:
-            faults.append(self._fault(f"server {server.name}", "skip_duplicate_check", _problem(exc)))
-            return False
+        # A server's own answer is per tool and fixed: asked once per plugin-manager generation.
+        answers = self.snapshot().answers
+        answer = answers.get((server.name, tool))
+        if answer is None:
+            try:
+                answer = bool(server.skip_duplicate_check(tool))
+            except Exception as exc:
+                faults.append(self._fault(f"server {server.name}", "skip_duplicate_check", _problem(exc)))
+                return False
+            answers[(server.name, tool)] = answer
+        return answer
 
     # -- observers ------------------------------------------------------------------------------------
 
     def after_tool_call(self, call: ToolCall, outcome: CallOutcome, faults: list[HookFault]) -> str | None:
         """The last replacement text a hook returned; faults are recorded and skipped."""
-        impls = _implementations(self.plugins, "entropic_mcp_after_tool_call")
+        impls = self.snapshot().impls["entropic_mcp_after_tool_call"]
         text = None
         kwargs = {"call": call, "outcome": outcome}
         for impl in impls:
@@ -230,9 +279,6 @@ class Hooks:
                     )
                 )
         return text
-
-    def has_after_hooks(self) -> bool:
-        return bool(_implementations(self.plugins, "entropic_mcp_after_tool_call"))
 
     async def approve_tool_call(self, request: ApprovalRequest, faults: list[HookFault]) -> ApprovalDecision | None:
         """The first approver's answer; None when nobody can answer (the call is then denied)."""

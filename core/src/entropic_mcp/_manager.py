@@ -224,6 +224,7 @@ class ServerManager:
         self._tool_list = None
         self._validators.clear()
         self._parts.clear()
+        self.hooks.reset()
 
     # -- listing and queries ------------------------------------------------------------------
 
@@ -287,10 +288,18 @@ class ServerManager:
 
     def server_parts(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> list[PermissionPart]:
         """The server's own parts for a call (``permission_parts``, else ``permission_pattern``)."""
-        full = f"{server.name}.{tool}"
         parts_of = getattr(server, "permission_parts", None)
         if parts_of is not None:
+            full = f"{server.name}.{tool}"
             return list(parts_of(tool, args)) or [PermissionPart(names=(full,), store=full)]
+        if type(server).permission_pattern is MCPServerBase.permission_pattern:
+            # The tool-level pattern of the base class: one part per tool, whatever the arguments.
+            cached = self._parts.get(tool + "\x00" + server.name)
+            if cached is None:
+                full = f"{server.name}.{tool}"
+                cached = self._parts[tool + "\x00" + server.name] = [PermissionPart(names=(full,), store=full)]
+            return cached
+        full = f"{server.name}.{tool}"
         pattern = server.permission_pattern(tool, args)
         cached = self._parts.get(pattern)
         if cached is None:
@@ -299,6 +308,18 @@ class ServerManager:
             names = (full,) if pattern == full else (full, pattern)
             cached = self._parts[pattern] = [PermissionPart(names=names, store=pattern)]
         return cached
+
+    def own_parts(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> list[PermissionPart]:
+        """``server_parts``, with a server that raises turned into a HookRefusal (denied)."""
+        try:
+            return self.server_parts(server, tool, args)
+        except Exception as exc:
+            log.warning("server %s: permission_parts raised", server.name, exc_info=True)
+            raise HookRefusal(
+                f"'{server.name}.{tool}' was denied: the server could not work out what the call does "
+                f"({type(exc).__name__}: {exc}). Tell the user the '{server.name}' server is broken.",
+                HookFault(f"server {server.name}", "permission_parts", f"raised {type(exc).__name__}: {exc}"),
+            ) from None
 
     def permission_parts(
         self, server: MCPServerBase, tool: str, args: dict[str, Any]
@@ -309,15 +330,7 @@ class ServerManager:
         checked against the server's own parts, so no pattern answer can dodge them. Raises
         HookRefusal when the hook fails (the call is then denied).
         """
-        try:
-            own = self.server_parts(server, tool, args)
-        except Exception as exc:
-            log.warning("server %s: permission_parts raised", server.name, exc_info=True)
-            raise HookRefusal(
-                f"'{server.name}.{tool}' was denied: the server could not work out what the call does "
-                f"({type(exc).__name__}: {exc}). Tell the user the '{server.name}' server is broken.",
-                HookFault(f"server {server.name}", "permission_parts", f"raised {type(exc).__name__}: {exc}"),
-            ) from None
+        own = self.own_parts(server, tool, args)
         hooked = self.hooks.permission_pattern(server, tool, args)
         if hooked is None:
             return own, own[0].store

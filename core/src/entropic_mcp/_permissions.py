@@ -24,7 +24,7 @@ def _names(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class PermissionPart:
     """One thing a call does that rules are matched against.
 
@@ -118,6 +118,7 @@ class PermissionRules:
             kind: [(rule, re.compile(translate(rule))) for rule in rules] for kind, rules in self.lists.items()
         }
         self._cache: dict[tuple[object, ...], PartVerdict] = {}
+        self._judged: dict[tuple[object, ...], Verdict] = {}
 
     def _match(self, kind: str, names: Sequence[str]) -> str | None:
         """The first rule of ``kind`` matching any of ``names`` (None when none does)."""
@@ -173,6 +174,16 @@ class PermissionRules:
 
     def judge(self, parts: Sequence[PermissionPart], *, read_only: bool) -> Verdict:
         """The call's verdict: deny if any part is denied, else ask if any asks, else allow."""
+        key = (tuple(parts), read_only)
+        judged = self._judged.get(key)
+        if judged is None:
+            judged = self._judge(parts, read_only=read_only)
+            if len(self._judged) > 8192:
+                self._judged.clear()
+            self._judged[key] = judged
+        return judged
+
+    def _judge(self, parts: Sequence[PermissionPart], *, read_only: bool) -> Verdict:
         verdicts = tuple(self.verdict(part, read_only=read_only) for part in parts)
         denied = tuple(v.part for v in verdicts if v.decision == "deny")
         if denied:

@@ -22,7 +22,7 @@ from ._context import CallContext
 from ._deadlines import with_timeout
 from ._envelope import ServerResponse, dumps
 from ._guards import Guards, GuardState
-from ._hooks import HookFault, HookRefusal
+from ._hooks import AFTER_HOOK, BEFORE_HOOK, DUPLICATE_HOOK, PATTERN_HOOK, HookFault, HookRefusal
 from ._kinds import KINDS, ResultKind
 from ._outcome import BatchOutcome, CallOutcome
 from ._permissions import PermissionPart, Verdict
@@ -66,46 +66,28 @@ class _Refused(Exception):
 
 
 class _Call:
-    """One call on its way through the stages."""
+    """One call on its way through the stages (class attributes are the defaults: cheap to make)."""
 
-    __slots__ = (
-        "args",
-        "ctx",
-        "faults",
-        "key",
-        "name",
-        "pattern",
-        "permission",
-        "ran",
-        "repeats",
-        "run_length",
-        "server",
-        "shown",
-        "started",
-        "state",
-        "tool",
-        "tool_name",
-        "write",
-    )
+    args: dict[str, Any]
+    key = ""
+    pattern: str | None = None
+    permission: str | None = None
+    repeats = 0
+    run_length = 0
+    server: MCPServerBase | None = None
+    tool: ToolBase | None = None
+    tool_name = ""
+    state: GuardState | None = None
+    write = True
 
-    def __init__(self, name: str, ctx: CallContext, started: float) -> None:
+    def __init__(self, name: str, ctx: CallContext, started: float, snap: Any) -> None:
         self.name = name
         self.ctx = ctx
         self.started = started
-        self.shown = ctx.display(name)
-        self.args: dict[str, Any] = {}
+        self.snap = snap
+        self.shown = name if ctx.tool_names is None else ctx.tool_names(name)
         self.faults: list[HookFault] = []
-        self.key = ""
-        self.pattern: str | None = None
-        self.permission: str | None = None
-        self.ran = False
-        self.repeats = 0
-        self.run_length = 0
-        self.server: MCPServerBase | None = None
-        self.tool: ToolBase | None = None
-        self.tool_name = ""
-        self.state: GuardState | None = None
-        self.write = True
+        self.args = {}
 
 
 def _find_surrogate(value: object, path: str = "") -> str | None:
@@ -164,15 +146,24 @@ class Pipeline:
     # -- the run --------------------------------------------------------------------------------
 
     async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:
-        call = _Call(name, ctx, time.perf_counter())
+        # One look at the plugin manager per call: hooks registered at any time count from the next call.
+        call = _Call(name, ctx, time.perf_counter(), self.manager.hooks.snapshot())
         ctx.manager = self.manager
         try:
             self._resolve(call)
-            self._before_hooks(call, raw_args)
+            # The common case skips whole stages with one check each (P1: the pipeline's own cost
+            # must stay well under the SDK's call).
+            if call.snap.impls[BEFORE_HOOK]:
+                self._before_hooks(call, raw_args)
+            else:
+                call.args = raw_args if type(raw_args) is dict else normalize_args(raw_args)
             self._normalise(call)
             self._schema(call)
-            self._access(call)
-            await self._permission(call)
+            if ctx.identity is not None:
+                self._access(call)
+            verdict = self._permission(call)
+            if verdict is not None:
+                await self._ask(call, verdict)
             self._loop_guards(call)
             response = await self._dispatch(call)
         except _Refused as refused:
@@ -206,10 +197,10 @@ class Pipeline:
         call.write = tool.required_access_level > AccessLevel.READ
 
     def _before_hooks(self, call: _Call, raw_args: object) -> None:
-        hooks = self.manager.hooks
-        if not hooks.has("entropic_mcp_before_tool_call"):
+        if not call.snap.impls[BEFORE_HOOK]:
             call.args = normalize_args(raw_args)
             return
+        hooks = self.manager.hooks
         server_name = call.name.partition(".")[0]
         request = ToolCall(
             name=call.name, server=server_name, tool=call.tool_name, args=normalize_args(raw_args), context=call.ctx
@@ -269,11 +260,16 @@ class Pipeline:
                 f"'{ctx.identity}' holds {held.name} access to '{call.shown}', which needs {level.name}.{hint}",
             )
 
-    async def _permission(self, call: _Call) -> None:
+    def _permission(self, call: _Call) -> Verdict | None:
+        """Allow (None), deny (raises), or the verdict to ask about."""
         assert call.server is not None and call.tool is not None
         manager = self.manager
         try:
-            parts, call.pattern = manager.permission_parts(call.server, call.tool_name, call.args)
+            if call.snap.impls[PATTERN_HOOK]:
+                parts, call.pattern = manager.permission_parts(call.server, call.tool_name, call.args)
+            else:
+                parts = manager.own_parts(call.server, call.tool_name, call.args)
+                call.pattern = parts[0].store
         except HookRefusal as refusal:
             if refusal.fault is not None:
                 call.faults.append(refusal.fault)
@@ -282,11 +278,11 @@ class Pipeline:
         verdict = manager.permissions.judge(parts, read_only=not call.write)
         if verdict.decision == "allow":
             call.permission = "allow"
-            return
+            return None
         if verdict.decision == "deny":
             call.permission = "deny"
             raise _Refused(ResultKind.REJECTED_PERMISSION, "permission_denied", self._denied_message(call, verdict))
-        await self._ask(call, verdict)
+        return verdict
 
     def _denied_message(self, call: _Call, verdict: Verdict) -> str:
         rules = verdict.rules()
@@ -372,6 +368,8 @@ class Pipeline:
     def _loop_guards(self, call: _Call) -> None:
         ctx = call.ctx
         call.state = state = self.guards.state(ctx.conversation_id, ctx.identity)
+        if not state.failures and not call.write:
+            return
         refusal = self.guards.refusal(state, call.key, call.shown, write=call.write)
         if refusal is not None:
             message, call.run_length = refusal
@@ -381,7 +379,6 @@ class Pipeline:
         server, ctx = call.server, call.ctx
         assert server is not None
         timeout = self.config.tool_timeouts.get(call.name, server.default_timeout_seconds)
-        call.ran = True
         try:
             if timeout is None:
                 return await server.execute(call.tool_name, call.args, ctx)
@@ -418,14 +415,20 @@ class Pipeline:
 
     def _result(self, call: _Call, response: ServerResponse) -> CallOutcome:
         """Cap, classify, flag a repeated answer, finish."""
-        text = cap_text(response.result, self.config.max_result_bytes)
+        limit = self.config.max_result_bytes
+        text = response.result if len(response.result) * 4 <= limit else cap_text(response.result, limit)
         if text is not response.result:
             response = ServerResponse(result=text, directives=response.directives, is_error=response.is_error)
         kind = classify(response)
         flag = not call.write and kind != ResultKind.ERROR
         if flag:
             assert call.server is not None
-            flag = not self.manager.hooks.skip_duplicate_check(call.server, call.tool_name, call.faults)
+            skip = (
+                None if call.snap.impls[DUPLICATE_HOOK] else call.snap.answers.get((call.server.name, call.tool_name))
+            )
+            if skip is None:
+                skip = self.manager.hooks.skip_duplicate_check(call.server, call.tool_name, call.faults)
+            flag = not skip
         self._record_run(call, response.result, failed=kind == ResultKind.ERROR, flag=flag)
         if call.repeats:
             response = ServerResponse._make(
@@ -456,10 +459,10 @@ class Pipeline:
             pattern=call.pattern,
             consecutive_duplicates=call.repeats,
             same_tool_calls=call.run_length,
-            hook_faults=tuple(str(f) for f in call.faults),
+            hook_faults=tuple(map(str, call.faults)) if call.faults else (),
         )
-        hooks = self.manager.hooks
-        if hooks.has("entropic_mcp_after_tool_call"):
+        if call.snap.impls[AFTER_HOOK]:
+            hooks = self.manager.hooks
             server_name, _, tool_name = call.name.partition(".")
             faults: list[HookFault] = []
             text = hooks.after_tool_call(

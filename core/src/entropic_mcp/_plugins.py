@@ -24,6 +24,30 @@ FIRST_PARTY = ("filesystem", "bash", "git", "entropic")
 hookimpl = pluggy.HookimplMarker("entropic_mcp")
 
 
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, counting changes so per-call hook lookups can be cached safely."""
+
+    generation = 0
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        try:
+            return super().register(plugin, name)
+        finally:
+            self.generation += 1
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
+        try:
+            return super().unregister(plugin, name)
+        finally:
+            self.generation += 1
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        try:
+            super().add_hookspecs(module_or_class)
+        finally:
+            self.generation += 1
+
+
 class PluginLoadWarning(UserWarning):
     """A plugin failed to load and was skipped (an error under ENTROPIC_MCP_STRICT_PLUGINS=1)."""
 
@@ -89,7 +113,7 @@ class Plugins:
 
     def __init__(self, *, strict: bool | None = None, builtins: bool = True) -> None:
         self.strict = strict_from_env() if strict is None else strict
-        self.pm = pluggy.PluginManager("entropic_mcp")
+        self.pm = _PluginManager("entropic_mcp")
         self.pm.add_hookspecs(hookspecs)
         # Historic: every plugin registered from now on gets to add its own specs as it registers.
         self.pm.hook.entropic_mcp_add_hookspecs.call_historic(kwargs={"plugin_manager": self.pm})
