@@ -209,3 +209,19 @@ def test_external_diff_and_textconv_configured_in_the_repository_do_not_run(tmp_
     assert "+# changed" in ok(server, "diff")
     assert "+# readme" in ok(server, "show")
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["/", "../..", "{outside}"])
+def test_a_work_tree_moved_by_core_worktree_is_refused(tmp_path, repo, outside, where):
+    repo.git("config", "core.worktree", where.format(outside=outside))
+    (outside / "victim.txt").write_text("keep me\n")
+    server = make_server(repo.path)
+    for tool, args in (("status", {}), ("add", {"paths": ["."]}), ("restore", {"paths": ["."]})):
+        error = refused(server, tool, args)
+        assert error["error"] == "not_a_repository" and "core.worktree" in error["message"], error
+    assert (outside / "victim.txt").read_text() == "keep me\n"
+
+
+def test_core_worktree_naming_the_natural_top_is_fine(repo):
+    repo.git("config", "core.worktree", str(repo.path))
+    assert ok(make_server(repo.path), "status")["branch"] == "main"

@@ -256,6 +256,19 @@ class GitRunner:
                 "run `git init` there or point the server at a repository (set_working_dir)",
             )
         found = WorkTree(top=Path(os.path.realpath(lines[0])), git_dir=Path(lines[1]))
+        real_root = Path(os.path.realpath(root))
+        if not os.path.lexists(found.top / ".git") or not (
+            real_root == found.top or real_root.is_relative_to(found.top)
+        ):
+            # core.worktree in the repository's config moved the work tree away from the
+            # repository (to "/", to $HOME, ...): every path and write would follow it there
+            raise ToolError(
+                "not_a_repository",
+                f"the repository's config (core.worktree) makes {found.top} its work tree, which does not "
+                f"hold the repository itself or does not contain the project root {root}; the git server "
+                "only works on the work tree that contains its .git — remove core.worktree from the "
+                "repository's config",
+            )
         self._worktrees[root] = found
         return found
 
