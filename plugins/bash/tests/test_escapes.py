@@ -245,3 +245,20 @@ def test_a_case_wrapped_in_more_shell_is_still_never_allowed(case: str, around: 
     parts = server.permission_parts("execute", {"command": text})
     assert allow.permissions.decide(parts, read_only=False)[0] != "allow", text
     assert deny.permissions.decide(parts, read_only=False)[0] != "allow", text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "env -C sub bash -c 'echo x > victim'",
+        "env --chdir=sub bash -c 'echo x > victim'",
+        "env -Csub bash -c 'echo x > victim'",
+        "unshare -w sub sh -c 'echo x > victim'",
+        "sudo -D sub sh -c 'echo x > victim'",
+    ],
+)
+def test_a_wrapper_that_changes_directory_makes_relative_targets_unknown(project: Path, command: str) -> None:
+    (project / "sub" / "victim").write_text(PRECIOUS)
+    kind = run_checked(project, command, {"default": "allow", "deny": ["filesystem.write_file:sub/victim"]})
+    assert kind == "rejected_permission"
+    assert intact(project / "sub")

@@ -67,6 +67,7 @@ class Wrapper:
     assignments: bool = False
     numeric: bool = False  # nice -5
     lookups: frozenset[str] = frozenset()  # options after which nothing runs (command -v)
+    chdir: frozenset[str] = frozenset()  # options that move the command elsewhere (env -C DIR)
 
 
 def _set(*names: str) -> frozenset[str]:
@@ -95,6 +96,7 @@ WRAPPERS: dict[str, Wrapper] = {
         valued=_set("-u", "--unset", "-C", "--chdir"),
         optional=_set("--default-signal", "--ignore-signal", "--block-signal", "--list-signal-handling"),
         assignments=True,
+        chdir=_set("-C", "--chdir"),
     ),
     "setsid": Wrapper(flags=_set("-c", "--ctty", "-f", "--fork", "-w", "--wait")),
     "ionice": Wrapper(
@@ -180,6 +182,7 @@ WRAPPERS: dict[str, Wrapper] = {
             "--mount-proc",
             "--kill-child",
         ),
+        chdir=_set("-R", "--root", "-w", "--wd"),
     ),
     "nsenter": Wrapper(
         flags=_set(
@@ -203,6 +206,7 @@ WRAPPERS: dict[str, Wrapper] = {
         ),
         valued=_set("-t", "--target", "-S", "--setuid", "-G", "--setgid"),
         optional=_set("--mount", "--uts", "--ipc", "--net", "--pid", "--user", "--cgroup", "--time", "--root", "--wd"),
+        chdir=_set("-r", "-w", "--root", "--wd", "-t", "--target"),
     ),
     "xargs": Wrapper(
         flags=_set("-0", "--null", "-r", "--no-run-if-empty", "-t", "--verbose", "-x", "--exit", "-p", "--interactive"),
@@ -245,9 +249,25 @@ RUNNERS: dict[str, Wrapper] = {
             "--background",
         ),
         valued=_set(
-            "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group", "--chdir", "--prompt"
+            "-u",
+            "-g",
+            "-C",
+            "-D",
+            "-h",
+            "-p",
+            "-r",
+            "-t",
+            "-T",
+            "-U",
+            "--user",
+            "--group",
+            "--chdir",
+            "--prompt",
+            "-R",
+            "--chroot",
         ),
         assignments=True,
+        chdir=_set("-D", "--chdir", "-R", "--chroot", "-i", "--login"),
     ),
     "doas": Wrapper(flags=_set("-n", "-s"), valued=_set("-u", "-C")),
     "runuser": Wrapper(
@@ -798,7 +818,9 @@ class _Analysis:
         stripped = _strip(words, spec)
         if stripped is None:
             return None
-        rest, ok, writes, assigned = stripped
+        rest, ok, writes, assigned, moved = stripped
+        if moved:
+            self.cwds = None  # the command runs elsewhere: relative targets are unknown from here on
         for path in writes:
             yield from self.write(path, path or " ".join(w.text for w in words))
         for assignment in assigned:
@@ -940,12 +962,14 @@ def _program(word: str) -> tuple[str, bool]:
     return (base or word), os.path.dirname(path) in SYSTEM_DIRS
 
 
-def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list[str | None], list[str]] | None:
+def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list[str | None], list[str], bool] | None:
     """The words after a wrapper's own, whether its options were all known, the files its
-    options write and the variables it sets; None when it runs nothing (``env``, ``command -v``)."""
+    options write, the variables it sets and whether it changes directory; None when it runs
+    nothing (``env``, ``command -v``)."""
     i, n = 1, len(words)
     writes: list[str | None] = []
     assigned: list[str] = []
+    moved = False
     while i < n:
         value = words[i].value
         if value is None:
@@ -958,6 +982,7 @@ def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list
         if value in spec.lookups:
             return None
         option, eq, attached = value.partition("=")
+        moved = moved or option in spec.chdir or (value[:2] in spec.chdir and not value.startswith("--"))
         if value in spec.flags or (spec.numeric and value[1:].isdigit()) or option in spec.optional:
             i += 1
         elif eq and option in spec.valued and option.startswith("--"):
@@ -966,7 +991,7 @@ def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list
             i += 1
         elif value in spec.valued:
             if i + 1 >= n:
-                return list(words[i:]), False, writes, assigned
+                return list(words[i:]), False, writes, assigned, moved
             if value in spec.writes:
                 writes.append(words[i + 1].value)
             i += 2
@@ -977,7 +1002,7 @@ def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list
         elif len(value) > 1 and all(f"-{c}" in spec.flags for c in value[1:]):
             i += 1
         else:
-            return list(words[i:]), False, writes, assigned
+            return list(words[i:]), False, writes, assigned, moved
     if spec.assignments:
         # env and sudo take every word holding "=" before the command as an assignment.
         while i < n and "=" in (words[i].value or words[i].text):
@@ -986,7 +1011,7 @@ def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list
             i += 1
     if i + spec.positional >= n:
         return None
-    return list(words[i + spec.positional :]), True, writes, assigned
+    return list(words[i + spec.positional :]), True, writes, assigned, moved
 
 
 def _shadows(name: str) -> bool:
