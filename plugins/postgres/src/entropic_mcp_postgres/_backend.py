@@ -750,7 +750,11 @@ class PostgresBackend:
             if in_summary
             else f"({score}) > %(least)s"
         )
-        conditions = " AND ".join([in_scope, "completion_seq < %(low)s", *narrowing, every_word, better])
+        # Written so no b-tree index applies ("+ 0", "|| ''"): walking the scope's delegations by
+        # recency is what the first look did; here the word indexes must choose the candidates
+        # (a planner without statistics would otherwise walk every older delegation).
+        unindexed_scope = in_scope.replace("scope = %(scope)s", "scope || '' = %(scope)s")
+        conditions = " AND ".join([unindexed_scope, "completion_seq + 0 < %(low)s", *narrowing, every_word, better])
         older = (
             f"SELECT d.completion_seq, {score.replace('folded_summary', 'd.folded_summary')} AS score, {result} "
             f"FROM delegations d WHERE {conditions} ORDER BY score DESC, d.completion_seq DESC LIMIT %(k)s"

@@ -97,21 +97,27 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 WHERE status = 'completed'
             """,
             """
-            CREATE INDEX delegations_latest_any_scope ON delegations (target_tier, completion_seq DESC)
-                WHERE status = 'completed'
-            """,
-            """
             CREATE INDEX delegations_recent ON delegations (completion_seq DESC) WHERE status = 'completed'
             """,
             """
             CREATE INDEX delegations_recent_in_scope ON delegations (scope, completion_seq DESC)
                 WHERE status = 'completed'
             """,
-            "CREATE INDEX delegations_terms ON delegations USING gin (terms) WHERE status = 'completed'",
-            "CREATE INDEX delegations_summary_terms ON delegations USING gin (summary_terms) WHERE status = 'completed'",
+            # fastupdate off: a pending list would be scanned by every search until a vacuum merges it
+            """
+            CREATE INDEX delegations_terms ON delegations USING gin (terms) WITH (fastupdate = off)
+                WHERE status = 'completed'
+            """,
+            """
+            CREATE INDEX delegations_summary_terms ON delegations USING gin (summary_terms) WITH (fastupdate = off)
+                WHERE status = 'completed'
+            """,
             # Every word ever completed, so a query word finds the words containing it (trigrams).
             "CREATE TABLE search_terms (term text PRIMARY KEY)",
-            "CREATE INDEX search_terms_trigrams ON search_terms USING gin (term {trgm}.gin_trgm_ops)",
+            """
+            CREATE INDEX search_terms_trigrams ON search_terms USING gin (term {trgm}.gin_trgm_ops)
+                WITH (fastupdate = off)
+            """,
             """
             CREATE TABLE tool_calls (
                 seq bigserial PRIMARY KEY,
