@@ -12,7 +12,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 SHELL_ALPHABET = st.sampled_from(
-    [*list("abc rm ls;|&()<>{}$`'\"\\\n*?[]=-/~#!0123456789"), "&&", "||", "$(", "<(", "eval ", "bash -c "]
+    [
+        *list("abc rm ls;|&()<>{}$`'\"\\\n*?[]=-/~#!0123456789@:+%^,"),
+        *["&&", "||", "$(", "<(", "eval ", "bash -c ", "$((", "$[", "${", "${!", "@P", "[[ ", " ]]", " -eq "],
+        *["<<EOF\n", "\nEOF\n", "<<'E'\n", "~+/", "~-", "cd ", "export ", "declare -", "trap -- ", "env ", "xargs "],
+        *[
+            "sudo ",
+            "flock f ",
+            "su -c ",
+            "script -qc ",
+            "watch ",
+            "find . -exec ",
+            " \\;",
+            "/dev/fd/",
+            "PATH=",
+            "BASH_ENV=",
+        ],
+        *["a[", "]=", "(( ", " ))", "let ", "read ", "printf -v ", "mapfile -C ", "sed ", "git -c ", "coproc "],
+    ]
 )
 
 
