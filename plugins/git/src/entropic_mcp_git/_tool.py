@@ -91,8 +91,9 @@ class GitTool(ToolBase):
         rules = self.server.ignores.rules(self.server.root)
         if rules is None:
             return []
-        base = root_relative(tree.top, self.real_root(), "") or ""
-        return rules.excludes(base if base != "." else "")
+        # the root lies inside the top (discovery checks it); its patterns apply below it
+        base = self.real_root().relative_to(tree.top).as_posix()
+        return rules.excludes("" if base == "." else base)
 
     def real_root(self) -> Path:
         return Path(os.path.realpath(self.server.root))
