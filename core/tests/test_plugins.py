@@ -136,3 +136,45 @@ def test_builtins_are_listed_with_all(fake_site, tmp_path):
     names = [p.name for p in plugins.listing(include_builtins=True)]
     assert "builtin-delegation" in names and "builtin-tinydb" in names
     assert "builtin-tinydb" not in [p.name for p in plugins.listing()]
+
+
+def test_a_misspelled_server_table_is_an_error_at_load_naming_file_and_key(fake_site, tmp_path):
+    config = config_from_dict(
+        {"entropic_mcp": {"plugins": ["fakegood"]}, "storage": {"backend": "none"}, "servers": {"goood": {}}},
+        root=tmp_path,
+    )
+    plugins = Plugins()
+    plugins.load_entry_points(config.plugins)
+    with pytest.raises(ConfigError) as excinfo:
+        ServerManager.from_config(config, plugins=plugins)
+    assert "[servers.goood]" in str(excinfo.value) and "did you mean [servers.good]" in str(excinfo.value)
+    # A host that adds servers of its own later checks nothing yet.
+    ServerManager.from_config(config, plugins=plugins, check_config=False).close()
+
+
+def test_an_unknown_storage_backend_is_an_error_at_load_not_at_first_use(fake_site, tmp_path):
+    config = config_from_dict(
+        {"entropic_mcp": {"plugins": ["fakegood"]}, "storage": {"backend": "tinydbb"}}, root=tmp_path
+    )
+    plugins = Plugins()
+    plugins.load_entry_points(config.plugins)
+    with pytest.raises(ConfigError) as excinfo:
+        ServerManager.from_config(config, plugins=plugins)
+    assert "'tinydbb'" in str(excinfo.value) and "did you mean 'tinydb'" in str(excinfo.value)
+
+
+def test_two_plugins_offering_one_storage_backend_name_is_an_error_naming_both(tmp_path):
+    from entropic_mcp import StorageBackendSpec, hookimpl
+    from entropic_mcp.testing import MemoryStorage
+
+    class Twin:
+        @hookimpl
+        def entropic_mcp_storage_backends(self):
+            return StorageBackendSpec(name="tinydb", factory=lambda config: MemoryStorage())
+
+    config = config_from_dict({"storage": {"backend": "tinydb"}}, root=tmp_path)
+    plugins = Plugins()
+    plugins.register(Twin(), "twin")
+    with pytest.raises(ConfigError) as excinfo:
+        ServerManager.from_config(config, plugins=plugins, load_entry_points=False)
+    assert "builtin-tinydb" in str(excinfo.value) and "twin" in str(excinfo.value)

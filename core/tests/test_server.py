@@ -169,3 +169,78 @@ def test_default_permission_pattern_is_the_qualified_tool_name(tmp_path):
     assert server.permission_pattern("echo", {"text": "x"}) == "demo.echo"
     assert server.skip_duplicate_check("echo") is False
     assert json.loads(json.dumps(server.list_tools()))
+
+
+def test_stuck_sync_tools_of_one_server_never_starve_another(tmp_path):
+    import threading
+
+    import anyio
+    from entropic_mcp import AccessLevel, MCPServerBase, ToolBase
+    from entropic_mcp import ToolDefinition as TD
+    from entropic_mcp.testing import make_manager
+
+    release = threading.Event()
+
+    class Stuck(ToolBase):
+        definition = TD(name="stuck", description="", input_schema={"type": "object"})
+        required_access_level = AccessLevel.READ
+
+        def execute(self, args, ctx):
+            release.wait(30)
+            return "released"
+
+    class Quick(ToolBase):
+        definition = TD(name="quick", description="", input_schema={"type": "object"})
+        required_access_level = AccessLevel.READ
+
+        def execute(self, args, ctx):
+            return "quick"
+
+    class Jammed(MCPServerBase):
+        name = "jammed"
+        default_timeout_seconds = None
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Stuck())
+
+    class Fine(MCPServerBase):
+        name = "fine"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Quick())
+
+    manager = make_manager(
+        tmp_path,
+        config={"permissions": {"default": "allow"}, "servers": {"jammed": {"max_threads": 2}}},
+        servers=[Jammed(root=tmp_path), Fine(root=tmp_path)],
+    )
+    jammed = manager.servers["jammed"]
+    assert jammed.max_threads == 2
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            for n in range(40):
+                tg.start_soon(manager.call, "jammed.stuck", {"n": n})
+            await anyio.sleep(0.2)
+            assert jammed._pool.busy == 2  # bounded: 38 calls wait, no more threads
+            for n in range(5):
+                assert (await manager.call("fine.quick", {"n": n})).response.result == "quick"
+            release.set()
+
+    anyio.run(main)
+    manager.close()
+
+
+def test_worker_threads_are_daemons_so_a_stuck_tool_never_holds_the_process(tmp_path):
+    from entropic_mcp._workers import WorkerPool
+
+    pool = WorkerPool(1, "t")
+    blocker = __import__("threading").Event()
+    future = pool.submit(blocker.wait, 5)
+    thread = next(t for t in __import__("threading").enumerate() if t.name.startswith("t-"))
+    assert thread.daemon
+    pool.shutdown(wait=True)  # returns at once: the running call is abandoned, not joined
+    blocker.set()
+    assert future.result(timeout=5) is True

@@ -82,16 +82,34 @@ class ServerManager:
 
     @classmethod
     def from_config(
-        cls, config: Config, *, plugins: Plugins | None = None, load_entry_points: bool = True
+        cls,
+        config: Config,
+        *,
+        plugins: Plugins | None = None,
+        load_entry_points: bool = True,
+        check_config: bool = True,
     ) -> ServerManager:
-        """Load plugins (entry points, one at a time), collect and configure their servers."""
+        """Load plugins (entry points, one at a time), collect and configure their servers.
+
+        With ``check_config`` (the default), config that names nothing real is an error now,
+        not at first use: a ``[servers.<name>]`` table no server reads (a typo), or a
+        ``[storage] backend`` no plugin offers. A host that adds its own servers after this
+        call, with tables of their own, passes ``check_config=False``.
+        """
         if plugins is None:
             plugins = Plugins()
             if load_entry_points:
                 plugins.load_entry_points(config.plugins)
         manager = cls(config, plugins=plugins)
         manager.build_servers()
+        if check_config:
+            manager.check_config()
         return manager
+
+    def check_config(self) -> None:
+        """Raise ConfigError for server tables no server reads and an unknown storage backend."""
+        self._check_server_tables(self.servers)
+        self._check_storage_backend()
 
     def build_servers(self) -> None:
         """Ask every plugin for its servers; a plugin that fails is recorded as failed and skipped.
@@ -126,7 +144,6 @@ class ServerManager:
                 continue
             for server in results:
                 found.setdefault(server.name, []).append((plugin_name, server))
-        self._check_server_tables(found)
         failed: set[str] = set()
         for name, entries in sorted(found.items()):
             if len(entries) < 2:
@@ -183,9 +200,18 @@ class ServerManager:
 
     def _check_server_tables(self, found: Mapping[str, object]) -> None:
         """``[servers.<name>]`` tables must name a server some plugin provides (typos do not pass)."""
+        from ._plugins import FIRST_PARTY
+
         tables = getattr(self.config, "servers", None) or {}
         known = set(found) | set(self.servers)
-        unknown = sorted(name for name in tables if name not in known and not self._disabled(name))
+        unknown = []
+        for name in sorted(tables):
+            if name in known or self._disabled(name):
+                continue
+            if name in FIRST_PARTY:  # a first-party server that is simply not installed here
+                log.warning("[servers.%s] is ignored: pip install entropic-mcp-%s to use it", name, name)
+                continue
+            unknown.append(name)
         if not unknown:
             return
         import difflib
@@ -198,6 +224,39 @@ class ServerManager:
         raise ConfigError(
             f"{source}: {', '.join(hints)} configures no installed server. Servers: {', '.join(sorted(known)) or 'none'}."
         )
+
+    def _check_storage_backend(self) -> None:
+        name = self.config.storage.backend
+        if name == "none" or self._storage_opened:
+            return
+        offered: dict[str, list[str]] = {}
+        for plugin_name, function in self.plugins.implementations("entropic_mcp_storage_backends"):
+            try:
+                value = function()
+            except Exception:
+                continue  # reported when the store is opened
+            for spec in _as_list(value):
+                spec_name = getattr(spec, "name", None)
+                if isinstance(spec_name, str):
+                    offered.setdefault(spec_name, []).append(plugin_name)
+        source = self.config.sources.get("storage.backend") or "entropic-mcp.toml"
+        if name not in offered:
+            import difflib
+
+            close = difflib.get_close_matches(name, sorted(offered), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            if name == "postgres":
+                hint = " (pip install entropic-mcp-postgres)"
+            raise ConfigError(
+                f"{source}: [storage] backend = {name!r} is not offered by any plugin{hint}; available: "
+                f"{', '.join(sorted(offered)) or 'none'}, or \"none\""
+            )
+        if len(offered[name]) > 1:
+            providers = ", ".join(f"{p} ({self._distribution(p)})" for p in offered[name])
+            raise ConfigError(
+                f"{source}: [storage] backend {name!r} is offered by more than one plugin: {providers}. Uninstall "
+                "one, or block it with ENTROPIC_MCP_DISABLED_PLUGINS."
+            )
 
     def _disabled(self, name: str) -> bool:
         info = self.plugins.infos.get(name)

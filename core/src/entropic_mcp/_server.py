@@ -20,26 +20,18 @@ from ._tools import TOOL_NAME, ToolBase
 log = logging.getLogger("entropic_mcp")
 
 
-_EXECUTOR: Any = None
-
-
-async def _in_worker_thread(function: Any, *args: Any) -> Any:
-    """Run a synchronous tool in the shared worker pool; a cancelled caller stops waiting.
+async def _in_worker_thread(pool: Any, function: Any, *args: Any) -> Any:
+    """Run a synchronous tool in its server's worker pool; a cancelled caller stops waiting.
 
     The thread itself runs on (Python cannot stop it); the tool sees ``ctx.cancelled``.
     """
     import asyncio
     import contextvars
 
-    global _EXECUTOR
-    if _EXECUTOR is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _EXECUTOR = ThreadPoolExecutor(max_workers=32, thread_name_prefix="entropic-mcp-tool")
     # The tool sees the caller's context variables (what asyncio.to_thread does), so a hook it
     # triggers from the thread — an outside-root approval — knows which call it belongs to.
     context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, context.run, function, *args)
+    return await asyncio.get_running_loop().run_in_executor(pool, context.run, function, *args)
 
 
 def normalize_args(raw: object) -> dict[str, Any]:
@@ -70,8 +62,10 @@ class MCPServerBase:
     name: ClassVar[str] = ""
     #: Seconds a call may run before the pipeline cancels it; None = no pipeline timeout.
     default_timeout_seconds: float | None = 60.0
-    #: Config keys ``configure`` accepts (besides ``timeout_seconds``).
+    #: Config keys ``configure`` accepts (besides ``timeout_seconds`` and ``max_threads``).
     config_keys: ClassVar[frozenset[str]] = frozenset()
+    #: Worker threads for this server's synchronous tools (``[servers.<name>] max_threads``).
+    max_threads: int = 8
 
     def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
         if name is not None:
@@ -82,6 +76,7 @@ class MCPServerBase:
         self._is_async: dict[str, bool] = {}
         self.root = Path(root).resolve() if root is not None else Path.cwd().resolve()
         self.closed = False
+        self._pool: Any = None
 
     # -- registration and listing -------------------------------------------------------
 
@@ -138,7 +133,12 @@ class MCPServerBase:
         if is_async:
             value = await run(args, ctx)  # type: ignore[misc]  # an async def, checked above
         else:
-            value = await _in_worker_thread(run, args, ctx)
+            pool = getattr(self, "_pool", None)
+            if pool is None:
+                from ._workers import WorkerPool
+
+                pool = self._pool = WorkerPool(self.max_threads, f"entropic-mcp-{self.name}")
+            value = await _in_worker_thread(pool, run, args, ctx)
         response = self._to_response(tool, value)
         if response.is_error:
             return response
@@ -190,7 +190,7 @@ class MCPServerBase:
         """
         if not isinstance(config, Mapping):
             raise ConfigError(f"[servers.{self.name}] must be a table, got {type(config).__name__}")
-        allowed = self.config_keys | {"timeout_seconds"}
+        allowed = self.config_keys | {"timeout_seconds", "max_threads"}
         unknown = sorted(set(config) - allowed)
         if unknown:
             raise ConfigError(
@@ -202,6 +202,13 @@ class MCPServerBase:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"[servers.{self.name}] timeout_seconds: expected a positive number, got {value!r}")
             self.default_timeout_seconds = float(value)
+        if "max_threads" in config:
+            value = config["max_threads"]
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 256:
+                raise ConfigError(
+                    f"[servers.{self.name}] max_threads: expected a whole number from 1 to 256, got {value!r}"
+                )
+            self.max_threads = value
 
     def set_working_dir(self, path: str | Path) -> bool:
         candidate = Path(path)
@@ -214,8 +221,10 @@ class MCPServerBase:
         """Release per-conversation state; servers that keep some override this."""
 
     def close(self) -> None:
-        """Release resources; idempotent."""
+        """Release resources; idempotent. Calls still running in worker threads are abandoned."""
         self.closed = True
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(wait=False)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} tools={list(self._tools)}>"
