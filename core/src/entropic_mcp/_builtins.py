@@ -45,7 +45,10 @@ class ExternalServers:
             return None
         from ._external._server import ExternalServer
 
-        return [ExternalServer(entry, root=config.root) for entry in external.values()]
+        servers = [ExternalServer(entry, root=config.root) for entry in external.values()]
+        for server in servers:
+            server.siblings = servers  # started together: one slow server does not delay the others
+        return servers
 
 
 def builtin_plugins() -> Iterator[tuple[str, object]]:

@@ -205,3 +205,21 @@ def _fault_pids() -> set[int]:
         except psutil.Error:
             continue
     return pids
+
+
+async def test_a_host_loop_is_adopted_and_calls_need_no_hop(managers):
+    import asyncio
+
+    from entropic_mcp._external import close_external_servers, start_external_servers
+    from entropic_mcp._external._loop import LocalLoop
+
+    before = _fault_pids()
+    manager = managers()
+    assert manager.list_tools()  # started on the background loop first (what a build-time check does)
+    await start_external_servers(manager)
+    pool = manager.servers["f"].pool
+    assert isinstance(pool.loop, LocalLoop) and pool.loop.loop is asyncio.get_running_loop()
+    assert (await manager.execute("f.echo", {"text": "here"})).result == "here"
+    await async_wait_until(lambda: len(_fault_pids() - before) == 1)  # the background one was closed
+    await close_external_servers(manager)
+    await async_wait_until(lambda: not (_fault_pids() - before))

@@ -16,7 +16,16 @@ from ._pool import (
     PoolError,
     UseRecord,
 )
-from ._server import DiscoveryFailure, ExternalServer, ExternalTool, ToolDiscovery, discover_tools, to_response
+from ._server import (
+    DiscoveryFailure,
+    ExternalServer,
+    ExternalTool,
+    ToolDiscovery,
+    close_external_servers,
+    discover_tools,
+    start_external_servers,
+    to_response,
+)
 
 __all__ = [
     "Binding",
@@ -33,6 +42,8 @@ __all__ = [
     "ToolDiscovery",
     "ToolListIncompleteError",
     "UseRecord",
+    "close_external_servers",
     "discover_tools",
+    "start_external_servers",
     "to_response",
 ]

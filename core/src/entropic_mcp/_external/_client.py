@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import sys
 import time
@@ -249,19 +250,14 @@ class PooledClient:
 
         if not self.usable:
             raise ClientBroken(self.broken or "the connection is closed")
-        scope = anyio.CancelScope()
+        # One scope for both ends: break_ cancels it, and its deadline is the request's timeout.
+        scope = anyio.CancelScope(deadline=math.inf if timeout is None else anyio.current_time() + timeout)
         self._scopes.add(scope)
         result: Any = None
         try:
             with scope:
                 try:
-                    if timeout is None:
-                        result = await operation(self.client.session)
-                    else:
-                        with anyio.fail_after(timeout):
-                            result = await operation(self.client.session)
-                except TimeoutError:
-                    self.break_(f"{what} did not answer within {timeout:g} s")
+                    result = await operation(self.client.session)
                 except MCPError as exc:
                     if exc.code == CONNECTION_CLOSED:
                         self.break_(f"closed the connection during {what} (the process exited or crashed)")
@@ -275,10 +271,10 @@ class PooledClient:
                     self.break_(f"connection lost during {what}: {describe(exc)}")
         finally:
             self._scopes.discard(scope)
+        if scope.cancelled_caught and self.broken is None:
+            self.break_(f"{what} did not answer within {timeout:g} s")
         if self.broken is not None:
             raise ClientBroken(self.broken)
-        if scope.cancelled_caught:  # pragma: no cover - only break_ cancels these scopes
-            raise ClientBroken("the connection was closed")
         return result  # type: ignore[no-any-return]
 
     async def list_tools(self, timeout: float | None) -> Listed:

@@ -36,6 +36,10 @@ class PoolLoop:
         self.loop.call_soon(self._started.set)
         self.loop.run_forever()
 
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive() and not self.loop.is_closed()
+
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the pool loop from any thread."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -53,6 +57,7 @@ class PoolLoop:
     def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Block the calling thread (never the pool's own) until ``coro`` finishes."""
         if threading.current_thread() is self.thread:
+            coro.close()
             raise RuntimeError("run_sync called on the pool's own thread")
         future = self.submit(coro)
         try:
@@ -70,3 +75,38 @@ def shared_loop() -> PoolLoop:
             if _SHARED is None:
                 _SHARED = PoolLoop()
     return _SHARED
+
+
+class LocalLoop:
+    """A host's own long-lived event loop (``serve``'s), adopted so calls need no thread hop.
+
+    Operations from that loop await directly; from anywhere else they are handed over as with
+    ``PoolLoop``. Only a loop that outlives the pool may be adopted: when it stops, so does the pool.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.thread = threading.current_thread()
+
+    @property
+    def alive(self) -> bool:
+        return self.loop.is_running() and not self.loop.is_closed()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if asyncio.get_running_loop() is self.loop:
+            return await coro
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("run_sync called on the adopted loop's own thread")
+        future = self.submit(coro)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError from None

@@ -22,7 +22,7 @@ import attrs
 
 from .._config import ExternalServerConfig
 from ._client import ClientBroken, Listed, PooledClient, ToolListIncompleteError
-from ._loop import PoolLoop
+from ._loop import LocalLoop, PoolLoop
 
 log = logging.getLogger("entropic_mcp.external")
 
@@ -161,7 +161,7 @@ class Pool:
     Args:
         config: the server's validated ``[external.<name>]`` table.
         root: the project root (a relative ``cwd`` is resolved against it).
-        loop: the pool loop every operation runs on.
+        loop: the loop every operation runs on (set when the pool starts, if not given).
         on_listing: called (on the pool loop) with the server's own tool list whenever it is
             read anew, and with ``None`` when the server goes down (its tools are withdrawn).
     """
@@ -170,7 +170,7 @@ class Pool:
         self,
         config: ExternalServerConfig,
         root: Path,
-        loop: PoolLoop,
+        loop: PoolLoop | LocalLoop | None,
         on_listing: Callable[[list[Any] | None], None],
     ) -> None:
         self.config = config
@@ -243,11 +243,8 @@ class Pool:
 
     # -- start, refresh, reconnect ---------------------------------------------------------------
 
-    def start(self) -> Any:
-        """Begin the first discovery; returns a future that ends when it has succeeded or failed."""
-        return self.loop.submit(self._start())
-
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """The first discovery (on the pool's loop); the sweeper of idle per-conversation clients."""
         self._admission()
         if self.plan == "per_conversation":
             self._spawn(self._sweep())

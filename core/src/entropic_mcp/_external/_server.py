@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import threading
@@ -20,7 +21,7 @@ from .._errors import ToolDefinitionError
 from .._server import MCPServerBase, normalize_args
 from .._tools import TOOL_NAME, ToolBase, ToolDefinition
 from ._client import ClientBroken, ToolListIncompleteError
-from ._loop import PoolLoop, shared_loop
+from ._loop import LocalLoop, PoolLoop, shared_loop
 from ._pool import Binding, PoolError
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ log = logging.getLogger("entropic_mcp.external")
 #: Extra seconds the pipeline allows beyond ``call_timeout_seconds``: the pool's own timeout ends
 #: a hung call first (and disconnects the server), so the pipeline's is only a backstop.
 PIPELINE_GRACE_SECONDS = 5.0
+_CLOSING: set[Any] = set()
 
 
 class ExternalTool(ToolBase):
@@ -113,7 +115,9 @@ class ExternalServer(MCPServerBase):
     ``invalidate``, ``serve``'s change notification).
     """
 
-    def __init__(self, config: ExternalServerConfig, *, root: str | Path | None = None, loop: PoolLoop | None = None):
+    def __init__(
+        self, config: ExternalServerConfig, *, root: str | Path | None = None, loop: PoolLoop | None = None
+    ) -> None:
         super().__init__(config.name, root=root)
         from ._pool import Pool
 
@@ -124,19 +128,83 @@ class ExternalServer(MCPServerBase):
         self._listeners: list[Callable[[], None]] = []
         self._managers: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
-        self.pool = Pool(config, self.root, loop or shared_loop(), self._on_listing)
-        self._first: concurrent.futures.Future[None] = self.pool.start()
+        self._loop_choice = loop
+        #: Servers configured together: the first one started in the background starts them all.
+        self.siblings: list[ExternalServer] = [self]
+        self.pool = Pool(config, self.root, None, self._on_listing)
+        self._first: concurrent.futures.Future[None] | None = None
 
-    # -- the tool list -------------------------------------------------------------------------
+    # -- starting --------------------------------------------------------------------------------
+
+    def _begin(self) -> concurrent.futures.Future[None]:
+        """Start on the background pool loop unless already started (non-blocking)."""
+        with self._lock:
+            if self._first is None:
+                loop = self._loop_choice or shared_loop()
+                self.pool.loop = loop
+                self._first = loop.submit(self.pool.start())
+            return self._first
+
+    async def start_here(self) -> None:
+        """Adopt the running loop for this server's pool and run the first discovery on it.
+
+        For hosts whose loop lives as long as the server (``serve`` does this): calls then need
+        no hop to the background pool loop. Close with ``aclose`` before that loop ends.
+        """
+        with self._lock:
+            first = self._first
+            if first is None:
+                self.pool.loop = LocalLoop(asyncio.get_running_loop())
+                first = self._first = concurrent.futures.Future()
+                adopted = True
+            else:
+                adopted = False
+        if not adopted:
+            if not first.done():
+                await asyncio.wrap_future(first)
+            if isinstance(self.pool.loop, PoolLoop) and not self.closed:
+                await self._move_here()
+            return
+        try:
+            await self.pool.start()
+        finally:
+            first.set_result(None)
+
+    async def _move_here(self) -> None:
+        """Move a pool started on the background loop (e.g. by a build-time check) to this loop.
+
+        A new pool connects and lists here; calls keep using the old one until the new one is
+        ready, then the old one's clients are closed. Costs one more connection at start-up, saves
+        two thread hops on every call after.
+        """
+        from ._pool import Pool
+
+        old = self.pool
+        fresh = Pool(self.config, self.root, LocalLoop(asyncio.get_running_loop()), self._on_listing)
+        await fresh.start()
+        if fresh.state != "connected" and old.state == "connected":
+            await fresh.close()  # keep the working pool; the move is only an optimisation
+            return
+        self.pool = fresh
+        assert old.loop is not None
+        await old.loop.run(old.close())
 
     def wait_started(self, timeout: float | None = None) -> bool:
-        """Wait for the first discovery (success or failure); False if it is still running."""
-        if threading.current_thread() is self.pool.loop.thread:
-            return self._first.done()
+        """Start if need be and wait for the first discovery; False if it is still running."""
+        first = self._first
+        if first is None:
+            for server in self.siblings:
+                server._begin()
+            first = self._begin()
+        if first.done():
+            return True
+        loop = self.pool.loop
+        if loop is not None and threading.current_thread() is loop.thread:
+            return False  # never block the loop the discovery runs on
         if timeout is None:
             timeout = self.config.connect_timeout_seconds + self.config.call_timeout_seconds
         try:
-            self._first.result(timeout)
+            first.result(timeout)
         except concurrent.futures.TimeoutError:
             return False
         except Exception:  # the failure is the pool's to report (tools.discovery_failed)
@@ -145,14 +213,14 @@ class ExternalServer(MCPServerBase):
 
     @property
     def tools(self) -> Mapping[str, ToolBase]:
-        if not self._first.done():
+        if self._first is None or not self._first.done():
             self.wait_started()
         return self._tools
 
     def get_tool(self, tool_name: str) -> ToolBase | None:
         # While the server is down its tools are withdrawn from the listing, but a call by name
         # still finds it and is answered "disconnected" rather than "unknown tool".
-        if not self._first.done():
+        if self._first is None or not self._first.done():
             self.wait_started()
         return self._known.get(tool_name)
 
@@ -258,6 +326,8 @@ class ExternalServer(MCPServerBase):
             ctx = CallContext()
         if ctx.manager is not None:
             self.attach(ctx.manager)
+        if self._first is None or not self._first.done():
+            await self._started_async()
         if self._known.get(tool_name) is None:
             return ServerResponse.failure(f"Error: unknown tool '{self.name}.{tool_name}'")
         args = normalize_args(raw_args)
@@ -265,6 +335,7 @@ class ExternalServer(MCPServerBase):
         from mcp.shared.exceptions import MCPError
 
         try:
+            assert self.pool.loop is not None
             result = await self.pool.loop.run(self.pool.call(binding, tool_name, args, ctx.deadline))
         except PoolError as exc:
             return ServerResponse.refusal(exc.code, exc.message, server=self.name, **exc.extra)
@@ -296,25 +367,49 @@ class ExternalServer(MCPServerBase):
         def resolve() -> Binding:
             return Binding(ctx.conversation_id, ctx.identity)
 
+        if self._first is None or not self._first.done():
+            await self._started_async()
+        assert self.pool.loop is not None
         listed = await self.pool.loop.run(self.pool.list(resolve, ctx.deadline))
         tools = self._build(listed)
         return [tool.to_mcp(f"{self.name}.{name}") for name, tool in tools.items()]
 
     # -- lifetime --------------------------------------------------------------------------------
 
+    async def _started_async(self) -> None:
+        """Start in the background if need be and wait for the first discovery without blocking."""
+        first = self._begin() if self._first is None else self._first
+        if not first.done():
+            await asyncio.wrap_future(first)
+
     def end_conversation(self, conversation_id: str) -> None:
-        if not self.closed:
-            self.pool.loop.submit(self.pool.end_conversation(conversation_id))
+        loop = self.pool.loop
+        if not self.closed and loop is not None and loop.alive:
+            loop.submit(self.pool.end_conversation(conversation_id))
+
+    async def aclose(self) -> None:
+        """Close every client from async code (on or off the pool's loop)."""
+        if self.closed:
+            return
+        self.closed = True
+        loop = self.pool.loop
+        if loop is not None and loop.alive:
+            await loop.run(self.pool.close())
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        loop = self.pool.loop
+        if loop is None:
+            return
         try:
-            if threading.current_thread() is self.pool.loop.thread:
-                self.pool.loop.submit(self.pool.close())
+            if not loop.alive:
+                log.debug("external server %s: its loop has ended; its processes see their input close", self.name)
+            elif threading.current_thread() is loop.thread:
+                _CLOSING.add(loop.submit(self.pool.close()))  # cannot wait on the loop that does the work
             else:
-                self.pool.loop.run_sync(self.pool.close(), timeout=20)
+                loop.run_sync(self.pool.close(), timeout=20)
         except Exception:
             log.warning("external server %s did not close cleanly", self.name, exc_info=True)
 
@@ -354,8 +449,6 @@ async def discover_tools(manager: ServerManager, ctx: CallContext | None = None)
     A server whose listing fails or is refused is reported in ``failures`` (event
     ``tools.discovery_failed``) and contributes no tools — it never turns into a tool result.
     """
-    import asyncio
-
     ctx = ctx if ctx is not None else CallContext()
     externals = [s for s in manager.servers.values() if isinstance(s, ExternalServer)]
     for server in externals:
@@ -380,3 +473,21 @@ async def discover_tools(manager: ServerManager, ctx: CallContext | None = None)
         else:
             tools.extend(tool.to_mcp(f"{name}.{tool.name}") for tool in owner.tools.values())
     return ToolDiscovery(tools=tuple(tools), failures=tuple(failures))
+
+
+async def start_external_servers(manager: ServerManager) -> None:
+    """Adopt the running loop for every external server of ``manager`` and discover them together.
+
+    For a host whose loop outlives the servers (``serve``); pair with ``close_external_servers``
+    before that loop ends.
+    """
+    servers = [s for s in manager.servers.values() if isinstance(s, ExternalServer)]
+    for server in servers:
+        server.attach(manager)
+    await asyncio.gather(*(server.start_here() for server in servers))
+
+
+async def close_external_servers(manager: ServerManager) -> None:
+    """Close every external server's clients (and stop their processes) from async code."""
+    servers = [s for s in manager.servers.values() if isinstance(s, ExternalServer)]
+    await asyncio.gather(*(server.aclose() for server in servers), return_exceptions=True)
