@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+
+import anyio
 
 from .._manager import ServerManager
 from ._sdk import load_serving_sdk
@@ -27,9 +28,16 @@ __all__ = [
     "ServeApp",
     "ServeApprover",
     "ToolNames",
+    "build_app",
     "call_result",
+    "configure_logging",
     "exposed_name",
+    "run_http",
+    "run_http_async",
+    "run_stdio",
+    "run_stdio_async",
     "serve",
+    "stdio_banner",
 ]
 
 
@@ -42,6 +50,62 @@ def configure_logging(debug: bool = False) -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
+#: Seconds calls still running when the client closes stdin get to finish before serve stops.
+EOF_GRACE_SECONDS = 2.0
+
+
+def build_app(manager: ServerManager, *, transport: str = "stdio") -> ServeApp:
+    """The MCP server for ``manager``'s tools, as ``entropic-mcp serve`` builds it.
+
+    ``app.server`` is the SDK's low-level ``Server`` (run it on any pair of streams with
+    ``app.initialization_options()``), or use ``run_stdio`` / ``run_http``. Calls go through the
+    manager's whole pipeline.
+    """
+    return ServeApp(manager, manager.config.serve, transport=transport)
+
+
+async def run_stdio_async(manager: ServerManager, *, app: ServeApp | None = None) -> None:
+    """Serve over this process's stdin/stdout until the client closes stdin.
+
+    Calls still running then get ``EOF_GRACE_SECONDS`` to finish and are cancelled after; a
+    synchronous tool that never returns is left behind in its thread, not waited for.
+    """
+    from ._stdio import stdio_streams
+
+    app = app or build_app(manager, transport="stdio")
+    eof = anyio.Event()
+    try:
+        async with (
+            stdio_streams(manager.config.serve.max_message_bytes, eof) as (read, write),
+            anyio.create_task_group() as tg,
+        ):
+
+            async def stop_after_eof() -> None:
+                await eof.wait()
+                await anyio.sleep(EOF_GRACE_SECONDS)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_after_eof)
+            await app.server.run(read, write, app.initialization_options())
+            tg.cancel_scope.cancel()
+    finally:
+        await cancel_suspended(app)
+
+
+async def run_http_async(
+    manager: ServerManager, *, host: str | None = None, port: int | None = None, app: ServeApp | None = None
+) -> None:
+    """Serve over Streamable HTTP until cancelled (``[serve]`` host and port unless given)."""
+    from ._http import serve_http
+
+    settings = manager.config.serve
+    app = app or build_app(manager, transport="http")
+    try:
+        await serve_http(app, host=host or settings.host, port=settings.port if port is None else port)
+    finally:
+        await cancel_suspended(app)
+
+
 async def serve_async(manager: ServerManager, *, transport: str, host: str, port: int) -> None:
     # External servers' pools adopt this loop (no thread hop per call) and close before it ends.
     external = bool(manager.config.external)
@@ -50,20 +114,10 @@ async def serve_async(manager: ServerManager, *, transport: str, host: str, port
 
         await start_external_servers(manager)
     try:
-        settings = manager.config.serve
-        app = ServeApp(manager, settings, transport=transport)
-        try:
-            if transport == "http":
-                from ._http import serve_http
-
-                await serve_http(app, host=host, port=port)
-            else:
-                from ._stdio import stdio_streams
-
-                async with stdio_streams(settings.max_message_bytes) as (read, write):
-                    await app.server.run(read, write, app.initialization_options())
-        finally:
-            await cancel_suspended(app)
+        if transport == "http":
+            await run_http_async(manager, host=host, port=port)
+        else:
+            await run_stdio_async(manager)
     finally:
         if external:
             from .._external import close_external_servers
@@ -94,22 +148,45 @@ def use_uvloop(choice: str) -> bool:
 
 def serve(
     manager: ServerManager, *, transport: str | None = None, host: str | None = None, port: int | None = None
-) -> Any:
-    """Serve ``manager`` until the client goes away (stdio) or the process is stopped (HTTP)."""
-    import anyio
+) -> None:
+    """Serve ``manager`` until the client goes away (stdio) or the process is stopped (HTTP).
 
+    Runs its own event loop (uvloop where ``[serve] event_loop`` allows). Ctrl-C raises
+    ``KeyboardInterrupt`` out of it, for the caller to exit on (the CLI exits with 130).
+    """
     settings = manager.config.serve
     chosen = transport or settings.transport
     if chosen not in ("stdio", "http"):
         from .._errors import ConfigError
 
         raise ConfigError(f"unknown transport {chosen!r}; expected 'stdio' or 'http'")
-    try:
-        anyio.run(
-            lambda: serve_async(
-                manager, transport=chosen, host=host or settings.host, port=settings.port if port is None else port
-            ),
-            backend_options={"use_uvloop": use_uvloop(settings.event_loop)},
-        )
-    except KeyboardInterrupt:
-        pass
+    anyio.run(
+        lambda: serve_async(
+            manager, transport=chosen, host=host or settings.host, port=settings.port if port is None else port
+        ),
+        backend_options={"use_uvloop": use_uvloop(settings.event_loop)},
+    )
+
+
+def run_stdio(manager: ServerManager) -> None:
+    """``serve(manager, transport="stdio")``: until the client closes stdin."""
+    serve(manager, transport="stdio")
+
+
+def run_http(manager: ServerManager, *, host: str | None = None, port: int | None = None) -> None:
+    """``serve(manager, transport="http")``: until the process is stopped."""
+    serve(manager, transport="http", host=host, port=port)
+
+
+def stdio_banner() -> str | None:
+    """What a person who started ``serve`` in a terminal should read; None when a client started it."""
+    if not (sys.stdin.isatty() or sys.stdout.isatty()):
+        return None
+    return (
+        "entropic-mcp serve speaks MCP over stdin/stdout: it is meant to be started by an MCP client, "
+        "not typed at.\n"
+        '  Connect a client by adding a server to its config: {"command": "entropic-mcp", "args": ["serve"]}\n'
+        "  (with the project directory as its working directory, or add --config PATH), or run\n"
+        "  `entropic-mcp serve --transport http` and point the client at http://127.0.0.1:8765/mcp.\n"
+        "  Try it: `entropic-mcp demo`. Stop: Ctrl-C."
+    )
