@@ -317,3 +317,33 @@ def test_trailing_spellings_of_a_denied_file_are_caught(make, tree, suffix):
     fs = make(permissions={"default": "allow", "deny": ["filesystem.read:secrets/key.txt"]})
     outcome, _ = fs.call("read_file", {"path": "secrets/key.txt" + suffix})
     assert outcome.response.is_error and "TOPSECRET" not in outcome.response.result
+
+
+RULE_HEADS = ["filesystem.read:", "filesystem.grep:", "filesystem.write:", "filesystem.*:", "filesystem.read_*:", "*"]
+RULE_GLOBS = ["secrets/*", "*.key", "a/b", "*/x/*", "[ab]*", "a?c", "*", "", "*/secrets/*", "/*/a/b"]
+PATHS = ["secrets/k", "a/b", "x.key", "q/x/z", "abc", "b/c.key", "secrets", "z"]
+
+
+def test_the_walk_prefilter_agrees_with_the_core_on_every_rule_and_path(root):
+    from types import SimpleNamespace
+
+    from entropic_mcp import CallContext, config_from_dict, path_refused
+    from entropic_mcp._permissions import PermissionRules
+    from entropic_mcp_filesystem._rules import WalkGate
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    rule = st.builds(lambda h, g: h + g if h != "*" else h, st.sampled_from(RULE_HEADS), st.sampled_from(RULE_GLOBS))
+
+    @settings(max_examples=300, deadline=None)
+    @given(deny=st.lists(rule, max_size=3), ask=st.lists(rule, max_size=2), path=st.sampled_from(PATHS))
+    def check(deny, ask, path):
+        config = config_from_dict({"permissions": {"default": "allow", "deny": deny, "ask": ask}}, root=root)
+        ctx = CallContext(manager=SimpleNamespace(permissions=PermissionRules(config.permissions)))
+        expected = path_refused(ctx, "read", path, also=(str(root / path),)) is not None
+        head = path.rpartition("/")[0]
+        if head:
+            expected = expected or path_refused(ctx, "read", head, also=(str(root / head),)) is not None
+        assert WalkGate(ctx, root).refused(path) == expected, (deny, ask, path)
+
+    check()
