@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         ToolError,
     )
     from ._keys import AccessKeyError, AccessKeys
+    from ._kinds import ResultKind
     from ._manager import ServerManager
     from ._paths import PathPolicy, ResolvedPath, confine, is_within
     from ._permissions import (
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from ._pipeline import BatchOutcome, CallOutcome
     from ._plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, Plugins, hookimpl
     from ._server import MCPServerBase, normalize_args
+    from ._services import ToolServices
     from ._storage import DEFAULT_SCOPE, StorageBackend, StorageBackendSpec, ToolCallRecord
     from ._tools import ToolBase, ToolDefinition, load_tool_definition
 
@@ -123,6 +125,8 @@ _LAZY: dict[str, str] = {
     "load_config": "._config",
     "load_tool_definition": "._tools",
     "normalize_args": "._server",
+    "ToolServices": "._services",
+    "ResultKind": "._kinds",
     "POLICY_FILES": "._permissions",
     "READ_PATH_TOOLS": "._permissions",
     "WRITE_PATH_TOOLS": "._permissions",
@@ -186,6 +190,7 @@ __all__ = [
     "Refuse",
     "ReplaceArgs",
     "ResolvedPath",
+    "ResultKind",
     "ServerManager",
     "ServerResponse",
     "StopProcessing",
@@ -201,6 +206,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolError",
     "ToolResult",
+    "ToolServices",
     "UnknownDirective",
     "config_from_dict",
     "confine",

@@ -11,6 +11,7 @@ import attrs
 
 if TYPE_CHECKING:
     from ._manager import ServerManager
+    from ._services import ToolServices
 
 DEFAULT_CONVERSATION = "default"
 _CREATE_LOCK = threading.Lock()
@@ -38,6 +39,13 @@ class CallContext:
     meta: dict[str, Any] = attrs.field(factory=dict, repr=False)
     #: How the caller names tools (``serve`` with ``tool_names = "underscored"``): messages use it.
     tool_names: Callable[[str], str] | None = attrs.field(default=None, repr=False)
+
+    @property
+    def services(self) -> ToolServices:
+        """The host's services for this call (settings, storage, limits, approvals, introspection)."""
+        from ._services import ToolServices
+
+        return ToolServices(self.manager, self)
 
     def display(self, name: str) -> str:
         """``name`` (``server.tool``) as the caller knows it."""

@@ -24,7 +24,7 @@ from ._hooks import HookFault, HookRefusal, Hooks
 from ._keys import AccessKeys
 from ._outcome import BatchOutcome, CallOutcome
 from ._permissions import PermissionPart, PermissionRules
-from ._pipeline import Pipeline
+from ._pipeline import CallPipeline
 from ._plugins import Plugins
 from ._schema import SchemaValidator
 from ._server import MCPServerBase
@@ -74,7 +74,7 @@ class ServerManager:
         self._parts: dict[str, list[PermissionPart]] = {}
         self._tool_list: list[dict[str, Any]] | None = None
         self._closed = False
-        self.pipeline = Pipeline(self)
+        self.pipeline = CallPipeline(self)
         for server in servers:
             self.add_server(server)
 

@@ -113,7 +113,7 @@ def confine(
 
     ``~`` is a literal character; relative paths resolve against ``root``, never the process's
     working directory. Outside the root: ``outside_root_deny`` wins, then ``outside_root_allow``,
-    then ``allow_outside_root`` (``"optional"`` asks ``ctx.manager.approve_outside_root`` once).
+    then ``allow_outside_root`` (``"optional"`` asks ``ctx.services.approve_outside_root`` once).
 
     Args:
         raw: the argument as the model sent it.
@@ -177,17 +177,10 @@ def confine(
             f"{path} is outside the project root {root} and allow_outside_root is false in "
             f"[servers.{server}]; use a path inside the root",
         )
-    manager = ctx.manager if ctx is not None else None
     answer = None
-    if manager is not None:
-        answer = manager.approve_outside_root(
-            OutsideRootRequest(
-                path=path,
-                tool=tool,
-                access=access,
-                root=root,
-                conversation_id=ctx.conversation_id if ctx else "default",
-            )
+    if ctx is not None:
+        answer = ctx.services.approve_outside_root(
+            OutsideRootRequest(path=path, tool=tool, access=access, root=root, conversation_id=ctx.conversation_id)
         )
     if answer is True:
         return resolved

@@ -284,10 +284,7 @@ def path_refused(
     """For walking tools: the deny or ask rule that matches one file or directory, so the tool
     skips it; None when nothing refuses it or the context has no manager (a server used bare).
     Never asks anyone."""
-    manager = ctx.manager
-    if manager is None:
-        return None
-    return manager.permissions.path_refused(access, path, also=also)
+    return ctx.services.path_refused(access, path, also=also)
 
 
 def persist_rules(path: Path, kind: str, patterns: Iterable[str]) -> None:

@@ -111,7 +111,7 @@ def _find_surrogate(value: object, path: str = "") -> str | None:
     return None
 
 
-class Pipeline:
+class CallPipeline:
     """Runs the stages of pipeline.md for a ServerManager; holds the guard state and history."""
 
     def __init__(self, manager: ServerManager) -> None:
@@ -488,7 +488,7 @@ class Pipeline:
         return outcome
 
 
-def manager_default(pipeline: Pipeline) -> str:
+def manager_default(pipeline: CallPipeline) -> str:
     return str(pipeline.manager.permissions.config.default)
 
 
@@ -506,4 +506,4 @@ def stops_batch(outcome: CallOutcome, guards: Guards) -> str | None:
     return None
 
 
-__all__ = ["KINDS", "BatchOutcome", "CallOutcome", "PermissionPart", "Pipeline", "ResultKind", "dumps"]
+__all__ = ["KINDS", "BatchOutcome", "CallOutcome", "CallPipeline", "PermissionPart", "ResultKind", "dumps"]

@@ -1,0 +1,108 @@
+"""What a tool may use of its host: ``ctx.services``, a narrow view instead of the whole manager."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ._calls import OutsideRootRequest
+    from ._context import CallContext
+    from ._manager import ServerManager
+    from ._storage import StorageBackend
+
+
+class ToolServices:
+    """The host's services for one call: settings, storage, limits, approvals, introspection.
+
+    Tools get it as ``ctx.services``. Everything here works whether the server runs under
+    ``entropic-mcp serve``, in a host process, or bare in a test (then with defaults: no
+    storage, no approver, no limit). Reaching into ``ctx.manager`` instead ties a plugin to
+    the core's internals, which change between versions.
+
+    Args:
+        manager: the manager running the call, or None for a server used bare.
+        ctx: the call's context (its conversation scopes introspection).
+    """
+
+    def __init__(self, manager: ServerManager | None, ctx: CallContext) -> None:
+        self._manager = manager
+        self._ctx = ctx
+
+    # -- configuration ---------------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path | None:
+        """The project root of the host's config (None for a server used bare)."""
+        return None if self._manager is None else self._manager.config.root
+
+    def settings(self, server: str) -> Mapping[str, Any]:
+        """The ``[servers.<server>]`` table as the user wrote it (empty when there is none)."""
+        return {} if self._manager is None else self._manager.config.server_table(server)
+
+    @property
+    def result_limit(self) -> int:
+        """``[pipeline] max_result_bytes``: the pipeline cuts longer results (0: no limit)."""
+        return 0 if self._manager is None else self._manager.config.pipeline.max_result_bytes
+
+    # -- storage and approvals ------------------------------------------------------------------------
+
+    @property
+    def storage(self) -> StorageBackend | None:
+        """The configured store, opened on first use; None without one (``backend = "none"``).
+
+        Raises:
+            StorageError: the store exists but cannot be opened (say so to the model).
+        """
+        return None if self._manager is None else self._manager.storage
+
+    def approve_outside_root(self, request: OutsideRootRequest) -> bool | None:
+        """Ask the host's approvers about one path outside the root (None: nobody answered)."""
+        return None if self._manager is None else self._manager.approve_outside_root(request)
+
+    def path_refused(self, access: Literal["read", "write"], path: str, *, also: Iterable[str] = ()) -> str | None:
+        """The deny or ask rule matching one file a walking tool would open (None: not refused)."""
+        if self._manager is None:
+            return None
+        return self._manager.permissions.path_refused(access, path, also=also)
+
+    def call_hook(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Every non-None answer to a hook a plugin declared (``entropic_mcp_add_hookspecs``).
+
+        An implementation that raises is skipped and logged, like every hook of the core.
+        """
+        if self._manager is None:
+            return []
+        from ._hooks import _call, _implementations
+
+        answers = []
+        for impl in _implementations(self._manager.plugins, hook):
+            try:
+                value = _call(impl, kwargs)
+            except Exception as exc:
+                self._manager.hooks._fault(impl.plugin_name, hook, f"raised {type(exc).__name__}: {exc}")
+                continue
+            if value is not None:
+                answers.append(value)
+        return answers
+
+    # -- introspection (the caller's own conversation only) ----------------------------------------------
+
+    def history(self) -> list[dict[str, Any]]:
+        """This conversation's recent calls, argument names only."""
+        return [] if self._manager is None else self._manager.pipeline.history_of(self._ctx.conversation_id)
+
+    def metrics(self) -> dict[str, dict[str, int]]:
+        """Per tool, how this conversation's recent calls ended (counts by result kind)."""
+        return {} if self._manager is None else self._manager.pipeline.metrics_of(self._ctx.conversation_id)
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Every tool of the host, as MCP tool objects named ``<server>.<tool>``."""
+        return [] if self._manager is None else list(self._manager.list_tools())
+
+    def servers(self) -> list[tuple[str, str]]:
+        """(server name, providing plugin) for every server of the host."""
+        if self._manager is None:
+            return []
+        return [(name, self._manager.providers.get(name, "host")) for name in self._manager.servers]
