@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +338,36 @@ def test_missing_shell_is_reported_with_a_fix(root: Path) -> None:
     server.settings = type(server.settings)(shell="/nonexistent/bash")
     data = orjson.loads(manager.call_sync("bash.execute", {"command": "true"}).response.result)
     assert data["error"] == "shell_unavailable" and "[servers.bash] shell" in data["message"]
+
+
+def test_the_serve_token_is_not_in_the_servers_proc_environ_either(tmp_path: Path) -> None:
+    # A command runs as the server's user: /proc/$PPID/environ shows the environment the server
+    # was started with. A real server process, started with the token, must not show it there,
+    # while it (and what it starts with an inherited environment) still sees the value.
+    code = """
+import os, subprocess, sys
+from pathlib import Path
+from entropic_mcp import CallContext, ServerManager, config_from_dict
+from entropic_mcp_bash import BashServer
+root = Path(sys.argv[1])
+server = BashServer(root=root)
+server.configure({"env_deny": ["*_SECRET"]})
+config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"}}, root=root)
+manager = ServerManager(config, servers=[server])
+command = "env; cat /proc/$PPID/environ; cat /proc/$PPID/cmdline"
+result = manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c"))
+print(result.response.result)
+print("SELF", os.environ["ENTROPIC_MCP_TOKEN"], os.environ["SERVICE_SECRET"])
+print("CHILD", subprocess.run(["sh", "-c", "echo $ENTROPIC_MCP_TOKEN"], capture_output=True, text=True).stdout)
+manager.close()
+"""
+    env = os.environ | {"ENTROPIC_MCP_TOKEN": "serve-token-4242", "SERVICE_SECRET": "secret-9191"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True, timeout=60
+    ).stdout
+    seen_by_command, _, rest = out.partition("\nSELF ")
+    assert '"exit_code":0' in seen_by_command
+    assert "serve-token-4242" not in seen_by_command
+    assert "secret-9191" not in seen_by_command
+    assert rest.startswith("serve-token-4242 secret-9191")
+    assert "CHILD serve-token-4242" in rest

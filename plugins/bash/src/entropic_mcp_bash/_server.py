@@ -27,6 +27,7 @@ class BashServer(MCPServerBase):
         self.grace = KILL_GRACE
         self.settings = BashSettings()
         self._sync_pipeline_timeout()
+        self._hide_secrets()
         self.runs = Runs()
         self._trailer_dir: Path | None = None
         self.register_tool(ExecuteTool(self))
@@ -38,6 +39,15 @@ class BashServer(MCPServerBase):
         super().configure(config)
         self.settings = BashSettings.from_table(config)
         self._sync_pipeline_timeout()
+        self._hide_secrets()
+
+    def _hide_secrets(self) -> None:
+        """Blank denied variables (the serve token first) in this process's /proc environ view."""
+        pattern = self.settings.deny_pattern
+        if pattern is not None:
+            from ._scrub import hide_from_children
+
+            hide_from_children(pattern)
 
     def skip_duplicate_check(self, tool_name: str) -> bool:
         # Polling a background run repeats the same arguments by design.

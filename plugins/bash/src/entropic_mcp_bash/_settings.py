@@ -64,6 +64,11 @@ class BashSettings:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_env_deny_regex", _deny_regex((*ALWAYS_DENIED, *self.env_deny)))
 
+    @property
+    def deny_pattern(self) -> re.Pattern[str] | None:
+        """The compiled ``ENTROPIC_MCP_*`` + ``env_deny`` globs."""
+        return self._env_deny_regex
+
     def environment(self) -> dict[str, str]:
         """The child's environment: the server's, minus ``env_deny`` (and ``ENTROPIC_MCP_*``), plus ``env_set``."""
         deny = self._env_deny_regex
