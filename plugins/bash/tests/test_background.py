@@ -75,6 +75,12 @@ def test_a_background_run_returns_at_once_and_its_output_is_read_in_pieces(sessi
     assert again["output"] == "" and again["status"] == "exited"
 
 
+def test_a_character_split_between_reads_arrives_whole(session: Session) -> None:
+    run_id = session.start("printf '\\303'; sleep 0.3; printf '\\251\\n'")
+    output, _ = session.until_done(run_id)
+    assert output == "\u00e9\n"
+
+
 def test_output_filter_keeps_matching_lines(session: Session) -> None:
     run_id = session.start("printf 'ok 1\\nerror 2\\nok 3\\nerror 4\\n'")
     end = time.monotonic() + PATIENCE

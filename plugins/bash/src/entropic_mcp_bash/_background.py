@@ -98,13 +98,12 @@ class BackgroundRun:
 
     def read(self) -> tuple[str, int]:
         """The output printed since the last read, and how many unread bytes were dropped."""
-        with self._lock:
+        with self._lock:  # the decoder keeps a split character between reads: one reader at a time
             data = bytes(self._unread)
             dropped = self._dropped
             self._unread.clear()
             self._dropped = 0
-            final = self._done.is_set()
-        return self._decoder.decode(data, final=final), dropped
+            return self._decoder.decode(data, final=self._done.is_set()), dropped
 
     def unread_bytes(self) -> int:
         with self._lock:
