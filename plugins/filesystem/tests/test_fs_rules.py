@@ -347,3 +347,24 @@ def test_the_walk_prefilter_agrees_with_the_core_on_every_rule_and_path(root):
         assert WalkGate(ctx, root).refused(path) == expected, (deny, ask, path)
 
     check()
+
+
+def test_the_pin_belongs_to_the_call_another_look_at_its_pattern_cannot_move_it(make, root):
+    fs = make(permissions={"default": "allow", "deny": ["filesystem.write:denied/*"]})
+    (root / "ok").mkdir()
+    (root / "denied").mkdir()
+    (root / "link").symlink_to("ok")
+    args = {"path": "link/new.txt", "content": "written\n"}
+    [part] = fs.server.permission_parts("write_file", args)
+    assert part.store == "filesystem.write_file:ok/new.txt"
+    (root / "link").unlink()
+    (root / "link").symlink_to("denied")
+    # A host looking at the pattern again (it copies the arguments) sees the new target...
+    assert fs.manager.permission_pattern("filesystem.write_file", args) == "filesystem.write_file:denied/new.txt"
+    # ...but the call writes where its own permission decision looked.
+    response = anyio.run(fs.server.execute, "write_file", args, CallContext(conversation_id="pin"))
+    assert not response.is_error, response.result
+    assert (root / "ok" / "new.txt").read_text() == "written\n" and not (root / "denied" / "new.txt").exists()
+    # The pin is used once: the same arguments executed again resolve afresh.
+    again = anyio.run(fs.server.execute, "write_file", {"path": "link/other.txt", "content": "x"}, CallContext())
+    assert not again.is_error and (root / "denied" / "other.txt").exists()  # no pipeline: no rules here

@@ -355,13 +355,14 @@ class ReadFiles(FilesystemTool):
         assert limit is not None
         sections = []
         for raw in paths:
-            sections.append(self._one(raw, ctx, limit, share=max(4096, fs.settings.max_read_bytes // len(paths))))
+            share = max(4096, fs.settings.max_read_bytes // len(paths))
+            sections.append(self._one(raw, ctx, limit, share=share, args=args))
         return ToolResult(text=fit_text("\n\n".join(sections), result_cap(ctx)))
 
-    def _one(self, raw: str, ctx: CallContext, limit: int, *, share: int) -> str:
+    def _one(self, raw: str, ctx: CallContext, limit: int, *, share: int, args: dict[str, Any]) -> str:
         fs = self.fs
         try:
-            resolved, loc = fs.resolve_value(raw, ctx, tool=self.name, access="read", argument="paths")
+            resolved, loc = fs.resolve_value(raw, ctx, tool=self.name, access="read", argument="paths", args=args)
             fd, st = open_for_reading(fs, loc, resolved)
             from ._media import HEAD, sniff
 

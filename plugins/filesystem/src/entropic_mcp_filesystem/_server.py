@@ -147,7 +147,7 @@ class FilesystemServer(MCPServerBase):
                 if tool_name in PATTERN_TOOLS and isinstance(args.get("pattern"), str) and args["pattern"]:
                     part = attrs.evolve(part, names=(*part.names, f"{full}:{args['pattern']}"))
                 parts.append(part)
-        pin(pins)
+        pin(args, pins)
         return parts or [PermissionPart(names=(full,), store=full)]
 
     def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
@@ -196,7 +196,7 @@ class FilesystemServer(MCPServerBase):
             raw = default
         if raw is None:
             raise ToolError("invalid_args", f"'{argument}' is required: a path relative to the project root")
-        return self.resolve_value(raw, ctx, tool=tool, access=access, argument=argument)
+        return self.resolve_value(raw, ctx, tool=tool, access=access, argument=argument, args=args)
 
     def resolve_value(
         self,
@@ -206,9 +206,13 @@ class FilesystemServer(MCPServerBase):
         tool: str,
         access: Literal["read", "write"],
         argument: str = "path",
+        args: Mapping[str, Any] | None = None,
     ) -> tuple[ResolvedPath, Location]:
-        """Resolve one path value: the pinned canonical path when the permission stage judged it."""
-        pinned = take((str(self.root), tool, argument, raw)) if isinstance(raw, str) else None
+        """Resolve one path value of the call ``args``: the pinned canonical path when the
+        permission stage judged it (see ``_pins``), else a fresh resolution."""
+        pinned = None
+        if isinstance(raw, str) and args is not None:
+            pinned = take(args, (str(self.root), tool, argument, raw))
         if pinned is not None and is_within(pinned, self.root):
             # The permission stage judged this canonical path: operate on exactly it (opened
             # component by component without following links), never on a fresh resolution.
