@@ -22,7 +22,7 @@ from entropic_mcp.toolkit import (
     strings,
     text,
 )
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
@@ -260,6 +260,7 @@ def test_on_output_sees_the_output_as_it_arrives(tmp_path):
     assert b"".join(seen) == b"one\ntwo\n" == result.stdout.bytes()
 
 
+@settings(max_examples=300)
 @given(st.lists(st.binary(max_size=50), max_size=40), st.integers(2, 64), st.booleans())
 def test_head_tail_keeps_exactly_the_first_and_last_bytes(pieces, limit, keep_tail):
     buffer = HeadTail(limit, keep_tail=keep_tail)

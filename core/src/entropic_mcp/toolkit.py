@@ -433,7 +433,7 @@ class HeadTail:
     @property
     def tail(self) -> bytes:
         keep = self.limit - len(self.head) if self.keep_tail else 0
-        return bytes(self._tail[len(self._tail) - keep :]) if keep else b""
+        return bytes(self._tail[max(0, len(self._tail) - keep) :]) if keep else b""
 
     @property
     def omitted(self) -> int:
