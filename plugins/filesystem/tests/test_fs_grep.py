@@ -241,3 +241,50 @@ def test_hard_linked_files_are_skipped_in_walks_and_refused_by_name(fs, root, tm
     assert found[0] == {"path": "plain.txt", "line": 1, "content": "needle"}
     assert found[1]["skipped_hard_links"] == 1 and "TOPSECRET" not in str(found)
     assert fs.error("grep", {"pattern": "needle", "path": "linked.txt"})["error"] == "hard_link"
+
+
+def _naive(text: bytes, word: bytes, before: int, after: int) -> list[tuple[int, str, list[str], list[str]]]:
+    lines = text.split(b"\n")
+    if text.endswith(b"\n"):
+        lines = lines[:-1]
+    out = []
+    for i, line in enumerate(lines):
+        if word in line:
+            shown = [x.decode() for x in lines]
+            out.append((i + 1, shown[i], shown[max(0, i - before) : i], shown[i + 1 : i + 1 + after]))
+    return out
+
+
+def test_chunked_scan_agrees_with_a_naive_grep_across_chunk_boundaries(monkeypatch):
+    """Tiny chunks put every line, match and context window across chunk boundaries."""
+    import random
+
+    from entropic_mcp_filesystem import _grep
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    matcher = _grep.Matcher("ab", False)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        words=st.lists(st.sampled_from(["ab", "x", "", "yab", "zzzz", "a", "b"]), min_size=0, max_size=40),
+        final_newline=st.booleans(),
+        before=st.integers(0, 3),
+        after=st.integers(0, 3),
+        chunk=st.integers(1, 17),
+        seed=st.integers(0, 1000),
+    )
+    def check(words, final_newline, before, after, chunk, seed):
+        rng = random.Random(seed)
+        text = "\n".join(w * rng.randint(1, 3) for w in words).encode()
+        if final_newline and text:
+            text += b"\n"
+        monkeypatch.setattr(_grep, "CHUNK", chunk)
+        scan = _grep.FileScan(matcher, want=1000, before=before, after=after, max_line=1 << 20, cancelled=None)
+        stream = iter([text[i : i + chunk] for i in range(0, len(text), chunk)] + [b""])
+        scan.run(lambda size: next(stream), chunk)
+        got = [(h.line, h.content, h.before or [], h.after or []) for h in scan.hits]
+        assert got == _naive(text, b"ab", before, after), (text, before, after, chunk)
+        assert scan.count == len(got)
+
+    check()
