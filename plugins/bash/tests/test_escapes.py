@@ -262,3 +262,9 @@ def test_a_wrapper_that_changes_directory_makes_relative_targets_unknown(project
     kind = run_checked(project, command, {"default": "allow", "deny": ["filesystem.write_file:sub/victim"]})
     assert kind == "rejected_permission"
     assert intact(project / "sub")
+
+
+@pytest.mark.parametrize("command", ["unset X", "export X", "local x", "readonly R", "unset -f f"])
+def test_bare_names_in_declarations_are_understood(project: Path, command: str) -> None:
+    _, server = make_manager(project)
+    assert all(p.understood for p in server.permission_parts("execute", {"command": command}))

@@ -306,6 +306,8 @@ class _Reader:
             return _ESCAPE.sub(r"\1", text.replace("\\\n", ""))
         if kind == "raw_string":
             return self.text(node)[1:-1]
+        if kind == "variable_name":  # ``export X``, ``unset X``: a bare name
+            return self.text(node)
         if kind in ("string", "translated_string"):
             parts = []
             for child in node.named_children:
