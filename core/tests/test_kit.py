@@ -153,8 +153,8 @@ def test_served_client_lists_and_calls_through_mcp(tmp_path):
     assert result.is_error is False and result.content[0].text == "over mcp"
     assert result.meta["entropic-mcp/kind"] == "ok"
     assert result.meta["entropic-mcp/directives"] == [
-        {"type": "context_anchor", "key": "echo:over mcp", "content": "over mcp"}
-    ]
+        {"type": "context_anchor", "key": "echo:over mcp", "content_from": "result"}
+    ]  # the anchor of the result itself is not sent twice
     assert refused.is_error is True and refused.meta["entropic-mcp/kind"] == "rejected_schema"
 
 

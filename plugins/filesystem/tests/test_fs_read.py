@@ -264,3 +264,52 @@ def test_media_over_the_limit_is_refused_without_reading(make, root):
     (root / "big.png").write_bytes(PNG + bytes(5000))
     error = fs.error("read_file", {"path": "big.png"})
     assert error["error"] == "too_large" and "max_media_bytes" in error["message"]
+
+
+def test_streamed_pages_agree_with_naive_line_splitting(monkeypatch):
+    """Tiny chunks put line ends, CRs and long lines across chunk boundaries."""
+    import io
+
+    from entropic_mcp_filesystem import _read
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        lines=st.lists(st.text("abc\r", max_size=30), max_size=12),
+        final_newline=st.booleans(),
+        offset=st.integers(1, 14),
+        limit=st.integers(1, 5),
+        max_chars=st.integers(1, 12),
+        column=st.integers(1, 8),
+        chunk=st.integers(1, 9),
+    )
+    def check(lines, final_newline, offset, limit, max_chars, column, chunk):
+        text = "\n".join(lines) + ("\n" if final_newline and lines else "")
+        data = text.encode()
+        monkeypatch.setattr(_read, "CHUNK", chunk)
+        page = _read.read_page(
+            io.BytesIO(data),
+            offset=offset,
+            limit=limit,
+            budget=1 << 20,
+            display="f",
+            max_chars=max_chars,
+            column=column,
+        )
+        rows = text.split("\n")
+        if text.endswith("\n") or not text:
+            rows = rows[:-1]
+        assert page.total == len(rows)
+        expected = []
+        for number in range(offset, min(len(rows), offset + limit - 1) + 1):
+            row = rows[number - 1]
+            row = row[:-1] if row.endswith("\r") else row
+            skip = column - 1 if number == offset else 0
+            shown = row[skip : skip + max_chars]
+            expected.append((number, shown, max(0, len(row) - skip - len(shown))))
+        assert [(x.number, x.text, x.rest) for x in page.lines] == expected, (text, offset, limit)
+        more = offset + limit - 1 < len(rows)
+        assert page.next_offset == (offset + limit if more and expected else None)
+
+    check()

@@ -66,6 +66,7 @@ class _LineCutter:
         self.length = 0  # bytes of the current line seen so far
         self.next_offset: int | None = None
         self.full = False
+        self.tail = b""  # the last byte of the current line seen so far
 
     def _keep_bytes(self) -> int:
         skip = self.column - 1 if self.number == self.offset else 0
@@ -88,6 +89,8 @@ class _LineCutter:
                     piece = chunk[pos : min(stop, pos + room)]
                     self.pieces.append(piece)
                     self.kept += len(piece)
+            if stop > pos:
+                self.tail = chunk[stop - 1 : stop]
             self.length += stop - pos
             if at < 0:
                 return
@@ -101,8 +104,11 @@ class _LineCutter:
             raw = b"".join(self.pieces)
             length = self.length
             whole = len(raw) == length
-            if whole and raw.endswith(b"\r"):
-                raw, length = raw[:-1], length - 1
+            if self.tail == b"\r":  # a CRLF line ending: not part of the line
+                length -= 1
+                if whole:
+                    raw = raw[:-1]
+                whole = len(raw) == length
             text = raw.decode("utf-8", "replace")
             skip = self.column - 1 if self.number == self.offset else 0
             shown = text[skip : skip + self.max_chars]
@@ -123,6 +129,7 @@ class _LineCutter:
         self.pieces = []
         self.kept = 0
         self.length = 0
+        self.tail = b""
 
     def close(self) -> None:
         """The file ended: the last line, if it had no newline."""
