@@ -390,7 +390,7 @@ def test_pipeline_stage_failure_stops_the_pipeline(manager):
     assert "pipeline stopped at 'a'" in result.summary
 
 
-def test_anchors_are_pinned_after_the_messages_and_removed_with_empty_content(manager):
+def test_anchors_are_pinned_in_the_leading_system_message_and_removed_with_empty_content(manager):
     model = Script(
         one("orch.anchor", key="plan", content="step 1"),
         one("orch.echo"),
@@ -398,9 +398,24 @@ def test_anchors_are_pinned_after_the_messages_and_removed_with_empty_content(ma
         one("orch.done", summary="s"),
     )
     result = Host(manager, model).run_sync("go")
-    assert model.seen[1][-1] == {"role": "system", "content": "[plan]\nstep 1"}
+    seen = model.seen[1]
+    assert seen[0]["role"] == "system" and "[plan]\nstep 1" in seen[0]["content"]
+    assert [m["role"] for m in seen[1:]].count("system") == 0  # never one mid-conversation
     assert all("[plan]" not in m["content"] for m in model.seen[3])
     assert result.anchors == {}
+
+
+def test_anchors_are_one_per_key_bounded_and_never_a_second_copy_of_a_page(manager):
+    from entropic_mcp.host import MAX_ANCHORS
+
+    steps = [one("orch.anchor", key=f"k{i}", content=f"v{i}") for i in range(MAX_ANCHORS + 4)]
+    steps += [one("orch.anchor", key="k5", content="newer"), one("orch.done", summary="s")]
+    model = Script(*steps)
+    result = Host(manager, model, max_turns=len(steps) + 1).run_sync("go")
+    assert len(result.anchors) == MAX_ANCHORS
+    assert "k0" not in result.anchors and list(result.anchors)[-1] == "k5" and result.anchors["k5"] == "newer"
+    last_view = model.seen[-1]
+    assert last_view[0]["content"].count("[k5]") == 1
 
 
 def test_prune_stubs_old_tool_results_and_snapshots_first(manager):

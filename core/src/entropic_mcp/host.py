@@ -182,6 +182,11 @@ class RunResult:
         return self.status in ("completed", "answered")
 
 
+#: Pinned anchors a conversation keeps (the oldest key goes first), and the size of each.
+MAX_ANCHORS = 16
+MAX_ANCHOR_CHARS = 16_384
+
+
 @attrs.define
 class _State:
     """One conversation in flight."""
@@ -355,9 +360,23 @@ class Host:
         )
 
     def _view(self, state: _State) -> list[dict[str, Any]]:
-        """What the model sees: the messages, then the pinned anchors."""
+        """What the model sees: the messages, with pinned anchors in the leading system message.
+
+        Never a system message in the middle of the conversation (chat templates that require
+        alternating roles reject it), and never a second copy of a page: an anchor whose content
+        is still in view in a tool result is not repeated.
+        """
         view = [dict(m) for m in state.messages]
-        view += [{"role": "system", "content": f"[{key}]\n{content}"} for key, content in state.anchors.items()]
+        in_view = {m["content"] for m in state.messages if m.get("role") == "tool" and not m.get("pruned")}
+        pinned = [(key, content) for key, content in state.anchors.items() if content not in in_view]
+        if pinned:
+            block = "Pinned context (the latest of each key):\n\n" + "\n\n".join(
+                f"[{key}]\n{content}" for key, content in pinned
+            )
+            if view and view[0].get("role") == "system":
+                view[0]["content"] = f"{view[0]['content']}\n\n{block}"
+            else:
+                view.insert(0, {"role": "system", "content": block})
         return view
 
     async def _run_calls(self, state: _State, calls: Sequence[ToolCallRequest], turn: int, depth: int) -> None:
@@ -455,10 +474,16 @@ class Host:
         return processor
 
     def _anchor(self, state: _State, directive: ContextAnchor) -> None:
-        if directive.content:
-            state.anchors[directive.key] = directive.content
-        else:
-            state.anchors.pop(directive.key, None)
+        """One anchor per key, the latest wins; at most MAX_ANCHORS, each at most MAX_ANCHOR_CHARS."""
+        state.anchors.pop(directive.key, None)  # re-inserted last: the oldest is evicted first
+        if not directive.content:
+            return
+        content = directive.content
+        if len(content) > MAX_ANCHOR_CHARS:
+            content = content[:MAX_ANCHOR_CHARS] + f"\n[... pinned copy cut at {MAX_ANCHOR_CHARS} characters]"
+        state.anchors[directive.key] = content
+        while len(state.anchors) > MAX_ANCHORS:
+            del state.anchors[next(iter(state.anchors))]
 
     def _prune(self, state: _State, directive: PruneMessages) -> int:
         tool_messages = [m for m in state.messages if m.get("role") == "tool" and not m.get("pruned")]
@@ -471,6 +496,8 @@ class Host:
             )
             message["pruned"] = True
             message["tokens"] = estimate_tokens(message)
+        if directive.keep_recent == 0:
+            state.anchors.clear()  # "keep nothing recent" removes the pinned copies too
         return len(old)
 
     def _clear_todos(self, state: _State) -> None:

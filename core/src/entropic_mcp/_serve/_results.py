@@ -14,6 +14,15 @@ KIND_KEY = "entropic-mcp/kind"
 CONVERSATION_KEY = "entropic-mcp/conversation"
 
 
+def _wire_directive(directive: Any, result: str) -> dict[str, Any]:
+    """A directive for ``_meta``; an anchor of the result itself says so instead of a second copy."""
+    data = directive.to_dict()
+    if data.get("type") == "context_anchor" and data.get("content") == result and result:
+        del data["content"]
+        data["content_from"] = "result"
+    return data
+
+
 def call_result(outcome: CallOutcome, rename: Callable[[str], str] | None = None) -> dict[str, Any]:
     """One text block with the envelope's result, ``isError``, structured content for objects, ``_meta``.
 
@@ -27,7 +36,7 @@ def call_result(outcome: CallOutcome, rename: Callable[[str], str] | None = None
         "content": [{"type": "text", "text": text}, *(dict(block) for block in response.content)],
         "isError": response.is_error,
         "_meta": {
-            DIRECTIVES_KEY: [directive.to_dict() for directive in response.directives],
+            DIRECTIVES_KEY: [_wire_directive(directive, response.result) for directive in response.directives],
             KIND_KEY: str(outcome.kind),
         },
     }
