@@ -174,6 +174,8 @@ WRAPPED = [
     Case("runuser root -c 'rm victim'"),
     Case("sudo rm victim", live=False),
     Case("sudo -u root rm victim", live=False),
+    Case("sudo -s 'ls; rm victim'", live=False),
+    Case("sudo -i 'echo hi && rm victim'", live=False),
     Case("doas rm victim", live=False),
     Case("timeout 5 watch -n 0.1 -e 'rm victim; false'", live=False),
     Case("watch -x rm victim", live=False),

@@ -52,6 +52,7 @@ SPECIAL_PREFIXES = ("/dev/fd", "/dev/std", "/dev/tcp/", "/dev/udp/", "/proc/")
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
 _ASSIGNMENT_NODE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+_SHELL_SYNTAX = re.compile(r"[\s;&|<>()$`\\'\"*?{}!#~=]")
 _SUBSCRIPTED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[.*\])?\Z", re.DOTALL)
 
 
@@ -488,6 +489,9 @@ class _Analysis:
             return
 
     def invocation(self, name: str, words: Sequence[Word], base: str, trusted: bool, *, understood: bool) -> Invocation:
+        # A program name holding shell syntax ("ls; rm x") names no real program; some wrapper
+        # may hand it to a shell: never allowed by a rule.
+        understood = understood and not _SHELL_SYNTAX.search(name)
         invocation = Invocation(program=name, args=tuple(words[1:]), understood=understood, base=base, trusted=trusted)
         self.track_cd(invocation)
         return invocation
@@ -554,6 +558,14 @@ class _Analysis:
         stripped = yield from self.strip(words, RUNNERS[name], name)
         if stripped is not None:
             rest, ok = stripped
+            own = words[1 : len(words) - len(rest)]
+            if name == "sudo" and any(_short_flag(w.value, "si") or w.value in ("--shell", "--login") for w in own):
+                # sudo -s/-i CMD runs CMD through a shell: the words are a script.
+                values = [w.value for w in rest]
+                yield from self.nested(
+                    " ".join(v or "" for v in values), all(v is not None for v in values), words, depth
+                )
+                return
             yield from self.words(rest, depth, understood=understood and ok)
             if not ok:
                 yield from self.search(words[1:], depth)
@@ -1047,6 +1059,11 @@ def _is_command_option(value: str | None) -> bool:
     if value.startswith("--"):
         return value.partition("=")[0] in ("--command", "--session-command")
     return value.startswith("-") and value.endswith("c") and set(value[1:]) <= set("lmpfc")
+
+
+def _short_flag(value: str | None, letters: str) -> bool:
+    """``value`` is a short-option cluster (``-s``, ``-Es``) holding one of ``letters``."""
+    return value is not None and value[:1] == "-" and value[1:2] != "-" and any(c in value[1:] for c in letters)
 
 
 def _plain_name(value: str | None) -> bool:
