@@ -65,9 +65,8 @@ async def p14a() -> tuple[str, str, str, str, str]:
 
 
 async def p14b() -> tuple[str, str, str, str, str]:
-    from mcp import Client, StdioServerParameters
-
     from entropic_mcp._external import close_external_servers, start_external_servers
+    from mcp import Client, StdioServerParameters
 
     m = manager()
     ours: list[float] = []

@@ -197,6 +197,7 @@ class Pool:
         self._dirty = False
         self._reconnecting: asyncio.Task[None] | None = None
         self._closed = False
+        self._outage_reported = False
         self.admission: Admission | None = None
 
     # -- small helpers -------------------------------------------------------------------------
@@ -260,11 +261,15 @@ class Pool:
         except Exception as exc:
             reason = _reason(exc)
             self.record(self.home, "list", "wire", "own", 0.0, _code(exc))
-            log.warning("tools.discovery_failed: external server %r: %s", self.name, reason)
+            # Once per outage: the reconnection attempts that follow log at debug level.
+            level = logging.DEBUG if self._outage_reported else logging.WARNING
+            self._outage_reported = True
+            log.log(level, "tools.discovery_failed: external server %r: %s", self.name, reason)
             self._down(reason)
             return
         self.state = "connected"
         self.last_error = None
+        self._outage_reported = False
         self._on_listing(listed.tools)
 
     def _schedule_refresh(self) -> None:
