@@ -62,11 +62,12 @@ def test_a_real_call_through_the_cli(project):
     assert envelope["directives"][0]["type"] == "context_anchor"
 
 
-def test_enabling_a_plugin_that_is_not_installed_names_its_distribution(tmp_path):
-    (tmp_path / "entropic-mcp.toml").write_text('[entropic_mcp]\nplugins = ["filesystem", "postgres"]\n')
+def test_enabling_a_plugin_that_is_not_installed_says_what_to_install(tmp_path):
+    (tmp_path / "entropic-mcp.toml").write_text('[entropic_mcp]\nplugins = ["filesystem", "weather"]\n')
     result = run_cli("tools", cwd=tmp_path)
     assert result.returncode == 2
-    assert "'postgres' enabled in config but not installed" in result.stderr
+    assert "'weather' enabled in config but not installed" in result.stderr
+    assert "entry point 'weather'" in result.stderr
 
 
 @pytest.mark.parametrize("name", sorted(FIRST_PARTY))

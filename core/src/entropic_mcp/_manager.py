@@ -183,8 +183,11 @@ class ServerManager:
             table = self.config.server_table(server.name)
             try:
                 server.configure(table)
-            except ConfigError:
-                raise
+            except ConfigError as exc:
+                source = self.config.path or "entropic-mcp.toml"
+                if str(source) in str(exc):
+                    raise
+                raise ConfigError(f"{source}: {exc}") from None
             except Exception as exc:
                 return (
                     f"server {server.name!r}: configure() raised {type(exc).__name__}: {exc} (a configure() that "

@@ -165,9 +165,11 @@ class ServeApp:
         if not isinstance(params, Mapping):
             return await call_next(ctx)
         arguments = params.get("arguments")
-        if arguments is None or isinstance(arguments, Mapping):
-            return await call_next(ctx)
         name = params.get("name")
+        if arguments is None or isinstance(arguments, Mapping) or not isinstance(name, str):
+            return await call_next(ctx)
+        if self.names.internal(name) is None:
+            return await call_next(ctx)  # an unknown tool stays a protocol error
         got = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
             type(arguments), type(arguments).__name__
         )
