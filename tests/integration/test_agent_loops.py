@@ -362,3 +362,25 @@ async def test_a_realistic_coding_session_of_sixty_calls(tmp_path: Path) -> None
             await call("filesystem.read_file", {"path": f"test_more_{calls % 8}.py"})
     assert calls >= 60
     assert os.path.exists(project / "calc.py")
+
+
+async def test_followup_answers_fresh_after_a_delegation_completes(tmp_path: Path) -> None:
+    from entropic_mcp._storage._tinydb import TinyDBBackend
+
+    project = project_for(tmp_path)
+    query = {"query": "parser flakiness"}
+    async with connect(stdio_params(project), ERA) as peer:
+        before = json.loads(ok(await peer.call("entropic.followup", query)))
+        assert before["results"] == []
+        # Another process (a host) completes a delegation in the same store meanwhile.
+        store = TinyDBBackend(project / ".entropic-mcp" / "store")
+        try:
+            parent = store.create_conversation("host")
+            delegation, _ = store.create_delegation(parent, "lead", "researcher", "look into parser flakiness")
+            store.complete_delegation(delegation, "completed", "The parser flakiness comes from a race in the lexer.")
+        finally:
+            store.close()
+        after = ok(await peer.call("entropic.followup", query))
+        assert "[duplicate_call]" not in after
+        results = json.loads(after)["results"]
+        assert [r["delegation_id"] for r in results] == [delegation]
