@@ -6,6 +6,7 @@ import socket
 import uuid
 from pathlib import Path
 
+import orjson
 import psycopg
 import pytest
 from entropic_mcp import ConfigError, StorageError, config_from_dict
@@ -235,3 +236,36 @@ def test_bad_options_are_config_errors(
     monkeypatch.setenv("ENTROPIC_MCP_POSTGRES_DSN", pg_dsn)
     with pytest.raises(ConfigError, match=message):
         PostgresBackend.from_config(_config(tmp_path, **options))
+
+
+# -- the audit trail -------------------------------------------------------------------------------
+
+
+def test_audit_records_are_copied_in_batches_and_on_close(pg_dsn: str, pg_schema: str, open_pg) -> None:
+    import time
+
+    from entropic_mcp import ToolCallRecord
+
+    store = open_pg(audit_batch=100, audit_flush_seconds=3600)
+
+    def written() -> int:
+        with psycopg.connect(pg_dsn) as conn:
+            row = conn.execute(sql.SQL("SELECT count(*) FROM {}.tool_calls").format(sql.Identifier(pg_schema)))
+            return int(row.fetchone()[0])  # type: ignore[index]
+
+    for i in range(250):
+        store.record_tool_call(ToolCallRecord(tool="demo.echo", kind="success", args={"i": i, "blob": b"\x00"}))
+    for _ in range(200):  # bounded wait for the background COPYs of the full batches
+        if written() > 150:
+            break
+        time.sleep(0.05)
+    assert 150 < written() <= 250  # fewer than a batch may wait for the timer, a stats() or the close
+    store.close()
+    assert written() == 250
+    with psycopg.connect(pg_dsn) as conn:
+        records = conn.execute(
+            sql.SQL("SELECT record::text FROM {}.tool_calls ORDER BY seq").format(sql.Identifier(pg_schema))
+        ).fetchall()
+    first = orjson.loads(records[0][0])
+    assert first["tool"] == "demo.echo" and first["args"] == {"i": 0, "blob": repr(b"\x00")}
+    assert [orjson.loads(r[0])["args"]["i"] for r in records] == list(range(250))

@@ -34,6 +34,8 @@ class AuditBuffer:
         self._mutex = threading.Lock()
         self._writing = threading.Lock()  # one COPY at a time keeps the records in order
         self._timer: threading.Timer | None = None
+        self._copying = False
+        self._failed = False
 
     def __len__(self) -> int:
         return len(self._buffer)
@@ -44,13 +46,28 @@ class AuditBuffer:
             self._buffer.append(line)
             if len(self._buffer) > MAX_BUFFERED:
                 del self._buffer[: len(self._buffer) - MAX_BUFFERED]
-            full = len(self._buffer) >= self._batch
-            if not full and self._timer is None and self._seconds > 0:
+            full = len(self._buffer) >= self._batch and not self._copying
+            if full:
+                # Written by a thread of its own: the call being recorded never waits for a COPY.
+                self._copying = True
+                threading.Thread(target=self._flush_in_background, daemon=True).start()
+            elif self._timer is None and self._seconds > 0:
                 self._timer = threading.Timer(self._seconds, self.flush_quietly)
                 self._timer.daemon = True
                 self._timer.start()
-        if full:
-            self.flush_quietly()
+
+    def _flush_in_background(self) -> None:
+        try:
+            while True:
+                self.flush_quietly()
+                with self._mutex:
+                    # Records that filled another batch during the COPY go next; a failed COPY
+                    # leaves them to the timer, the next batch or the close.
+                    if len(self._buffer) < self._batch or self._failed:
+                        return
+        finally:
+            with self._mutex:
+                self._copying = False
 
     def flush(self) -> None:
         """Write what is buffered; on failure the records stay buffered and the error propagates."""
@@ -80,7 +97,9 @@ class AuditBuffer:
     def flush_quietly(self) -> None:
         try:
             self.flush()
-        except Exception as exc:  # the next write or flush retries; the audit never fails a call
+            self._failed = False
+        except Exception as exc:  # the next batch or flush retries; the audit never fails a call
+            self._failed = True
             log.warning("audit trail not written yet (%d records kept): %s", len(self._buffer), exc)
 
     def cancel(self) -> None:
