@@ -40,7 +40,8 @@ def result_cap(ctx: Any) -> int:
     ``next_offset`` that says how to get the rest; tools fit their results under it instead.
     """
     try:
-        cap = ctx.manager.config.pipeline.max_result_bytes
+        services = getattr(ctx, "services", None)
+        cap = services.result_limit if services is not None else ctx.manager.config.pipeline.max_result_bytes
     except AttributeError:
         return 0
     return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else 0

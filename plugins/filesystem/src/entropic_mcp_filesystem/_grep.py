@@ -311,13 +311,9 @@ class FileScan:
         self._pending = [h for h in self._pending if h.missing_after]
 
     def _remember_tail(self, region: bytes) -> None:
-        cursor = len(region) - 1  # the region ends with a newline
-        lines: list[str] = []
-        while len(lines) < self.before and cursor > 0:
-            previous = region.rfind(b"\n", 0, cursor) + 1
-            lines.append(_cut(region[previous:cursor]))
-            cursor = previous - 1
-        self._tail.extend(reversed(lines))
+        """Keep the region's last lines (it ends with a newline) as "before" lines of the next."""
+        parts = region[:-1].rsplit(b"\n", self.before)
+        self._tail.extend(_cut(part) for part in parts[-self.before :])
 
     def finish(self) -> None:
         self._pending = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from fnmatch import translate
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +82,9 @@ class WalkGate:
         self.ctx = ctx
         self.root = root
         self.access = access
+        services = getattr(ctx, "services", None)
+        # ``ctx.services`` is the host's narrow view (newer cores); ``path_refused`` the same check.
+        self._ask = services.path_refused if services is not None else partial(path_refused, ctx)
         rules = relevant_rules(ctx, access)
         self.active = rules != []
         self._quick = _prefilter(rules, access) if rules else None
@@ -92,7 +96,7 @@ class WalkGate:
         quick = self._quick
         if quick is not None and quick.match(display) is None and not any(quick.match(a) for a in also):
             return False
-        return path_refused(self.ctx, self.access, display, also=also) is not None
+        return self._ask(self.access, display, also=also) is not None
 
     def _dir_refused(self, display: str) -> bool:
         found = self._dirs.get(display)
