@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from entropic_mcp_git import GitServer
 from entropic_mcp_git._runner import git_environment
-from git_testkit import execute, make_server
-from hostile_corpus import CASES, Case, host_env_cases, hostile_command, prepare, run_trigger
+from git_testkit import Repo, execute, init_repo, make_server
+from hostile_corpus import CASES, Case, base_repo, host_env_cases, hostile_command, prepare, run_trigger
 
 #: Every tool call a session might make in an untrusted repository, in an order that exercises
 #: clean filters (status, diff, add, stash), smudge filters (checkout, restore, stash pop),
@@ -162,3 +162,73 @@ def test_an_unreadable_config_refuses_every_tool_with_a_clear_error(tmp_path):
     response = execute(server, "status")
     assert response.is_error
     assert '"error":"config_unreadable"' in response.result
+
+
+# -- repositories nested in the work tree (gitlinks, submodules) ---------------------------------
+
+
+def _nested_repo(parent: Path, name: str) -> Repo:
+    nested = init_repo(parent / name)
+    nested.commit("nested", **{"f.txt": "x\n"})
+    return nested
+
+
+def _make_hostile(repo: Repo, marker: Path) -> None:
+    repo.git("config", "filter.n.clean", hostile_command(marker))
+    repo.git("config", "filter.n.process", hostile_command(marker))
+    with (repo.path / ".gitattributes").open("a") as f:
+        f.write("* filter=n\n")
+
+
+def _nested_layout(tmp_path: Path, sub: str, kind: str, marker: Path) -> tuple[Repo, list[Path]]:
+    """An outer repository holding a hostile repository: a gitlink (an embedded repository added
+    with git add), a gitlink inside a gitlink, a submodule (its repository in .git/modules), or an
+    untracked embedded repository."""
+    outer = base_repo(tmp_path / sub / "outer")
+    hostile: list[Repo] = []
+    if kind == "submodule":
+        source = _nested_repo(tmp_path / sub, "source")
+        outer.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source.path), "mod")
+        outer.git("commit", "-q", "-m", "submodule")
+        hostile.append(Repo(outer.path / "mod"))
+    else:
+        nested = _nested_repo(outer.path, "nested")
+        hostile.append(nested)
+        if kind == "nested gitlink":
+            inner = _nested_repo(nested.path, "inner")
+            nested.git("add", "inner")
+            nested.git("commit", "-q", "-m", "inner")
+            hostile.append(inner)
+        if kind != "untracked":
+            outer.git("add", "nested")
+            outer.git("commit", "-q", "-m", "nested")
+    for repo in hostile:
+        _make_hostile(repo, marker)
+    return outer, [repo.path / "f.txt" for repo in hostile]
+
+
+def _touch(files: list[Path]) -> None:
+    for file in files:
+        later = file.stat().st_mtime + 5
+        os.utime(file, (later, later))  # stat-dirty, content unchanged: git re-hashes it (clean filter)
+
+
+@pytest.mark.parametrize("kind", ["gitlink", "nested gitlink", "submodule", "untracked"])
+def test_repositories_nested_in_the_work_tree_run_nothing(tmp_path, kind):
+    proof = tmp_path / "proof-marker"
+    outer, files = _nested_layout(tmp_path, "proof", kind, proof)
+    _touch(files)
+    run_trigger(outer, Case("proof", lambda r, c: None, ("add", ".")), "")
+    assert proof.exists() or kind == "untracked", "plain git add runs the nested repository's filter"
+
+    marker = tmp_path / "marker"
+    outer, files = _nested_layout(tmp_path, "target", kind, marker)
+    server = make_server(outer.path)
+    for tool, args in [
+        ("add", {"paths": ["."]}),
+        ("add", {"paths": ["nested" if kind != "submodule" else "mod"]}),
+        *TOOL_CALLS,
+    ]:
+        _touch(files)
+        execute(server, tool, args)
+        assert not marker.exists(), (kind, tool, args)

@@ -176,9 +176,11 @@ def test_work_tree_discovery_is_cached_and_each_read_is_one_process(tmp_path, re
     for tool in ("status", "log", "diff", "branch"):
         ok(server, tool)
     args = [line for line in (tmp_path / "calls.log").read_text().splitlines() if line.startswith("ARGS ")]
-    # version, discovery, one config listing (cached: the files it read are unchanged), 4 reads
-    assert len(args) == 7
+    # version, discovery, one config listing and one index listing (nested repositories; both
+    # cached while the files they read are unchanged), 4 reads
+    assert len(args) == 8
     assert sum(" config --list" in line for line in args) == 1
+    assert sum(" ls-files --stage -z" in line for line in args) == 1
     assert sum("rev-parse --show-toplevel" in line for line in args) == 1
     assert sum(line.endswith(" version") for line in args) == 1
 
@@ -240,7 +242,7 @@ def test_a_missing_git_program_is_reported_not_raised(repo):
 def test_git_failures_carry_exit_code_and_stderr(tmp_path, repo):
     fake = _fake_git(
         tmp_path,
-        'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n',
+        'case "$*" in *rev-parse*|*" version"|*" config --list"*|*" ls-files --stage -z") exec REAL_GIT "$@";; esac\necho "fatal: disk on fire" >&2\nexit 3\n',
     )
     server = make_server(repo.path, git=str(fake))
     error = refused(server, "status")
@@ -264,7 +266,7 @@ def _pid_gone(pid: int) -> bool:
 def _hanging_git(tmp_path: Path) -> Path:
     return _fake_git(
         tmp_path,
-        f'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n',
+        f'case "$*" in *rev-parse*|*" version"|*" config --list"*|*" ls-files --stage -z") exec REAL_GIT "$@";; esac\necho $$ > {tmp_path}/pid\nexec sleep 30\n',
     )
 
 
@@ -291,7 +293,7 @@ def test_a_cancelled_call_kills_git(tmp_path, repo):
     os.mkfifo(pipe)
     fake = _fake_git(
         tmp_path,
-        f'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\necho $$ > {pipe}\nexec sleep 30\n',
+        f'case "$*" in *rev-parse*|*" version"|*" config --list"*|*" ls-files --stage -z") exec REAL_GIT "$@";; esac\necho $$ > {pipe}\nexec sleep 30\n',
     )
     server = make_server(repo.path, git=str(fake))
 
@@ -309,7 +311,7 @@ def test_a_cancelled_call_kills_git(tmp_path, repo):
 def test_huge_output_is_cut_and_git_stopped(tmp_path, repo):
     fake = _fake_git(
         tmp_path,
-        'case "$*" in *rev-parse*|*" version"|*" config --list"*) exec REAL_GIT "$@";; esac\nexec yes "+ a line of diff"\n',
+        'case "$*" in *rev-parse*|*" version"|*" config --list"*|*" ls-files --stage -z") exec REAL_GIT "$@";; esac\nexec yes "+ a line of diff"\n',
     )
     server = make_server(repo.path, git=str(fake), max_output_bytes=8192)
     text = execute(server, "diff").result

@@ -20,8 +20,17 @@ from ._safety import (
     Listing,
     build_listing,
     cacheable,
+    combine,
+    nested_git_dir,
     now,
+    signature,
 )
+
+#: Nested repositories (gitlinks, submodules) whose configs are checked, and how deep.
+MAX_NESTED = 256
+MAX_NESTED_DEPTH = 8
+#: Bytes of ``git ls-files --stage`` read to find gitlinks (about 400,000 index entries).
+NESTED_INDEX_LIMIT = 64 * 1024 * 1024
 
 #: Config given to every git invocation (``-c``): no pager, colour or path quoting, the root
 #: commit's patch in ``show``, and every fixed key that names a program neutralised (see _safety).
@@ -185,33 +194,81 @@ class GitRunner:
         listing = self._last.get(tree.git_dir)
         return list(listing.trusted) if listing is not None else []
 
-    async def guard(self, tree: WorkTree) -> Mapping[str, str]:
-        """The environment entries that neutralise the drivers this repository's config names.
+    async def guard(self, tree: WorkTree) -> Listing:
+        """The overrides that neutralise the drivers this repository's config names — and the
+        configs of the repositories nested in its work tree (gitlinks, submodules), inside which
+        git runs ``git status`` (``add``, ``stash``): those children inherit the overrides.
 
-        Read with ``git config --list`` (which runs nothing) and cached until a file it read,
-        an include target or HEAD changes; ``ToolError('config_unreadable')`` when git cannot
-        read the config (then no other command would be safe to start either).
+        Read with ``git config --list`` (which runs nothing), nested repositories found with
+        ``git ls-files --stage``; cached until a file either read, an include target, HEAD or an
+        index changes. ``ToolError('config_unreadable')`` when git cannot read a config (then no
+        other command would be safe to start either).
         """
         found = self._listings.get(tree.git_dir)
         if found is not None and found.current():
-            return found.env
+            return found
         started = now()
-        out = await self.run(tree.top, ("config", "--list", "--show-origin", "--show-scope", "-z"))
-        if out.exit_code != 0 or out.truncated:
-            self._listings.pop(tree.git_dir, None)
-            raise ToolError(
-                "config_unreadable",
-                f"git cannot read this repository's config ({out.stderr.strip() or 'git config --list failed'}); "
-                "the server runs nothing in a repository whose config it cannot check. Fix the config file "
-                f"(git config --list --show-origin shows where) in {tree.git_dir}",
-            )
-        listing = build_listing(out.stdout, tree.top, tree.git_dir, self.env)
+        main = await self._config_listing(tree.top, tree.git_dir, f"this repository's config in {tree.git_dir}")
+        nested = await self._nested_listings(tree.top, tree.git_dir, depth=0, seen=set())
+        listing = combine(main, nested)
         self._last[tree.git_dir] = listing
         if cacheable(listing, started, self.racy_seconds):
             self._listings[tree.git_dir] = listing
         else:
             self._listings.pop(tree.git_dir, None)
-        return listing.env
+        return listing
+
+    async def _config_listing(self, where: Path, git_dir: Path, what: str) -> Listing:
+        out = await self.run(where, ("config", "--list", "--show-origin", "--show-scope", "-z"))
+        if out.exit_code != 0 or out.truncated:
+            raise ToolError(
+                "config_unreadable",
+                f"git cannot read {what} ({out.stderr.strip() or 'git config --list failed'}); the server runs "
+                "nothing in a repository whose config it cannot check. Fix the config file "
+                "(git config --list --show-origin shows where)",
+            )
+        return build_listing(out.stdout, where, git_dir, self.env)
+
+    async def _nested_listings(self, top: Path, git_dir: Path, *, depth: int, seen: set[Path]) -> list[Listing]:
+        """The config listings of the checked-out repositories at the gitlinks of ``top``'s index,
+        and of theirs (each listing also watches the index it was found in)."""
+        index = git_dir / "index"
+        out = await self.run(top, ("ls-files", "--stage", "-z"), limit=NESTED_INDEX_LIMIT)
+        if depth == 0 and out.exit_code == 128 and "not a git repository" in out.stderr.lower():
+            # the repository went away since it was found
+            for root, found in list(self._worktrees.items()):
+                if found.git_dir == git_dir:
+                    del self._worktrees[root]
+            raise ToolError(
+                "not_a_repository",
+                f"{top} is no longer inside a git work tree; run `git init` there or point the server at a repository",
+            )
+        if out.exit_code != 0 or out.truncated:
+            raise ToolError(
+                "config_unreadable",
+                f"git cannot list the index of {top} to find nested repositories "
+                f"({out.stderr.strip() or 'the index is too large'}); the server runs nothing there",
+            )
+        listings = [Listing(env={}, keys=(), watched=((index, signature(index)),))]
+        for record in out.stdout.split(b"\x00"):
+            if not record.startswith(b"160000 "):
+                continue
+            where = top / record.partition(b"\t")[2].decode("utf-8", "surrogateescape")
+            nested_dir = nested_git_dir(where)
+            if nested_dir is None or nested_dir in seen:
+                continue  # not checked out: git does not look inside
+            seen.add(nested_dir)
+            if len(seen) > MAX_NESTED or depth >= MAX_NESTED_DEPTH:
+                raise ToolError(
+                    "config_unreadable",
+                    f"{top} holds more than {MAX_NESTED} nested repositories (or nests them deeper than "
+                    f"{MAX_NESTED_DEPTH}); the server does not check that many configs",
+                )
+            listings.append(
+                await self._config_listing(where, nested_dir, f"the config of the repository nested at {where}")
+            )
+            listings += await self._nested_listings(where, nested_dir, depth=depth + 1, seen=seen)
+        return listings
 
     def set_program(self, program: str) -> None:
         self.program = program
@@ -321,9 +378,9 @@ class GitRunner:
         timeout = self.timeout if timeout is None else timeout
         env = self.env
         if tree is not None:
-            extra = await self.guard(tree)
-            if extra:
-                env = {**env, **extra}
+            listing = await self.guard(tree)
+            if listing.env:
+                env = {**env, **listing.env}
         # extra -c settings come after the server's own, so they win over them
         argv = [self.executable(), *GLOBAL_OPTIONS, *(arg for item in config for arg in ("-c", item)), *args]
         try:

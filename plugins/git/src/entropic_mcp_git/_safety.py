@@ -67,6 +67,10 @@ STATIC_CONFIG: tuple[str, ...] = (
     "push.gpgSign=false",
     "merge.verifySignatures=false",
     "log.showSignature=false",
+    # submodules and nested repositories: their own config names their own drivers, which the
+    # listing of this repository cannot see; git must not start git inside them (status/diff)
+    "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false",
     # submodule commands (submodule.<n>.update = !cmd) and background processes
     "submodule.recurse=false",
     "fetch.recurseSubmodules=false",
@@ -154,7 +158,7 @@ def config_env(overrides: Sequence[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
-def _signature(path: Path) -> tuple[int, ...] | None:
+def signature(path: Path) -> tuple[int, ...] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -169,12 +173,13 @@ class Listing:
     env: Mapping[str, str]
     keys: tuple[str, ...]
     watched: tuple[tuple[Path, tuple[int, ...] | None], ...]
+    overrides: tuple[tuple[str, str], ...] = ()
     #: ``key=value`` settings of the user's own (global/system) config that network commands
     #: restore after the resets: credential helpers, an ssh command, an askpass program
     trusted: tuple[str, ...] = ()
 
     def current(self) -> bool:
-        return all(_signature(path) == signature for path, signature in self.watched)
+        return all(signature(path) == known for path, known in self.watched)
 
 
 #: Settings a user's own config may give network commands (never a repository's).
@@ -254,10 +259,14 @@ def build_listing(data: bytes, cwd: Path, git_dir: Path, env: Mapping[str, str])
         common = ""
     if common:
         files.add((git_dir / common / "config").resolve())
-    watched = tuple((path, _signature(path)) for path in sorted(files))
+    watched = tuple((path, signature(path)) for path in sorted(files))
     overrides = overrides_for(keys)
     return Listing(
-        env=config_env(overrides) if overrides else {}, keys=tuple(keys), watched=watched, trusted=tuple(trusted)
+        env=config_env(overrides) if overrides else {},
+        keys=tuple(keys),
+        watched=watched,
+        overrides=tuple(overrides),
+        trusted=tuple(trusted),
     )
 
 
@@ -269,3 +278,35 @@ def cacheable(listing: Listing, started: float, racy_seconds: float = RACY_SECON
 
 def now() -> float:
     return time.time()
+
+
+def nested_git_dir(where: Path) -> Path | None:
+    """The git directory of a repository checked out at ``where`` (``.git`` there, or the
+    directory a ``gitdir:`` file names), or None when nothing is checked out."""
+    dot_git = where / ".git"
+    if os.path.isdir(dot_git) and not os.path.islink(dot_git):
+        return Path(os.path.realpath(dot_git))
+    try:
+        text = dot_git.read_text("utf-8", errors="replace") if os.path.isfile(dot_git) else ""
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = Path(text[len("gitdir:") :].strip())
+    return Path(os.path.realpath(target if target.is_absolute() else where / target))
+
+
+def combine(main: Listing, nested: Sequence[Listing]) -> Listing:
+    """One listing for a repository and those nested in it: every override, every watched file."""
+    if not nested:
+        return main
+    overrides = dict(main.overrides)
+    for listing in nested:
+        overrides.update(listing.overrides)
+    pairs = list(overrides.items())
+    watched = dict(main.watched)
+    for listing in nested:
+        watched.update(listing.watched)
+    return attrs.evolve(
+        main, env=config_env(pairs) if pairs else {}, overrides=tuple(pairs), watched=tuple(watched.items())
+    )
