@@ -268,3 +268,24 @@ def test_a_wrapper_that_changes_directory_makes_relative_targets_unknown(project
 def test_bare_names_in_declarations_are_understood(project: Path, command: str) -> None:
     _, server = make_manager(project)
     assert all(p.understood for p in server.permission_parts("execute", {"command": command}))
+
+
+@pytest.mark.parametrize(
+    ("command", "rules", "expected"),
+    [
+        ("uv run pytest -q", {"default": "deny", "allow": ["bash.execute:uv run *"]}, "allow"),
+        (
+            "uv run rm -rf x",
+            {"default": "deny", "allow": ["bash.execute:uv run *"], "deny": ["bash.execute:rm *"]},
+            "deny",
+        ),
+        ("npx eslint .", {"default": "deny", "allow": ["bash.execute:npx *"]}, "allow"),
+        ("poetry run pytest", {"default": "allow", "ask": ["bash.execute:pytest *"]}, "ask"),
+    ],
+)
+def test_a_tool_runner_is_allowed_by_its_own_rule_and_denied_by_rules_on_what_it_runs(
+    project: Path, command: str, rules: dict, expected: str
+) -> None:
+    manager, server = make_manager(project, permissions=rules)
+    parts = server.permission_parts("execute", {"command": command})
+    assert manager.permissions.decide(parts, read_only=False)[0] == expected

@@ -41,12 +41,17 @@ async def test_output_lines_stream_as_progress_and_rules_are_parsed(root: Path) 
             "bash.execute", {"command": "echo one; echo two; printf three"}, progress_callback=progress
         )
         assert result.is_error is False
-        assert result.structured_content["exit_code"] == 0
+        assert json.loads(result.content[0].text)["exit_code"] == 0
         assert json.loads(result.content[0].text)["output"] == "one\ntwo\nthree"
         denied = await client.call_tool("bash.execute", {"command": "echo hi && FOO=1 /bin/rm -rf x"})
         assert denied.is_error is True
         assert json.loads(denied.content[0].text)["error"] == "permission_denied"
     assert "\n".join(messages).split("\n") == ["one", "two", "three"]
+
+
+def data(result: object) -> dict:
+    """The JSON result of a tool call (its text content; structured content is optional)."""
+    return json.loads(result.content[0].text)  # type: ignore[attr-defined]
 
 
 BACKGROUND_CONFIG = """\
@@ -77,18 +82,18 @@ async def test_background_runs_and_the_working_directory_over_mcp(root: Path) ->
         started = await client.call_tool(
             "bash.execute", {"command": "echo ready; sleep 1000", "run_in_background": True}
         )
-        run_id = started.structured_content["run_id"]
+        run_id = data(started)["run_id"]
         seen = ""
         with anyio.fail_after(20):
             while "ready" not in seen:
                 read = await client.call_tool("bash.output", {"run_id": run_id})
-                seen += read.structured_content["output"]
+                seen += data(read)["output"]
                 await anyio.sleep(0.05)
         listed = await client.call_tool("bash.list", {})
-        assert [r["run_id"] for r in listed.structured_content["runs"]] == [run_id]
+        assert [r["run_id"] for r in data(listed)["runs"]] == [run_id]
         killed = await client.call_tool("bash.kill", {"run_id": run_id})
-        assert killed.structured_content["status"] == "killed"
+        assert data(killed)["status"] == "killed"
         moved = await client.call_tool("bash.execute", {"command": "cd sub"})
-        assert moved.structured_content["cwd"] == "sub"
+        assert data(moved)["cwd"] == "sub"
         where = await client.call_tool("bash.execute", {"command": "pwd"})
-        assert where.structured_content["output"] == f"{root / 'sub'}\n"
+        assert data(where)["output"] == f"{root / 'sub'}\n"

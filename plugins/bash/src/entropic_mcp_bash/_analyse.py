@@ -278,6 +278,34 @@ RUNNERS: dict[str, Wrapper] = {
         ),
     ),
 }
+#: Tools that run a command given after a sub-command (an empty set: right after the tool).
+TOOL_RUNNERS: dict[str, frozenset[str]] = {
+    "uv": _set("run", "tool"),
+    "uvx": frozenset(),
+    "poetry": _set("run"),
+    "pipenv": _set("run"),
+    "pdm": _set("run"),
+    "hatch": _set("run"),
+    "rye": _set("run"),
+    "conda": _set("run"),
+    "mamba": _set("run"),
+    "pipx": _set("run"),
+    "bundle": _set("exec"),
+    "npm": _set("exec", "x"),
+    "npx": frozenset(),
+    "pnpm": _set("exec", "dlx"),
+    "pnpx": frozenset(),
+    "yarn": _set("exec", "dlx"),
+    "bunx": frozenset(),
+    "bun": _set("x", "run"),
+    "direnv": _set("exec"),
+    "mise": _set("exec", "x"),
+    "asdf": _set("exec"),
+    "nix": _set("develop", "shell", "run"),
+    "cargo": _set("run"),
+    "go": _set("run"),
+    "dotnet": _set("run", "exec"),
+}
 #: Shell options that need no value / take one; others (``-i``, ``-l``, ``--rcfile``) read
 #: start-up files or stdin and make the call not understood.
 SHELL_FLAGS = frozenset("euxvfnaBbhmCEHPTt")
@@ -296,6 +324,8 @@ class Invocation:
     understood: bool
     base: str  # the base name, always (for deny matching of other-directory paths)
     trusted: bool  # True when ``program`` means what its base name means
+    #: A command a tool runner may run (``uv run rm x``): it matters only to rules naming it.
+    neutral: bool = False
 
     @property
     def line(self) -> str:
@@ -513,6 +543,8 @@ class _Analysis:
             return self.opaque(name, words, depth, f"{name} runs code this analysis cannot see")
         if name in OPAQUE_RUNNERS:
             return self.opaque(name, words, depth, f"{name} runs a command in a way this analysis does not model")
+        if name in TOOL_RUNNERS and not open_tail:
+            return self.tool_runner(name, words, depth, understood=understood)
         if name in RUNNERS and not (name == "runuser" and any(_is_command_option(w.value) for w in args)):
             return self.runner(name, words, depth, understood=understood)
         if name == "trap":
@@ -539,6 +571,26 @@ class _Analysis:
             found.append(self.invocation(name, words, name, True, understood=understood))
             return iter(found)
         return None
+
+    def tool_runner(
+        self, name: str, words: Sequence[Word], depth: int, *, understood: bool
+    ) -> Iterator[Finding | _StdWrite]:
+        """``uv run CMD``, ``npx CMD``, ``bundle exec CMD``: the tool's own rule decides; the command
+        it may run is searched so deny and ask rules on it still apply (``uv run rm x``)."""
+        yield self.invocation(name, words, name, True, understood=understood)
+        subcommands = TOOL_RUNNERS[name]
+        values = [w.value for w in words[1:]]
+        start = 1
+        if subcommands:
+            found = next((i for i, v in enumerate(values, start=1) if v in subcommands), None)
+            if found is None:
+                return
+            start = found + 1
+        for finding in self.search(words[start:], depth):
+            if isinstance(finding, Invocation):
+                yield attrs.evolve(finding, understood=True, neutral=True)
+            elif not isinstance(finding, Unclear):
+                yield finding
 
     def opaque(self, name: str, words: Sequence[Word], depth: int, reason: str) -> Iterator[Finding | _StdWrite]:
         yield Unclear(text=" ".join(w.text for w in words), reason=reason)

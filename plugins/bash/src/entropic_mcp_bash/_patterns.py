@@ -138,6 +138,10 @@ def permission_parts(
 def _invocation_parts(invocation: Invocation) -> list[PermissionPart]:
     line = invocation.line
     store = f"{TOOL}:{_store(invocation)}"
+    if invocation.neutral:
+        base_line = " ".join([invocation.base, *(w.shown for w in invocation.args)])
+        names = dict.fromkeys((f"{TOOL}:{line}", f"{TOOL}:{line} ", f"{TOOL}:{base_line}", f"{TOOL}:{base_line} "))
+        return [PermissionPart(names=tuple(names), store=store, neutral=True)]
     main = PermissionPart(
         names=(TOOL, f"{TOOL}:{line}", f"{TOOL}:{line} "), store=store, understood=invocation.understood
     )

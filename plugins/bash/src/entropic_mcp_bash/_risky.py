@@ -338,6 +338,19 @@ OPAQUE_RUNNERS = frozenset(
         "setlock",
         "setuidgid",
         "nq",
+        "tini",
+        "dumb-init",
+        "gosu",
+        "su-exec",
+        "cgexec",
+        "runcon",
+        "sandbox-exec",
+        "caffeinate",
+        "arch",
+        "ssh",
+        "rsh",
+        "mosh",
+        "sshpass",
     ]
 )
 #: ``set`` / ``shopt`` options that cannot make later lines run unseen code.
