@@ -217,6 +217,9 @@ class ExternalServer(MCPServerBase):
             self.wait_started()
         return self._tools
 
+    def list_tools(self) -> list[dict[str, Any]]:
+        return [tool.to_mcp() for tool in self.tools.values()]
+
     def get_tool(self, tool_name: str) -> ToolBase | None:
         # While the server is down its tools are withdrawn from the listing, but a call by name
         # still finds it and is answered "disconnected" rather than "unknown tool".
