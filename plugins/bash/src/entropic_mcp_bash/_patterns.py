@@ -1,8 +1,10 @@
 """Findings of the analysis → the permission parts rules are matched against.
 
 Each command becomes ``bash.execute:<command line>`` (plus the same with a trailing space, so
-``bash.execute:ls *`` matches a bare ``ls`` but never ``lsof``); each redirection a neutral
-``filesystem.write_file:<path>``. "Always allow" stores ``bash.execute:<base> *``, with the
+``bash.execute:ls *`` matches a bare ``ls`` but never ``lsof``); each redirection a file write
+(``path_part("write", ...)``: every write rule applies, the policy files are protected), neutral
+unless it plants code or lands outside the root. Whatever the analysis could not prove harmless
+is a part with ``understood=False``. "Always allow" stores ``bash.execute:<base> *``, with the
 sub-command for multi-level tools.
 """
 
