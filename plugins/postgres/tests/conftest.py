@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 from entropic_mcp_postgres.testing import fresh_schema, test_dsn
+from psycopg import sql
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +31,38 @@ def open_pg(pg_dsn: str, pg_schema: str) -> Iterator[Callable[..., object]]:
 
     def open_backend(**options: object) -> PostgresBackend:
         backend = PostgresBackend(pg_dsn, schema=pg_schema, **options)  # type: ignore[arg-type]
+        opened.append(backend)
+        return backend
+
+    yield open_backend
+    for backend in opened:
+        backend.close()
+
+
+@pytest.fixture(scope="module")
+def shared_schema(pg_dsn: str) -> Iterator[str]:
+    """One migrated schema for a module's tests, emptied before each (see ``open_empty_pg``)."""
+    from entropic_mcp_postgres import PostgresBackend
+
+    with fresh_schema(pg_dsn, "m") as schema:
+        PostgresBackend(pg_dsn, schema=schema).close()
+        yield schema
+
+
+@pytest.fixture
+def open_empty_pg(pg_dsn: str, shared_schema: str) -> Iterator[Callable[..., object]]:
+    """Like ``open_pg`` on the module's schema, emptied first — migrating a schema per test costs
+    more than the test."""
+    from entropic_mcp_postgres import PostgresBackend
+
+    # DELETE, not TRUNCATE: a few rows go faster than new files for every table and index.
+    with psycopg.connect(pg_dsn) as conn:
+        for table in ("conversations", "tool_calls", "search_terms"):  # the rest cascades
+            conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(shared_schema, table)))
+    opened: list[PostgresBackend] = []
+
+    def open_backend(**options: object) -> PostgresBackend:
+        backend = PostgresBackend(pg_dsn, schema=shared_schema, **options)  # type: ignore[arg-type]
         opened.append(backend)
         return backend
 
