@@ -238,6 +238,12 @@ def test_cd_carries_over_to_the_next_call(session: Session, root: Path) -> None:
     assert output == f"{root / 'sub' / 'deeper'}\n"
 
 
+def test_pushd_moves_the_conversation_too(session: Session, root: Path) -> None:
+    (root / "sub").mkdir()
+    _, data = session.call("execute", {"command": "pushd sub > /dev/null"})
+    assert data["cwd"] == "sub"
+
+
 def test_leaving_the_root_is_not_kept(session: Session, root: Path) -> None:
     (root / "sub").mkdir()
     session.call("execute", {"command": "cd sub"})

@@ -72,7 +72,9 @@ class ExecuteTool(ToolBase):
         # cannot move (a computed one, ``eval "c""d" x``, is not followed), and skipping the
         # trailer saves a third of a trivial call.
         trailer = (
-            self.server.cwd_trailer(env) if settings.persist_cwd and ("cd" in command or "popd" in command) else None
+            self.server.cwd_trailer(env)
+            if settings.persist_cwd and ("cd" in command or "pushd" in command or "popd" in command)
+            else None
         )
         process = ShellProcess(
             [settings.shell, "-c", command],
