@@ -337,3 +337,22 @@ def test_the_users_own_credential_helper_is_used_for_network_commands(tmp_path, 
     assert not marker.exists()
     assert refused(server, "fetch")["error"] == "git_failed"  # the server keeps saying 401
     assert marker.exists()
+
+
+def test_fetch_never_moves_local_branches_whatever_the_configured_refspec(tmp_path, cloned, remote):
+    cloned.git("branch", "side")
+    side = cloned.git("rev-parse", "side").strip()
+    # a repository-chosen mapping that would force remote branches onto local ones
+    cloned.git("config", "--replace-all", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
+    other = init_repo(tmp_path / "pusher")
+    other.commit("unrelated", **{"u.txt": "u\n"})
+    other.git("push", "-q", "--force", str(remote), "main:side")
+    up = upstream_commit(tmp_path, remote)
+    server = net_server(cloned)
+    ok(server, "fetch")
+    assert cloned.git("rev-parse", "side").strip() == side
+    assert cloned.git("rev-parse", "origin/side").strip() == other.git("rev-parse", "HEAD").strip()
+    assert cloned.git("rev-parse", "origin/main").strip() == up
+    ok(server, "pull", {"branch": "main"})
+    assert cloned.git("rev-parse", "side").strip() == side
+    assert cloned.git("rev-parse", "HEAD").strip() == up

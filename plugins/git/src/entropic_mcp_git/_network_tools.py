@@ -30,6 +30,8 @@ LOCAL_RECEIVE_PACK = (
     "-c receive.denyCurrentBranch=refuse -c receive.autogc=false -c gc.auto=0 receive-pack"
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: Remote names the server places in a refspec (``refs/remotes/<name>/...``).
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 
 
 def is_local_url(url: str) -> bool:
@@ -57,6 +59,13 @@ def branch_name(args: dict[str, Any], name: str) -> str | None:
     return value
 
 
+def tracking_refspec(remote: str, branch: str = "*") -> str:
+    """The one mapping fetches use: remote branches into ``refs/remotes/<remote>/``. With
+    ``--refmap=`` the repository's ``remote.<r>.fetch`` (which could map onto ``refs/heads/*``
+    and force-move local branches) is not used at all."""
+    return f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}"
+
+
 class NetworkTool(GitTool):
     open_world: ClassVar[bool | None] = True
 
@@ -73,7 +82,7 @@ class NetworkTool(GitTool):
         out = await self.git(ctx, tree, ("remote",))
         check(out, "remote", "Check the repository's remotes with `git remote -v`.")
         remotes = out.text.split()
-        if name not in remotes:
+        if name not in remotes or not _REMOTE_NAME.fullmatch(name) or ".." in name:
             listed = ", ".join(remotes) or "none"
             raise ToolError(
                 "invalid_argument",
@@ -97,10 +106,11 @@ class Fetch(NetworkTool):
         self.require_network()
         tree = await self.worktree()
         remote = await self.remote(ctx, tree, name)
-        command = ["fetch", "--no-recurse-submodules", "--no-write-fetch-head"]
+        command = ["fetch", "--no-recurse-submodules", "--no-write-fetch-head", "--refmap="]
         if prune:
             command.append("--prune")
-        out = await self.git(ctx, tree, [*command, "--end-of-options", remote], config=await self.trusted(tree))
+        command += ["--end-of-options", remote, tracking_refspec(remote)]
+        out = await self.git(ctx, tree, command, config=await self.trusted(tree))
         check(out, "fetch", "Check the remote's URL and your credentials (git remote -v).")
         return ToolResult.json({"remote": remote, "output": out.stderr.strip()})
 
@@ -119,7 +129,8 @@ class Pull(NetworkTool):
         remote = await self.remote(ctx, tree, name)
         # fetch, then fast-forward in a step of our own: the files the fast-forward rewrites are
         # checked first (policy files, write rules), and no merge commit, driver or rebase happens
-        fetch = ["fetch", "--no-recurse-submodules", "--end-of-options", remote, *([branch] if branch else [])]
+        fetch = ["fetch", "--no-recurse-submodules", "--refmap=", "--end-of-options", remote]
+        fetch.append(tracking_refspec(remote, branch or "*"))
         out = await self.git(ctx, tree, fetch, config=await self.trusted(tree))
         check(out, "fetch", "Check the remote's URL, the branch name and your credentials (git remote -v).")
         wanted = "FETCH_HEAD" if branch else "@{upstream}"
