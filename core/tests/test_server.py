@@ -244,3 +244,17 @@ def test_worker_threads_are_daemons_so_a_stuck_tool_never_holds_the_process(tmp_
     pool.shutdown(wait=True)  # returns at once: the running call is abandoned, not joined
     blocker.set()
     assert future.result(timeout=5) is True
+
+
+def test_a_bare_server_checks_arguments_against_the_compiled_schema(tmp_path):
+    import anyio
+    from demo_server import DemoServer
+
+    server = DemoServer(root=tmp_path)
+    missing = anyio.run(server.execute, "echo", {})
+    assert missing.is_error and "Missing required argument: text" in missing.result
+    coerced = anyio.run(server.execute, "echo", {"text": 7})
+    assert not coerced.is_error and coerced.result == "7"
+    for odd in ({"text": "\udcff"}, {"text": "x", "n": "\udcff"}):
+        anyio.run(server.execute, "echo", odd)  # an answer, never an exception
+    assert server.get_tool("echo").validator is server.get_tool("echo").validator  # compiled once

@@ -195,7 +195,7 @@ class ServerManager:
                 )
             for tool in server.tools.values():
                 try:
-                    SchemaValidator(tool.definition.input_schema)
+                    tool.validator  # noqa: B018  # compiled now, so a bad schema fails the plugin at load
                 except Exception as exc:
                     source = getattr(tool.definition, "source", None) or f"tools/{tool.name}.json"
                     return f"tool {server.name}.{tool.name} ({source}): invalid inputSchema: {exc}"
@@ -252,7 +252,7 @@ class ServerManager:
                 hint = " (pip install entropic-mcp-postgres)"
             raise ConfigError(
                 f"{source}: [storage] backend = {name!r} is not offered by any plugin{hint}; available: "
-                f"{', '.join(sorted(offered)) or 'none'}, or \"none\""
+                f'{", ".join(sorted(offered)) or "none"}, or "none"'
             )
         if len(offered[name]) > 1:
             providers = ", ".join(f"{p} ({self._distribution(p)})" for p in offered[name])
@@ -336,7 +336,7 @@ class ServerManager:
     def validator(self, name: str, tool: ToolBase) -> SchemaValidator:
         validator = self._validators.get(name)
         if validator is None:
-            validator = self._validators[name] = SchemaValidator(tool.definition.input_schema)
+            validator = self._validators[name] = tool.validator
         return validator
 
     def permission_pattern(self, name: str, args: Mapping[str, Any]) -> str:

@@ -117,6 +117,18 @@ class MCPServerBase:
         args = normalize_args(raw_args)
         if ctx is None:
             ctx = CallContext()
+        if ctx.manager is None:
+            # Called bare (a test, a host without the pipeline): the same schema check the pipeline
+            # makes, so a tool can always trust its arguments' shape.
+            try:
+                args = tool.validator.coerce(args)
+                problem = tool.validator.validate(args)
+            except (UnicodeError, TypeError, ValueError) as exc:  # e.g. a lone surrogate in a string
+                problem = f"the arguments are not valid JSON text ({type(exc).__name__})"
+            if problem is not None:
+                return ServerResponse.refusal(
+                    "invalid_args", f"{problem}. Fix the arguments of '{self.name}.{tool_name}' and call it again."
+                )
         try:
             return await self._run(tool, args, ctx)
         except ToolError as exc:

@@ -17,6 +17,7 @@ from ._errors import ToolDefinitionError
 if TYPE_CHECKING:
     from ._context import CallContext
     from ._envelope import ToolResult
+    from ._schema import SchemaValidator
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -124,6 +125,16 @@ class ToolBase(abc.ABC):
     @property
     def name(self) -> str:
         return self.definition.name
+
+    @property
+    def validator(self) -> SchemaValidator:
+        """The tool's ``inputSchema``, compiled once (the pipeline and a bare server share it)."""
+        validator = self.__dict__.get("_validator")
+        if validator is None or validator.schema is not self.definition.input_schema:
+            from ._schema import SchemaValidator
+
+            validator = self.__dict__["_validator"] = SchemaValidator(self.definition.input_schema)
+        return validator
 
     @abc.abstractmethod
     def execute(self, args: dict[str, Any], ctx: CallContext) -> str | ToolResult | Awaitable[str | ToolResult]:
