@@ -1,5 +1,6 @@
 """entropic_mcp.serve: serving a manager from a program of your own, through the official MCP client."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_build_app_serves_a_manager_to_an_mcp_client_in_memory(tmp_path, monkeyp
     finally:
         manager.close()
     assert names == ["weather.forecast"]
-    assert result.is_error is False and result.structured_content["city"] == "Oslo"
+    assert result.is_error is False and json.loads(result.content[0].text)["city"] == "Oslo"
 
 
 def test_run_stdio_embedded_in_a_program_serves_until_the_client_leaves(tmp_path):
@@ -71,5 +72,5 @@ def test_run_stdio_embedded_in_a_program_serves_until_the_client_leaves(tmp_path
             return await client.call_tool("weather.forecast", {"city": "Bergen", "days": 2})
 
     result = anyio.run(main)
-    assert result.structured_content == {"city": "Bergen", "days": 2, "sky": "rain"}
+    assert json.loads(result.content[0].text) == {"city": "Bergen", "days": 2, "sky": "rain"}
     assert (tmp_path / "closed").exists()  # run_stdio returned when the client left

@@ -45,11 +45,12 @@ async def _exercise(peer: object, repo: Path) -> None:
     assert {"filesystem.read_file", "filesystem.write_file", "bash.execute", "git.status", "entropic.todo"} <= names
     call = peer.call  # type: ignore[attr-defined]
     written = await call("filesystem.write_file", {"path": "a.txt", "content": "alpha\n"})
-    assert written.is_error is False and written.structured_content["created"] is True
+    assert written.is_error is False and json.loads(written.content[0].text)["created"] is True
+    assert written.structured_content is None  # no outputSchema: the result is sent once, as text
     read = await call("filesystem.read_file", {"path": "a.txt"})
     assert read.content[0].text == "1\talpha"  # numbered lines, cat -n style
     status = await call("git.status", {})
-    assert "a.txt" in status.structured_content["untracked"]
+    assert "a.txt" in json.loads(status.content[0].text)["untracked"]
     echoed = await call("bash.execute", {"command": "echo served-by-bash"})
     assert echoed.is_error is False and "served-by-bash" in json.loads(echoed.content[0].text)["output"]
     outside = await call("filesystem.read_file", {"path": "/etc/hostname"})
@@ -135,7 +136,7 @@ async def test_outside_root_path_is_asked_of_the_user(tmp_path: Path, era: str, 
     try:
         async with connect(target, era, elicitation=elicit) as peer:
             allowed = await peer.call("filesystem.read_file", {"path": str(outside), "format": "json"})
-            assert allowed.is_error is False and allowed.structured_content["lines"] == ["from outside"]
+            assert allowed.is_error is False and json.loads(allowed.content[0].text)["lines"] == ["from outside"]
             assert str(outside) in asked[0] and "outside the project root" in asked[0]
             rejected = await peer.call("filesystem.read_file", {"path": str(outside), "offset": 1})
             assert rejected.is_error is True

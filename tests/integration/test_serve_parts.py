@@ -58,20 +58,57 @@ def test_framer_splits_lines_and_bounds_them() -> None:
     assert framer.feed(b"tail") == [] and framer.finish() == [b"tail"]
 
 
-def test_results_carry_structured_content_and_meta() -> None:
-    ok = CallOutcome(
-        name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c", response=ServerResponse(result='{"a": 1}')
-    )
+def _outcome(result: str, *, is_error: bool = False) -> CallOutcome:
+    kind = "error" if is_error else "ok"
+    response = ServerResponse(result=result, is_error=is_error)
+    return CallOutcome(name="s.t", kind=kind, elapsed_ms=1.0, conversation_id="c", response=response)
+
+
+def test_results_are_sent_once_as_text_unless_the_tool_declares_an_output_schema() -> None:
+    ok = _outcome('{"a": 1}')
     assert call_result(ok) == {
         "content": [{"type": "text", "text": '{"a": 1}'}],
         "isError": False,
-        "structuredContent": {"a": 1},
         "_meta": {"entropic-mcp/directives": [], "entropic-mcp/kind": "ok"},
     }
-    listed = CallOutcome(
-        name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c", response=ServerResponse(result="[1, 2]")
-    )
-    assert "structuredContent" not in call_result(listed)
+    # A tool declaring an outputSchema: the object also as structuredContent, the text the same JSON.
+    declared = call_result(ok, declared=True)
+    assert declared["structuredContent"] == {"a": 1} and declared["content"] == [{"type": "text", "text": '{"a": 1}'}]
+    # [serve] structured_content = "json": every object result, as before.
+    assert call_result(ok, every_object=True)["structuredContent"] == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[1, 2]", '"a string"', "12", "null", "{not json", "", "plain text", ' {"a": 1}', '{"a": 1} trailing'],
+)
+@pytest.mark.parametrize("mode", [{"declared": True}, {"every_object": True}, {}])
+def test_only_a_json_object_is_ever_structured(text: str, mode: dict[str, bool]) -> None:
+    assert "structuredContent" not in call_result(_outcome(text), **mode)
+
+
+def test_a_failure_is_structured_only_when_every_object_is() -> None:
+    failed = _outcome('{"error": "boom", "message": "call it again"}', is_error=True)
+    # A failure's object is no instance of the declared schema (clients would reject it).
+    assert "structuredContent" not in call_result(failed, declared=True)
+    assert "structuredContent" not in call_result(failed)
+    assert call_result(failed, every_object=True)["structuredContent"]["error"] == "boom"
+
+
+def test_the_tools_own_structured_value_wins_over_its_text() -> None:
+    response = ServerResponse._make("3 words", structured={"words": 3})
+    outcome = CallOutcome(name="s.t", kind="ok", elapsed_ms=1.0, conversation_id="c", response=response)
+    result = call_result(outcome, declared=True)
+    assert result["structuredContent"] == {"words": 3} and result["content"][0]["text"] == "3 words"
+    assert "structuredContent" not in call_result(outcome)
+
+
+def test_structured_content_setting_is_checked(tmp_path: Path) -> None:
+    assert config_from_dict({}, root=tmp_path).serve.structured_content == "declared"
+    assert config_from_dict({"serve": {"structured_content": "json"}}, root=tmp_path).serve.structured_content == "json"
+    for wrong in ("always", True, ["json"]):
+        with pytest.raises(ConfigError, match="structured_content"):
+            config_from_dict({"serve": {"structured_content": wrong}}, root=tmp_path)
 
 
 def test_http_rules() -> None:

@@ -48,12 +48,17 @@ async def test_calls_carry_result_kind_directives_and_errors(project: Path, era:
         assert echoed.meta[KIND] == "ok"
         assert echoed.meta[DIRECTIVES] == [{"type": "notify_presenter", "key": "echo", "data": {"length": 5}}]
 
+        # probe.info declares an outputSchema: structured content, the text block the same JSON.
         info = await peer.call("probe.info")
         assert info.structured_content["conversation"].startswith("stdio-")
         assert json.loads(text_of(info)) == info.structured_content
+        # A JSON object from a tool without one goes over the wire once, as text.
+        ended = await peer.call("probe.ended")
+        assert ended.structured_content is None and json.loads(text_of(ended)) == {"ended": []}
+        assert echoed.structured_content is None
 
         failed = await peer.call("probe.fail")
-        assert failed.is_error is True and failed.meta[KIND] == "error"
+        assert failed.is_error is True and failed.meta[KIND] == "error" and failed.structured_content is None
         assert failed.meta.get(DIRECTIVES, []) == []
         assert json.loads(text_of(failed))["error"] == "probe_failure"
 
@@ -68,6 +73,17 @@ async def test_calls_carry_result_kind_directives_and_errors(project: Path, era:
         with pytest.raises(MCPError) as raised:
             await peer.call("probe.missing")
         assert raised.value.error.code == -32602
+
+
+async def test_structured_content_json_keeps_every_object_structured(tmp_path: Path) -> None:
+    project = write_project(tmp_path, BASE_CONFIG + '[serve]\nstructured_content = "json"\n')
+    async with connect(stdio_params(project), "2025-11-25") as peer:
+        ended = await peer.call("probe.ended")
+        assert ended.structured_content == json.loads(text_of(ended)) == {"ended": []}
+        failed = await peer.call("probe.fail")
+        assert failed.is_error is True and failed.structured_content == json.loads(text_of(failed))
+        echoed = await peer.call("probe.echo", {"text": "not an object"})
+        assert echoed.structured_content is None
 
 
 @pytest.mark.parametrize("era", ERAS)

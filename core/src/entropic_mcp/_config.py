@@ -57,6 +57,9 @@ class ServeConfig:
     max_message_bytes: int = 4 * 1024 * 1024
     allowed_origins: tuple[str, ...] = ()
     event_loop: str = "auto"
+    #: ``"declared"``: ``structuredContent`` only for tools declaring an ``outputSchema``;
+    #: ``"json"``: also for every other result that is a JSON object.
+    structured_content: str = "declared"
 
 
 @attrs.frozen(kw_only=True)
@@ -397,6 +400,7 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "max_message_bytes": _int(1024),
         "allowed_origins": _strings,
         "event_loop": _choice("auto", "uvloop", "asyncio"),
+        "structured_content": _choice("declared", "json"),
     },
 }
 #: Lists that accumulate across the project and local file instead of being replaced.

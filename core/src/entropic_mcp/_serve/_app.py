@@ -21,6 +21,7 @@ from .._config import ServeConfig
 from .._context import CallContext
 from .._envelope import dumps
 from .._manager import ServerManager
+from .._pipeline import CallOutcome
 from ._approval import CURRENT, ElicitingChannel, SuspendedCall, answer_from, input_required, supports_elicitation
 from ._listing import LIST_TTL_MS, InvalidCursor, Listing
 from ._names import ToolNames
@@ -55,6 +56,7 @@ class ServeApp:
         self.names = ToolNames.build([tool["name"] for tool in tools], settings.tool_names)
         self.names.report()
         self.listing = Listing(tools, self.names, settings.list_page_size)
+        self.declared = _declared(tools)
         self.display = self.names.exposed if self.names.style != "dotted" else None
         self.check_listing()
         self.process_conversation = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
@@ -126,6 +128,7 @@ class ServeApp:
         tools = self.manager.list_tools()
         self.names = ToolNames.build([tool["name"] for tool in tools], self.settings.tool_names)
         self.listing = Listing(tools, self.names, self.settings.list_page_size)
+        self.declared = _declared(tools)
         if "display" in vars(self):
             self.display = self.names.exposed if self.names.style != "dotted" else None
         task = asyncio.get_running_loop().create_task(self._announce_tools_changed())
@@ -259,7 +262,7 @@ class ServeApp:
                 channel.close()
         if relay is not None:
             await relay.close()
-        return call_result(outcome, self.names.rename_mentions if self.display else None)
+        return self._result(outcome, internal)
 
     async def _call_modern(
         self, ctx: Any, params: CallToolRequestParams, internal: str, arguments: dict[str, Any], conversation: str
@@ -319,7 +322,16 @@ class ServeApp:
         outcome = call.task.result()
         if call.relay is not None:
             await call.relay.close()
-        return {**call_result(outcome, self.names.rename_mentions if self.display else None), "resultType": "complete"}
+        return {**self._result(outcome, internal), "resultType": "complete"}
+
+    def _result(self, outcome: CallOutcome, internal: str) -> dict[str, Any]:
+        """The wire result: structured content for a tool declaring an outputSchema (or every object)."""
+        return call_result(
+            outcome,
+            self.names.rename_mentions if self.display else None,
+            declared=internal in self.declared,
+            every_object=self.settings.structured_content == "json",
+        )
 
     def _forget(self, state: str) -> Any:
         def forget(_task: object) -> None:
@@ -366,6 +378,11 @@ class ServeApp:
             return
         connection.state["entropic_mcp_conversation"] = key
         connection.exit_stack.callback(self.manager.end_conversation, key)
+
+
+def _declared(tools: list[dict[str, Any]]) -> frozenset[str]:
+    """The (internal) names of the tools that declare an ``outputSchema``."""
+    return frozenset(tool["name"] for tool in tools if tool.get("outputSchema") is not None)
 
 
 async def _notify_quietly(session: Any) -> None:

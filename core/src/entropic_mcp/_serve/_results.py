@@ -23,8 +23,20 @@ def _wire_directive(directive: Any, result: str) -> dict[str, Any]:
     return data
 
 
-def call_result(outcome: CallOutcome, rename: Callable[[str], str] | None = None) -> dict[str, Any]:
-    """One text block with the envelope's result, ``isError``, structured content for objects, ``_meta``.
+def call_result(
+    outcome: CallOutcome,
+    rename: Callable[[str], str] | None = None,
+    *,
+    declared: bool = False,
+    every_object: bool = False,
+) -> dict[str, Any]:
+    """One text block with the envelope's result, ``isError``, ``_meta``; ``structuredContent`` when due.
+
+    The result goes over the wire once, as text: the form every client reads. A JSON object
+    result is also sent as ``structuredContent`` when the tool declares an ``outputSchema``
+    (``declared``; MCP's rule, the text block carrying the same JSON for clients that read only
+    text) and succeeded — a failure's object is no instance of the schema — or, with
+    ``every_object`` (``[serve] structured_content = "json"``), whenever it is one.
 
     ``rename`` rewrites tool names in error messages to the names the client calls.
     """
@@ -40,14 +52,21 @@ def call_result(outcome: CallOutcome, rename: Callable[[str], str] | None = None
             KIND_KEY: str(outcome.kind),
         },
     }
-    structured = response.structured
-    if structured is None and response.result[:1] == "{":
-        try:
-            parsed = orjson.loads(response.result)
-        except orjson.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, dict):
-            structured = parsed
-    if isinstance(structured, Mapping):
-        result["structuredContent"] = dict(structured)
+    if every_object or (declared and not response.is_error):
+        data = structured_object(response.structured, response.result)
+        if data is not None:
+            result["structuredContent"] = data
     return result
+
+
+def structured_object(structured: Mapping[str, Any] | None, text: str) -> dict[str, Any] | None:
+    """The result as a JSON object: the tool's own structured value, else its text parsed, else None."""
+    if isinstance(structured, Mapping):
+        return dict(structured)
+    if text[:1] != "{":
+        return None
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
