@@ -289,3 +289,12 @@ def test_a_tool_runner_is_allowed_by_its_own_rule_and_denied_by_rules_on_what_it
     manager, server = make_manager(project, permissions=rules)
     parts = server.permission_parts("execute", {"command": command})
     assert manager.permissions.decide(parts, read_only=False)[0] == expected
+
+
+def test_a_hard_linked_target_is_asked_about(project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside-secret"
+    outside.write_text(PRECIOUS)
+    os.link(outside, project / "innocent.txt")
+    rules = {"default": "allow", "allow": ["bash.execute", "bash.execute:*"]}
+    assert run_checked(project, "echo x > innocent.txt", rules) == "rejected_permission"
+    assert outside.read_text() == PRECIOUS

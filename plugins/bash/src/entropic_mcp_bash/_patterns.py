@@ -189,6 +189,16 @@ def _store(invocation: Invocation) -> str:
     return escape(" ".join(words[:end])) + " *"
 
 
+def _hard_linked(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    import stat
+
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
+
+
 def _write_part(write: Write, root: Path, policy: PathPolicy) -> PermissionPart:
     """A redirection as a file write: every write rule (write_file, edit_file, ...) applies.
 
@@ -202,7 +212,9 @@ def _write_part(write: Write, root: Path, policy: PathPolicy) -> PermissionPart:
     path = write.path
     if is_within(path, root):
         display = "." if path == root else path.relative_to(root).as_posix()
-        code = ".git" in path.relative_to(root).parts
+        # Inside .git: config and hooks name programs git runs. A hard link: nothing in the path
+        # says that the file is also a file somewhere else (outside the root, say).
+        code = ".git" in path.relative_to(root).parts or _hard_linked(path)
         return path_part("write", display, also=(str(path),), understood=not code, neutral=not code)
     allowed = not any(is_within(path, d) for d in policy.outside_root_deny) and (
         policy.allow_outside_root is True or any(is_within(path, d) for d in policy.outside_root_allow)
