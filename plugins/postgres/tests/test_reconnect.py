@@ -123,10 +123,10 @@ def test_writes_racing_a_kill_fail_only_with_storage_errors_and_resume(cluster: 
         time.sleep(0.3)
         cluster.start()
         before = len(completed)
-        for _ in range(300):  # bounded: until work resumed after the restart
+        for _ in range(600):  # bounded (a minute): until work resumed after the restart
             if len(completed) >= before + 10:
                 break
-            time.sleep(0.05)
+            time.sleep(0.1)
     finally:
         stop.set()
         for worker in workers:
