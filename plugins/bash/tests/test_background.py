@@ -307,3 +307,34 @@ def test_the_cwd_can_be_kept_fixed(root: Path) -> None:
         assert data["output"] == f"{root}\n"
     finally:
         manager.close()
+
+
+def test_a_host_that_exits_without_closing_leaves_no_run_behind(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = """
+import sys, time
+from pathlib import Path
+from entropic_mcp import CallContext, ServerManager, config_from_dict
+from entropic_mcp_bash import BashServer
+root = Path(sys.argv[1])
+server = BashServer(root=root)
+config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"}}, root=root)
+manager = ServerManager(config, servers=[server])
+ctx = CallContext(conversation_id="c")
+result = manager.call_sync("bash.execute", {"command": "echo $$; sleep 1000", "run_in_background": True}, ctx)
+run_id = result.response.result.split('"run_id":"')[1].split('"')[0]
+for _ in range(200):
+    out = manager.call_sync("bash.output", {"run_id": run_id}, ctx).response.result
+    if '"output":"' in out and out.split('"output":"')[1][:1].isdigit():
+        print(out.split('"output":"')[1].split("\\\\n")[0], flush=True)
+        break
+    time.sleep(0.05)
+"""  # exits without manager.close()
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60).stdout
+    pid = int(out.split()[0])
+    end = time.monotonic() + PATIENCE
+    while not gone(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert gone(pid)

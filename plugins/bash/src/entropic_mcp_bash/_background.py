@@ -8,6 +8,7 @@ to the event loop of the call that started it.
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import os
 import select
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -23,6 +25,19 @@ from ._process import _live_members
 #: Seconds between the reader thread's checks of the shell, the deadline and a stop request.
 POLL = 0.1
 READ_SIZE = 65536
+#: Runs not yet ended, killed at interpreter exit: a host that exits without closing the server
+#: must not leave them running in their own sessions.
+_LIVE: weakref.WeakSet[BackgroundRun] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    with _LIVE_LOCK:
+        runs = list(_LIVE)
+    for run in runs:
+        if run.running:
+            run._signal(signal.SIGKILL)
 
 
 class BackgroundRun:
@@ -81,6 +96,8 @@ class BackgroundRun:
         finally:
             os.close(write_fd)
         self._fd = read_fd
+        with _LIVE_LOCK:
+            _LIVE.add(self)
         self._thread = threading.Thread(target=self._watch, name=f"bash-{run_id}", daemon=True)
         self._thread.start()
 
