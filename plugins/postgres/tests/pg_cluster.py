@@ -65,8 +65,12 @@ class Cluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def make_cluster() -> Cluster | str:
-    """A started cluster, or the reason none can be made here."""
+def make_cluster(password: str | None = None) -> Cluster | str:
+    """A started cluster, or the reason none can be made here.
+
+    With ``password``, the ``postgres`` role has it and every connection must give it
+    (scram-sha-256); without, any local connection is trusted.
+    """
     bin_dir = _bin_dir()
     if bin_dir is None:
         return "no PostgreSQL server binaries (initdb) on this machine"
@@ -80,14 +84,20 @@ def make_cluster() -> Cluster | str:
         as_user = [runuser, "-u", "postgres", "--"]
         shutil.chown(directory, "postgres", "postgres")
     directory.chmod(0o700)
+    auth = ["-A", "trust"]
+    if password is not None:
+        secret = directory / "pwfile"
+        secret.write_text(password + "\n", encoding="utf-8")
+        if as_user:
+            shutil.chown(secret, "postgres", "postgres")
+        auth = ["-A", "scram-sha-256", f"--pwfile={secret}"]
     result = subprocess.run(
         [
             *as_user,
             str(bin_dir / "initdb"),
             "-D",
             str(directory / "data"),
-            "-A",
-            "trust",
+            *auth,
             "-U",
             "postgres",
             "--no-sync",
