@@ -33,20 +33,6 @@ def walk_note(limit: int, what: str) -> str:
     )
 
 
-def result_cap(ctx: Any) -> int:
-    """The pipeline's ``max_result_bytes`` for this call (0 when there is none).
-
-    A result over the cap would be cut mid-JSON by the pipeline, losing the truncation entry or
-    ``next_offset`` that says how to get the rest; tools fit their results under it instead.
-    """
-    try:
-        services = getattr(ctx, "services", None)
-        cap = services.result_limit if services is not None else ctx.manager.config.pipeline.max_result_bytes
-    except AttributeError:
-        return 0
-    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else 0
-
-
 def fit_list(results: list[Any], cap: int, note: str) -> list[Any]:
     """``results`` cut (from the end) so that their JSON fits ``cap`` bytes, with a final note."""
     if not cap or len(orjson.dumps(results)) <= cap:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition, toolkit
 
-from . import _args
+from ._args import file_text
 from ._base import FilesystemTool
 from ._fsio import Existing, write_atomic
 from ._read import SNIFF, binary_refusal
@@ -91,7 +91,7 @@ def parse_edit(item: Any, where: str | None) -> Edit:
     if unknown:
         raise ToolError("invalid_args", f"{where or 'the edit'} has unknown keys {', '.join(unknown)}")
     try:
-        new = _args.text(item, "new_string", allow_empty=True)
+        new = file_text(item, "new_string")
         has_old = item.get("old_string") is not None
         has_insert = item.get("insert_line") is not None
         if has_old == has_insert:
@@ -100,7 +100,7 @@ def parse_edit(item: Any, where: str | None) -> Edit:
                 "pass either old_string (text to replace) or insert_line "
                 "(line to insert after), not both and not neither",
             )
-        old = _args.text(item, "old_string", allow_empty=True) if has_old else None
+        old = file_text(item, "old_string") if has_old else None
         if has_old and not old:
             raise ToolError(
                 "invalid_args",
@@ -109,8 +109,8 @@ def parse_edit(item: Any, where: str | None) -> Edit:
         return Edit(
             new=new,
             old=old,
-            replace_all=_args.flag(item, "replace_all"),
-            after=_args.integer(item, "insert_line", default=None, minimum=0),
+            replace_all=toolkit.flag(item, "replace_all"),
+            after=toolkit.integer(item, "insert_line", minimum=0),
         )
     except ToolError as exc:
         if where is None:
@@ -178,7 +178,7 @@ class EditFile(FilesystemTool):
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
         edits = parse_edits(args)
-        dry_run = _args.flag(args, "dry_run")
+        dry_run = toolkit.flag(args, "dry_run")
         fs.refuse_ignored(resolved, loc, write=True)
         key = str(resolved.path)
         outcome: dict[str, Any] = {}

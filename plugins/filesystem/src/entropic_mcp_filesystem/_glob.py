@@ -7,10 +7,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition, toolkit
 
-from . import _args
-from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
+from ._base import FilesystemTool, fit_list, truncation, walk_note
 from ._fsio import Location, printable
 from ._globpat import compile_glob
 from ._rules import WalkGate
@@ -23,8 +22,8 @@ class Glob(FilesystemTool):
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
-        pattern = compile_glob(_args.text(args, "pattern"))
-        sort = _args.choice(args, "sort", ("path", "mtime"), default="path")
+        pattern = compile_glob(toolkit.text(args, "pattern", required=True))
+        sort = toolkit.choice(args, "sort", ("path", "mtime"), default="path")
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
         search_rel = loc.display if resolved.inside and loc.display != "." else ""
         prefix_parts = tuple(pattern.prefix.split("/")) if pattern.prefix else ()
@@ -106,7 +105,7 @@ class Glob(FilesystemTool):
         if walk.too_deep and not (results and isinstance(results[-1], dict)):
             results.append(truncation("directories nested deeper than 128 levels were not searched"))
         return ToolResult.json(
-            fit_list(results, result_cap(ctx), "narrow the pattern or pass a sub-directory as 'path'")
+            fit_list(results, toolkit.result_limit(ctx), "narrow the pattern or pass a sub-directory as 'path'")
         )
 
 

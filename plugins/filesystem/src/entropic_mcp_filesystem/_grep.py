@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
-from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition, toolkit
 
-from . import _args
-from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
+from ._base import FilesystemTool, fit_list, truncation, walk_note
 from ._fsio import FILE_FLAGS, printable
 from ._globpat import compile_glob
 from ._read import SNIFF
@@ -519,17 +518,18 @@ class Grep(FilesystemTool):
 
     def _search(self, args: dict[str, Any], ctx: CallContext) -> Search:
         settings = self.fs.settings
-        mode = _args.choice(args, "output_mode", MODES, default="content")
-        context = _args.integer(args, "context", default=0, minimum=0, maximum=MAX_CONTEXT) or 0
-        before = _args.integer(args, "before_context", default=context, minimum=0, maximum=MAX_CONTEXT) or 0
-        after = _args.integer(args, "after_context", default=context, minimum=0, maximum=MAX_CONTEXT) or 0
+        mode = toolkit.choice(args, "output_mode", MODES, default="content")
+        context = toolkit.integer(args, "context", default=0, minimum=0, maximum=MAX_CONTEXT)
+        before = toolkit.integer(args, "before_context", default=context, minimum=0, maximum=MAX_CONTEXT)
+        after = toolkit.integer(args, "after_context", default=context, minimum=0, maximum=MAX_CONTEXT)
         default_limit = settings.max_grep_matches if mode == "content" else settings.max_glob_results
-        limit = _args.integer(args, "head_limit", default=default_limit, minimum=1, maximum=MAX_HEAD_LIMIT)
-        offset = _args.integer(args, "offset", default=0, minimum=0)
+        limit = toolkit.integer(args, "head_limit", default=default_limit, minimum=1, maximum=MAX_HEAD_LIMIT)
+        offset = toolkit.integer(args, "offset", default=0, minimum=0)
         matcher = Matcher(
-            _args.text(args, "pattern"), _args.flag(args, "case_insensitive"), multiline=_args.flag(args, "multiline")
+            toolkit.text(args, "pattern", required=True),
+            toolkit.flag(args, "case_insensitive"),
+            multiline=toolkit.flag(args, "multiline"),
         )
-        assert limit is not None and offset is not None
         if mode != "content" or matcher.multiline:
             before = after = 0
         return Search(
@@ -547,13 +547,13 @@ class Grep(FilesystemTool):
 
     def _fit(self, results: list[Any], ctx: CallContext) -> ToolResult:
         note = "narrow the search with a more specific pattern, 'glob', 'type' or 'path', or less context"
-        return ToolResult.json(fit_list(results, result_cap(ctx), note))
+        return ToolResult.json(fit_list(results, toolkit.result_limit(ctx), note))
 
     def _filter(self, args: dict[str, Any]) -> Callable[[str, str], bool] | None:
         checks: list[Callable[[str, str], bool]] = []
         kind = args.get("type")
         if kind is not None and kind != "":
-            name = _args.text(args, "type")
+            name = toolkit.text(args, "type", required=True)
             suffixes = FILE_TYPES.get(name)
             if suffixes is None:
                 raise ToolError(
@@ -564,7 +564,7 @@ class Grep(FilesystemTool):
             checks.append(lambda n, rel: n.endswith(suffixes))
         raw = args.get("glob")
         if raw is not None and raw != "":
-            text = _args.text(args, "glob")
+            text = toolkit.text(args, "glob", required=True)
             named = (
                 compile_glob("**/" + text.strip("/"), argument="glob").name_regex
                 if "/" not in text.strip("/")

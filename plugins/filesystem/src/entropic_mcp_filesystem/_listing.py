@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition, toolkit
 
-from . import _args
-from ._base import FilesystemTool, fit_list, result_cap, truncation, walk_note
+from ._base import FilesystemTool, fit_list, truncation, walk_note
 from ._fsio import printable
 from ._rules import WalkGate
 from ._walk import Walk, start
@@ -33,8 +32,8 @@ class ListDirectory(FilesystemTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
-        recursive = _args.flag(args, "recursive")
-        max_depth = _args.integer(args, "max_depth", default=3, minimum=1, maximum=64)
+        recursive = toolkit.flag(args, "recursive")
+        max_depth = toolkit.integer(args, "max_depth", default=3, minimum=1, maximum=64)
         top = start(loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
         walk = Walk(limit=fs.settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
         gate = WalkGate(ctx, fs.root)
@@ -76,4 +75,4 @@ class ListDirectory(FilesystemTool):
             results.append(truncation(walk_note(fs.settings.max_walk_entries, "the listing")))
         elif walk.stopped:
             results.append(truncation("the call was cancelled before the listing was complete"))
-        return ToolResult.json(fit_list(results, result_cap(ctx), "list a sub-directory or lower max_depth"))
+        return ToolResult.json(fit_list(results, toolkit.result_limit(ctx), "list a sub-directory or lower max_depth"))

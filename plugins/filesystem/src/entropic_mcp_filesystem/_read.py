@@ -13,10 +13,9 @@ import os
 from typing import Any, BinaryIO
 
 import attrs
-from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition, toolkit
 
-from . import _args
-from ._base import FilesystemTool, result_cap
+from ._base import FilesystemTool
 from ._fsio import open_regular
 
 CHUNK = 1 << 20
@@ -303,11 +302,10 @@ class ReadFile(FilesystemTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read")
-        offset = _args.integer(args, "offset", default=1, minimum=1)
-        limit = _args.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
-        column = _args.integer(args, "column", default=1, minimum=1)
-        form = _args.choice(args, "format", ("text", "json"), default="text")
-        assert offset is not None and limit is not None and column is not None
+        offset = toolkit.integer(args, "offset", default=1, minimum=1)
+        limit = toolkit.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
+        column = toolkit.integer(args, "column", default=1, minimum=1)
+        form = toolkit.choice(args, "format", ("text", "json"), default="text")
         from ._media import media_result
 
         fd, st = open_for_reading(fs, loc, resolved)
@@ -322,7 +320,7 @@ class ReadFile(FilesystemTool):
         page = read_lines(fs, fd, st, loc, resolved, ctx, offset=offset, limit=limit, column=column)
         if form == "text":
             text = render_text(page, display=loc.display, offset=offset, column=column)
-            return ToolResult(text=fit_text(text, result_cap(ctx)))
+            return ToolResult(text=fit_text(text, toolkit.result_limit(ctx)))
         data: dict[str, Any] = {
             "path": loc.display,
             "total": page.total,
@@ -335,7 +333,7 @@ class ReadFile(FilesystemTool):
             data["line_truncated"] = True
         if not page.lines and page.total and offset > page.total:
             data["note"] = f"offset {offset} is past the end of the file ({page.total} lines)"
-        return ToolResult.json(fit_page(data, result_cap(ctx)))
+        return ToolResult.json(fit_page(data, toolkit.result_limit(ctx)))
 
     def anchor_key(self, args: dict[str, Any]) -> str | None:
         canonical = self.fs.canonical_display(args.get("path"))
@@ -358,13 +356,12 @@ class ReadFiles(FilesystemTool):
             raise ToolError("invalid_args", "'paths' must be a non-empty list of paths relative to the project root")
         if len(paths) > MAX_FILES:
             raise ToolError("invalid_args", f"at most {MAX_FILES} paths per call; split them over several calls")
-        limit = _args.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
-        assert limit is not None
+        limit = toolkit.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
         sections = []
         for raw in paths:
             share = max(4096, fs.settings.max_read_bytes // len(paths))
             sections.append(self._one(raw, ctx, limit, share=share, args=args))
-        return ToolResult(text=fit_text("\n\n".join(sections), result_cap(ctx)))
+        return ToolResult(text=fit_text("\n\n".join(sections), toolkit.result_limit(ctx)))
 
     def _one(self, raw: str, ctx: CallContext, limit: int, *, share: int, args: dict[str, Any]) -> str:
         fs = self.fs

@@ -2,7 +2,7 @@
 
 A call-level rule names the searched directory; a read rule on ``secrets/*`` must also keep
 ``secrets/key`` out of a grep of the whole tree. Each file or directory a walk would show is
-checked with the core's ``path_refused`` (deny and ask rules; never asks anyone); refused ones
+checked with ``ctx.services.path_refused`` (deny and ask rules; never asks anyone); refused ones
 are skipped and counted, so the answer can say how many were left out without naming them.
 
 Most projects have no read rules naming paths: the gate then costs one look at the rule lists
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import re
 from fnmatch import translate
-from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from entropic_mcp import READ_PATH_TOOLS, WRITE_PATH_TOOLS, CallContext, path_refused
+from entropic_mcp import READ_PATH_TOOLS, WRITE_PATH_TOOLS, CallContext
 
 _SPECIAL = "*?["
 
@@ -30,7 +29,10 @@ def _literal_prefix(rule: str) -> str:
 def relevant_rules(ctx: CallContext, access: Literal["read", "write"]) -> list[str] | None:
     """The deny and ask rules that could match a path name of ``access`` (``filesystem.read:...``).
 
-    None when the rules cannot be inspected (every path must then be asked about).
+    None when the rules cannot be inspected (every path must then be asked about). The rule
+    lists are read from ``ctx.manager``: ``ctx.services`` answers for one path at a time
+    (``path_refused``) but does not show the lists, and without them every file of a walk
+    would be asked about even in a project with no rule naming paths.
     """
     manager = ctx.manager
     if manager is None:
@@ -82,9 +84,7 @@ class WalkGate:
         self.ctx = ctx
         self.root = root
         self.access = access
-        services = getattr(ctx, "services", None)
-        # ``ctx.services`` is the host's narrow view (newer cores); ``path_refused`` the same check.
-        self._ask = services.path_refused if services is not None else partial(path_refused, ctx)
+        self._ask = ctx.services.path_refused
         rules = relevant_rules(ctx, access)
         self.active = rules != []
         self._quick = _prefilter(rules, access) if rules else None

@@ -23,7 +23,7 @@ from entropic_mcp import (
 from ._fsio import Location, locate
 from ._ignore import ENTROPICIGNORE, IgnoreCache
 from ._pins import PinKey, pin, take
-from ._settings import CONFIG_KEYS, Settings, settings_from_table
+from ._settings import CONFIG_KEYS, Settings, read_settings
 from ._tracker import ReadTracker
 
 PATTERN_TOOLS = frozenset({"glob", "grep"})
@@ -97,7 +97,7 @@ class FilesystemServer(MCPServerBase):
 
     def configure(self, config: Mapping[str, Any]) -> None:
         super().configure(config)
-        self.settings = settings_from_table(self.name, config)
+        self.settings = read_settings(self.name, config)
 
     def set_working_dir(self, path: str | Path) -> bool:
         """Re-root the server (ignore rules are re-read from the new root); False if not a directory."""

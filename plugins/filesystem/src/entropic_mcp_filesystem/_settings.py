@@ -7,78 +7,54 @@ from typing import Any
 
 import attrs
 from entropic_mcp import ConfigError, PathPolicy
+from entropic_mcp.toolkit import settings_from_table
 
 KIB = 1024
 
-CONFIG_KEYS = frozenset(
-    {
-        "allow_outside_root",
-        "outside_root_allow",
-        "outside_root_deny",
-        "max_read_bytes",
-        "max_walk_entries",
-        "max_glob_results",
-        "max_grep_matches",
-        "allow_hard_links",
-        "read_page_lines",
-        "max_line_chars",
-        "max_edit_bytes",
-        "max_media_bytes",
-        "max_grep_line_bytes",
-    }
-)
-
-#: key -> (default, smallest accepted value)
-LIMITS = {
-    "max_read_bytes": (256 * KIB, 1 * KIB),
-    "max_walk_entries": (250_000, 1),
-    "max_glob_results": (500, 1),
-    "max_grep_matches": (100, 1),
-    "read_page_lines": (2000, 1),
-    "max_line_chars": (2000, 80),
-    "max_edit_bytes": (10 * 1024 * KIB, 1 * KIB),
-    "max_media_bytes": (5 * 1024 * KIB, 1 * KIB),
-    "max_grep_line_bytes": (1024 * KIB, 1 * KIB),
-}
-
 
 @attrs.frozen(kw_only=True)
-class Settings:
-    """Everything configurable about the filesystem server."""
+class Limits:
+    """The keys of the table that are plain values (``metadata["min"]``: the smallest accepted)."""
 
-    policy: PathPolicy = attrs.field(factory=PathPolicy)
-    max_read_bytes: int = LIMITS["max_read_bytes"][0]
-    max_walk_entries: int = LIMITS["max_walk_entries"][0]
-    max_glob_results: int = LIMITS["max_glob_results"][0]
-    max_grep_matches: int = LIMITS["max_grep_matches"][0]
+    max_read_bytes: int = attrs.field(default=256 * KIB, metadata={"min": 1 * KIB})
+    max_walk_entries: int = attrs.field(default=250_000, metadata={"min": 1})
+    max_glob_results: int = attrs.field(default=500, metadata={"min": 1})
+    max_grep_matches: int = attrs.field(default=100, metadata={"min": 1})
     #: Lines read_file returns per page (text form).
-    read_page_lines: int = LIMITS["read_page_lines"][0]
+    read_page_lines: int = attrs.field(default=2000, metadata={"min": 1})
     #: Characters of one line read_file shows before a continuation marker.
-    max_line_chars: int = LIMITS["max_line_chars"][0]
+    max_line_chars: int = attrs.field(default=2000, metadata={"min": 80})
     #: Largest existing file write_file and edit_file replace (they read it whole to check it).
-    max_edit_bytes: int = LIMITS["max_edit_bytes"][0]
+    max_edit_bytes: int = attrs.field(default=10 * 1024 * KIB, metadata={"min": 1 * KIB})
     #: Largest image or PDF read_file returns as MCP content.
-    max_media_bytes: int = LIMITS["max_media_bytes"][0]
+    max_media_bytes: int = attrs.field(default=5 * 1024 * KIB, metadata={"min": 1 * KIB})
     #: Longest line grep holds at once; a longer one is searched in pieces of this size.
-    max_grep_line_bytes: int = LIMITS["max_grep_line_bytes"][0]
+    max_grep_line_bytes: int = attrs.field(default=1024 * KIB, metadata={"min": 1 * KIB})
     #: A regular file with more than one name may be a hard link to a file outside the root.
     allow_hard_links: bool = False
 
 
-def settings_from_table(server: str, table: Mapping[str, Any]) -> Settings:
-    """Validate the keys the server owns; every error names ``[servers.<server>] <key>``."""
+@attrs.frozen(kw_only=True)
+class Settings(Limits):
+    """Everything configurable about the filesystem server: the limits and the outside-root policy."""
+
+    policy: PathPolicy = attrs.field(factory=PathPolicy)
+
+
+#: The keys that build the core's PathPolicy (it checks the paths; errors name the key here).
+POLICY_KEYS = frozenset({"allow_outside_root", "outside_root_allow", "outside_root_deny"})
+CONFIG_KEYS = frozenset(field.name for field in attrs.fields(Limits)) | POLICY_KEYS
+#: What the server base reads itself.
+BASE_KEYS = frozenset({"timeout_seconds", "max_threads"})
+
+
+def read_settings(server: str, table: Mapping[str, Any]) -> Settings:
+    """Validate the keys the server owns; every error names ``[servers.<server>] <key>``.
+
+    The manager adds the file the table came from to a ``ConfigError`` raised here.
+    """
     where = f"[servers.{server}]"
-    values: dict[str, Any] = {}
-    for key, (default, minimum) in LIMITS.items():
-        value = table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"{where} {key}: expected an integer >= {minimum}, got {value!r}")
-        values[key] = value
-    for key in ("allow_hard_links",):
-        value = table.get(key, False)
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where} {key}: expected true or false, got {value!r}")
-        values[key] = value
+    limits = settings_from_table(Limits, table, server=server, extra_keys=POLICY_KEYS | BASE_KEYS)
     policy_args: dict[str, Any] = {}
     if "allow_outside_root" in table:
         value = table["allow_outside_root"]
@@ -99,4 +75,4 @@ def settings_from_table(server: str, table: Mapping[str, Any]) -> Settings:
         if len([k for k in ("outside_root_allow", "outside_root_deny") if k in policy_args]) > 1:
             key = "outside_root_allow / outside_root_deny"
         raise ConfigError(f"{where} {key}: {exc}") from None
-    return Settings(policy=policy, **values)
+    return Settings(policy=policy, **attrs.asdict(limits, recurse=False))

@@ -6,7 +6,7 @@ from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition
 
-from . import _args
+from ._args import file_text
 from ._base import FilesystemTool
 from ._fsio import Existing, write_atomic
 from ._tracker import digest
@@ -38,7 +38,7 @@ class WriteFile(FilesystemTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
-        content = _args.text(args, "content", allow_empty=True)
+        content = file_text(args, "content")
         fs.refuse_ignored(resolved, loc, write=True)
         key = str(resolved.path)
         written_data = b""
