@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+
 from conftest import ENTROPIC_MCP, serve_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -124,3 +125,18 @@ async def test_the_published_mcp_server_git_is_listed_and_called_through_serve(t
         assert log.is_error is False
         assert "first commit" in log.content[0].text
         assert log.meta["entropic-mcp/directives"] == []
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_server_that_cannot_start_is_reported_on_the_listing_never_as_a_tool(tmp_path, mode):
+    project = project_with(
+        tmp_path,
+        fault_table() + f'[external.broken]\ncommand = "{tmp_path / "no-such-server"}"\nbackoff_initial_seconds = 30\n',
+    )
+    async with client(project, mode) as c:
+        listed = await c.list_tools(cache_mode="bypass")
+        names = [tool.name for tool in listed.tools]
+        assert "f.echo" in names and not [n for n in names if n.startswith("broken.")]
+        failed = listed.meta["entropic-mcp/discovery_failed"]
+        assert [(f["server"], f["event"]) for f in failed] == [("broken", "tools.discovery_failed")]
+        assert "no-such-server" in failed[0]["message"]

@@ -134,13 +134,17 @@ async def test_a_hang_times_out_disconnects_and_the_process_is_gone(managers):
     await async_wait_until(lambda: len(_fault_pids() - before) <= 1)  # the hung one was stopped
 
 
-async def test_garbage_on_the_wire_fails_the_call_at_once(managers):
-    manager = managers(call_timeout_seconds=30)
+async def test_garbage_on_the_wire_fails_the_call_at_once_and_the_process_is_stopped(managers):
+    before = _fault_pids()
+    manager = managers(call_timeout_seconds=30, backoff_initial_seconds=30, backoff_max_seconds=30)
+    assert manager.list_tools()
+    (garbled,) = _fault_pids() - before
     outcome = await manager.call("f.garbage", {})
     body = result_json(outcome.response)
     assert body["error"] == "server_failed"
     assert "not JSON-RPC" in body["message"]
     assert outcome.elapsed_ms < 30_000
+    await async_wait_until(lambda: garbled not in _fault_pids())  # it never exits on its own
 
 
 def test_a_slow_starting_server_is_waited_for(managers):

@@ -181,12 +181,21 @@ class PooledClient:
                 self._ready.set()
                 await self._stop.wait()
         except Exception as exc:
-            self.break_(describe(exc))
+            self.break_(self._describe_start(exc))
         finally:
             self.closed = True
             self._ready.set()
             self._cancel_operations()
             self._gone.set()
+
+    def _describe_start(self, exc: BaseException) -> str:
+        inner = exc
+        while isinstance(inner, BaseExceptionGroup) and inner.exceptions:
+            inner = inner.exceptions[0]
+        if isinstance(inner, OSError) and self.client is None and self.config.transport == "stdio":
+            # uvloop's spawn errors carry no file name: name the configured command ourselves.
+            return f"cannot start {self.config.command!r}: {inner.strerror or inner}"
+        return describe(exc)
 
     async def _listen(self, client: Any) -> None:
         try:

@@ -181,6 +181,7 @@ class ExternalServer(MCPServerBase):
 
         old = self.pool
         fresh = Pool(self.config, self.root, LocalLoop(asyncio.get_running_loop()), self._on_listing)
+        fresh._outage_reported = old._outage_reported  # one warning per outage, not one per pool
         await fresh.start()
         if fresh.state != "connected" and old.state == "connected":
             await fresh.close()  # keep the working pool; the move is only an optimisation

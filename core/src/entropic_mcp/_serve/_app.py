@@ -37,6 +37,8 @@ INSTRUCTIONS = (
     "state (duplicates, read tracking, todos) apart from another's."
 )
 MAX_CONVERSATION_KEY = 256
+#: On ``tools/list`` results: the external servers whose tools could not be discovered (down).
+DISCOVERY_FAILED_KEY = "entropic-mcp/discovery_failed"
 
 
 class ServeApp:
@@ -154,9 +156,22 @@ class ServeApp:
             page = self.listing.page(cursor)
         except InvalidCursor as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        if self._tool_events is not None:
+            page = self._with_discovery_failures(page)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete"}
         return page
+
+    def _with_discovery_failures(self, page: dict[str, Any]) -> dict[str, Any]:
+        """External servers that are down, in ``_meta["entropic-mcp/discovery_failed"]`` (never as tools)."""
+        failed = [
+            {"server": name, "event": "tools.discovery_failed", "message": pool.last_error or "not connected"}
+            for name, server in self.manager.servers.items()
+            if (pool := getattr(server, "pool", None)) is not None and pool.state == "disconnected"
+        ]
+        if not failed:
+            return page
+        return {**page, "_meta": {**page.get("_meta", {}), DISCOVERY_FAILED_KEY: failed}}
 
     async def _object_arguments(self, ctx: Any, call_next: Any) -> Any:
         """``tools/call`` whose ``arguments`` is not an object: a tool error the model can act on.
@@ -206,13 +221,10 @@ class ServeApp:
             page = self.listing.page(cursor)
         except InvalidCursor as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
-        return {
-            **page,
-            "ttlMs": LIST_TTL_MS,
-            "cacheScope": "public",
-            "resultType": "complete",
-            "_meta": {SERVER_INFO_META_KEY: dict(self._server_stamp)},
-        }
+        meta: dict[str, Any] = {SERVER_INFO_META_KEY: dict(self._server_stamp)}
+        if self._tool_events is not None:
+            meta.update(self._with_discovery_failures({}).get("_meta", {}))
+        return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete", "_meta": meta}
 
     def check_listing(self) -> None:
         """Validate every cached page against the 2026-07-28 ``ListToolsResult`` (once, at start-up)."""
