@@ -227,3 +227,26 @@ async def test_a_host_loop_is_adopted_and_calls_need_no_hop(managers):
     await async_wait_until(lambda: len(_fault_pids() - before) == 1)  # the background one was closed
     await close_external_servers(manager)
     await async_wait_until(lambda: not (_fault_pids() - before))
+
+
+def test_a_server_imported_from_mcp_json_runs(tmp_path):
+    import json
+    import sys
+
+    from entropic_mcp import ServerManager
+    from entropic_mcp._config import load_config
+    from external_helpers import FAULT_SERVER
+
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"imported": {"command": sys.executable, "args": [str(FAULT_SERVER)]}}}),
+        encoding="utf-8",
+    )
+    (tmp_path / "entropic-mcp.toml").write_text(
+        '[entropic_mcp]\nplugins = []\nimport_mcp_json = true\n[storage]\nbackend = "none"\n', encoding="utf-8"
+    )
+    manager = ServerManager.from_config(load_config(cwd=tmp_path), load_entry_points=False)
+    try:
+        assert "imported.echo" in [tool["name"] for tool in manager.list_tools()]
+        assert manager.providers["imported"] == "builtin-external"
+    finally:
+        manager.close()

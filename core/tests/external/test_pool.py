@@ -274,3 +274,20 @@ def test_no_raw_ids_in_key_hash_across_pools():
     two = Pool(config, os.getcwd(), None, lambda _tools: None)  # type: ignore[arg-type]
     assert one.key_hash("c") != two.key_hash("c")  # salted per pool: not a dictionary lookup
     assert one.key_hash("c") == one.key_hash("c")
+
+
+def test_reconnection_delays_grow_exponentially_with_jitter_up_to_the_ceiling(monkeypatch):
+    import time as clock
+
+    from entropic_mcp._external._pool import _Backoff
+
+    now = clock.monotonic()
+    monkeypatch.setattr(clock, "monotonic", lambda: now)
+    delays = []
+    for _ in range(200):
+        backoff = _Backoff()
+        delays.append([backoff.fail("x", 0.5, 4.0) for _ in range(6)])
+    for attempt, base in enumerate([0.5, 1.0, 2.0, 4.0, 4.0, 4.0]):
+        seen = [row[attempt] for row in delays]
+        assert all(base / 2 <= d <= base for d in seen)  # never more than the base, never less than half
+        assert len({round(d, 6) for d in seen}) > 100  # jittered: clients do not retry in lockstep
