@@ -176,13 +176,36 @@ def test_work_tree_discovery_is_cached_and_each_read_is_one_process(tmp_path, re
     for tool in ("status", "log", "diff", "branch"):
         ok(server, tool)
     args = [line for line in (tmp_path / "calls.log").read_text().splitlines() if line.startswith("ARGS ")]
-    # version, discovery, one config listing and one index listing (nested repositories; both
-    # cached while the files they read are unchanged), 4 reads
-    assert len(args) == 8
+    # version, discovery, one config listing (cached while the files it read are unchanged), 4
+    # reads; no index listing: the index holds no gitlink (its bytes say so), so nothing is nested
+    assert len(args) == 7
     assert sum(" config --list" in line for line in args) == 1
-    assert sum(" ls-files --stage -z" in line for line in args) == 1
+    assert sum(" ls-files" in line for line in args) == 0
     assert sum("rev-parse --show-toplevel" in line for line in args) == 1
     assert sum(line.endswith(" version") for line in args) == 1
+
+
+def test_an_index_change_does_not_reread_the_config(tmp_path, repo):
+    fake = _fake_git(tmp_path, 'exec REAL_GIT "$@"\n')
+    server = make_server(repo.path, git=str(fake))
+    server.runner.racy_seconds = 0
+    ok(server, "status")
+    repo.write("new.txt")
+    ok(server, "add", {"paths": ["new.txt"]})
+    ok(server, "status")
+    args = [line for line in (tmp_path / "calls.log").read_text().splitlines() if line.startswith("ARGS ")]
+    assert sum(" config --list" in line for line in args) == 1
+
+
+def test_gitlinks_in_the_index_are_found_by_its_bytes(tmp_path, repo):
+    from entropic_mcp_git._safety import may_hold_gitlinks
+
+    assert may_hold_gitlinks(repo.path / ".git") is False
+    nested = init_repo(repo.path / "nested")
+    nested.commit("n", **{"f": "x\n"})
+    repo.git("add", "nested")
+    assert may_hold_gitlinks(repo.path / ".git") is True
+    assert may_hold_gitlinks(init_repo(tmp_path / "fresh").path / ".git") is False  # no index yet
 
 
 # -- no repository -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import attrs
 from entropic_mcp import ToolError
 
 from ._safety import (
+    EMPTY,
     NETWORK_PROTOCOLS,
     NO_PROTOCOLS,
     RACY_SECONDS,
@@ -21,6 +22,7 @@ from ._safety import (
     build_listing,
     cacheable,
     combine,
+    may_hold_gitlinks,
     nested_git_dir,
     now,
     signature,
@@ -183,6 +185,9 @@ class GitRunner:
     #: the config overrides of each git directory, while the files they came from are unchanged
     _listings: dict[Path, Listing] = attrs.field(factory=dict, init=False)
     _last: dict[Path, Listing] = attrs.field(factory=dict, init=False)
+    #: the nested repositories' listings (watching the indexes), and the combination in use
+    _nested: dict[Path, Listing] = attrs.field(factory=dict, init=False)
+    _combined: dict[Path, tuple[Listing, Listing, Listing]] = attrs.field(factory=dict, init=False)
 
     def set_network(self, enabled: bool) -> None:
         self.network = enabled
@@ -204,19 +209,31 @@ class GitRunner:
         index changes. ``ToolError('config_unreadable')`` when git cannot read a config (then no
         other command would be safe to start either).
         """
-        found = self._listings.get(tree.git_dir)
-        if found is not None and found.current():
-            return found
-        started = now()
-        main = await self._config_listing(tree.top, tree.git_dir, f"this repository's config in {tree.git_dir}")
-        nested = await self._nested_listings(tree.top, tree.git_dir, depth=0, seen=set())
-        listing = combine(main, nested)
+        main = self._listings.get(tree.git_dir)
+        nested = self._nested.get(tree.git_dir)
+        if main is not None and main.current() and nested is not None and nested.current():
+            combined = self._combined.get(tree.git_dir)
+            if combined is not None and combined[0] is main and combined[1] is nested:
+                return combined[2]
+        if main is None or not main.current():
+            started = now()
+            main = await self._config_listing(tree.top, tree.git_dir, f"this repository's config in {tree.git_dir}")
+            self._remember(self._listings, tree.git_dir, main, started)
+        if nested is None or not nested.current():
+            # only the index (and the nested configs) changed: the config listing stands
+            started = now()
+            nested = combine(EMPTY, await self._nested_listings(tree.top, tree.git_dir, depth=0, seen=set()))
+            self._remember(self._nested, tree.git_dir, nested, started)
+        listing = combine(main, [nested])
+        self._combined[tree.git_dir] = (main, nested, listing)
         self._last[tree.git_dir] = listing
-        if cacheable(listing, started, self.racy_seconds):
-            self._listings[tree.git_dir] = listing
-        else:
-            self._listings.pop(tree.git_dir, None)
         return listing
+
+    def _remember(self, cache: dict[Path, Listing], key: Path, listing: Listing, started: float) -> None:
+        if cacheable(listing, started, self.racy_seconds):
+            cache[key] = listing
+        else:
+            cache.pop(key, None)
 
     async def _config_listing(self, where: Path, git_dir: Path, what: str) -> Listing:
         out = await self.run(where, ("config", "--list", "--show-origin", "--show-scope", "-z"))
@@ -233,6 +250,9 @@ class GitRunner:
         """The config listings of the checked-out repositories at the gitlinks of ``top``'s index,
         and of theirs (each listing also watches the index it was found in)."""
         index = git_dir / "index"
+        listings = [Listing(env={}, keys=(), watched=((index, signature(index)),))]
+        if depth == 0 and not may_hold_gitlinks(git_dir):
+            return listings  # the common case: no process at all
         out = await self.run(top, ("ls-files", "--stage", "-z"), limit=NESTED_INDEX_LIMIT)
         if depth == 0 and out.exit_code == 128 and "not a git repository" in out.stderr.lower():
             # the repository went away since it was found
@@ -249,7 +269,6 @@ class GitRunner:
                 f"git cannot list the index of {top} to find nested repositories "
                 f"({out.stderr.strip() or 'the index is too large'}); the server runs nothing there",
             )
-        listings = [Listing(env={}, keys=(), watched=((index, signature(index)),))]
         for record in out.stdout.split(b"\x00"):
             if not record.startswith(b"160000 "):
                 continue
@@ -292,10 +311,12 @@ class GitRunner:
         if root is None:
             self._worktrees.clear()
             self._listings.clear()
+            self._nested.clear()
         else:
             tree = self._worktrees.pop(root, None)
             if tree is not None:
                 self._listings.pop(tree.git_dir, None)
+                self._nested.pop(tree.git_dir, None)
 
     async def worktree(self, root: Path) -> WorkTree:
         """The work tree containing ``root``, or ``ToolError('not_a_repository')``."""

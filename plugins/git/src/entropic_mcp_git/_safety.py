@@ -310,3 +310,27 @@ def combine(main: Listing, nested: Sequence[Listing]) -> Listing:
     return attrs.evolve(
         main, env=config_env(pairs) if pairs else {}, overrides=tuple(pairs), watched=tuple(watched.items())
     )
+
+
+#: A listing that overrides nothing and watches nothing.
+EMPTY = Listing(env={}, keys=(), watched=())
+#: How a gitlink's mode (0o160000) is stored in an index entry: four big-endian bytes.
+_GITLINK_MODE = (0o160000).to_bytes(4, "big")
+#: Indexes larger than this are not scanned: ``ls-files`` decides.
+MAX_SCANNED_INDEX = 64 * 1024 * 1024
+
+
+def may_hold_gitlinks(git_dir: Path) -> bool:
+    """False only when the index certainly has no gitlink entry: its bytes never contain a
+    gitlink's mode. A split index (entries in ``sharedindex.*``), a missing or huge index, or
+    any match (a sha or name may contain the bytes too) answers True — then ``ls-files`` looks."""
+    try:
+        if any(name.startswith("sharedindex.") for name in os.listdir(git_dir)):
+            return True
+        with open(git_dir / "index", "rb") as f:
+            data = f.read(MAX_SCANNED_INDEX + 1)
+    except FileNotFoundError:
+        return False  # no index yet: nothing is tracked, so nothing nested is either
+    except OSError:
+        return True
+    return len(data) > MAX_SCANNED_INDEX or _GITLINK_MODE in data
