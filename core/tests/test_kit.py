@@ -417,3 +417,115 @@ def test_the_kit_says_how_to_install_hypothesis_when_it_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "hypothesis", None)
     with pytest.raises(ImportError, match=r"pip install entropic-mcp\[testing\]"):
         valid_arguments(SCHEMAS[0], 3)
+
+
+def _services_plugin(seen):
+    """A plugin whose tool and before-call hook use ctx.services and fail loudly when a service lies."""
+    import pluggy
+
+    marker = pluggy.HookspecMarker("entropic_mcp")
+    module = types.ModuleType("services_plugin")
+
+    @marker
+    def entropic_mcp_services_probe(tool):
+        """Answer for a tool (a hook this plugin declares)."""
+
+    specs = types.ModuleType("services_plugin_specs")
+    specs.entropic_mcp_services_probe = entropic_mcp_services_probe
+
+    class Look(ToolBase):
+        definition = ToolDefinition(
+            name="look", description="", input_schema={"type": "object", "properties": {"n": {"type": "integer"}}}
+        )
+
+        def __init__(self, server):
+            super().__init__()
+            self.server = server
+
+        def execute(self, args, ctx):
+            services = ctx.services
+            if services.settings("svc") != self.server.table:
+                raise RuntimeError(f"settings {dict(services.settings('svc'))} != configured {self.server.table}")
+            if services.root != self.server.root:
+                raise RuntimeError(f"root {services.root} != {self.server.root}")
+            if services.storage is None:
+                raise RuntimeError("no storage although [storage] configures one")
+            if services.call_hook("entropic_mcp_services_probe", tool="look") != ["answered"]:
+                raise RuntimeError("the plugin's own hook is not reachable")
+            if services.result_limit != 4321:
+                raise RuntimeError(f"result_limit {services.result_limit}")
+            if services.path_refused("read", "secret.txt") is None:
+                raise RuntimeError("the deny rule on secret* is not seen")
+            services.history(), services.metrics()
+            seen.append(ctx.conversation_id)
+            return "ok"
+
+    class Svc(MCPServerBase):
+        name = "svc"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.table = {}
+            self.register_tool(Look(self))
+
+        def configure(self, config):
+            unknown = set(config) - {"colour"}
+            if unknown:
+                from entropic_mcp import ConfigError
+
+                raise ConfigError(f"unknown keys {sorted(unknown)}")
+            self.table = dict(config)
+
+    @hookimpl
+    def entropic_mcp_add_hookspecs(plugin_manager):
+        plugin_manager.add_hookspecs(specs)
+
+    @hookimpl
+    def entropic_mcp_services_probe(tool):
+        return "answered"
+
+    @hookimpl
+    def entropic_mcp_servers(config):
+        return Svc(root=config.root)
+
+    @hookimpl
+    def entropic_mcp_before_tool_call(call):
+        if call.server == "svc" and call.context.services.settings("svc") != {"colour": "blue"}:
+            raise RuntimeError("the hook's call context has no host behind it")
+        return None
+
+    module.entropic_mcp_add_hookspecs = entropic_mcp_add_hookspecs
+    module.entropic_mcp_services_probe = entropic_mcp_services_probe
+    module.entropic_mcp_servers = entropic_mcp_servers
+    module.entropic_mcp_before_tool_call = entropic_mcp_before_tool_call
+    return module
+
+
+SERVICES_CONFIG = {
+    "storage": {"backend": "tinydb"},
+    "servers": {"svc": {"colour": "blue"}},
+    "pipeline": {"max_result_bytes": 4321},
+    "permissions": {"deny": ["filesystem.read:secret*"]},
+}
+
+
+def test_check_plugin_gives_tools_and_hooks_the_services_of_its_config(tmp_path):
+    seen = []
+    problems = check_plugin(_services_plugin(seen), root=tmp_path, config=SERVICES_CONFIG, examples=3)
+    assert problems == [] and seen  # the tool really ran, with every service answering
+
+
+def test_check_server_gives_tools_the_services_of_the_config_it_is_given(tmp_path):
+    from entropic_mcp import Plugins
+
+    seen = []
+    module = _services_plugin(seen)
+    plugins = Plugins(strict=True)
+    plugins.register(module, "services_plugin")
+    (server,) = [module.entropic_mcp_servers(config=types.SimpleNamespace(root=tmp_path))]
+    server.configure({"colour": "blue"})
+    problems = check_server(server, examples=3, config=SERVICES_CONFIG, plugins=plugins, raise_on_failure=False)
+    assert problems == [] and seen
+    # Without the config the tool sees a host with none of it, and the kit says where it failed.
+    bare = check_server(server, examples=2, raise_on_failure=False)
+    assert any("settings {} != configured" in p or "no storage" in p for p in bare), bare

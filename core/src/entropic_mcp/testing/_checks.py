@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+import attrs
+
 from .._access import AccessLevel
-from .._config import config_from_dict
+from .._config import Config, config_from_dict
 from .._context import CallContext
 from .._directives import Directive
 from .._envelope import ServerResponse, ToolResult
@@ -244,12 +247,29 @@ def _check_configure(server: MCPServerBase) -> list[str]:
     return [f"{server.name}: configure accepted an unknown key"]
 
 
-def _scratch_manager(server: MCPServerBase) -> ServerManager:
-    manager = ServerManager(
-        config_from_dict({"storage": {"backend": "none"}}, root=server.root), plugins=Plugins(strict=False)
-    )
-    manager.servers[server.name] = server  # observed, not owned: the caller closes the server
+def host_config(config: Config | Mapping[str, Any] | None, root: Path) -> Config:
+    """The host configuration a check runs under: ``config`` rooted at ``root`` (default: no storage)."""
+    if isinstance(config, Config):
+        return attrs.evolve(config, root=root)
+    return config_from_dict(dict(config or {"storage": {"backend": "none"}}), root=root)
+
+
+def scratch_host(config: Config, plugins: Plugins | None, servers: Iterable[MCPServerBase]) -> ServerManager:
+    """A manager behind the servers under check, so ``ctx.services`` answers as a real host's would.
+
+    The servers are observed, not owned: ``release_host`` closes the storage it opened and
+    leaves the servers to the caller.
+    """
+    manager = ServerManager(config, plugins=plugins if plugins is not None else Plugins(strict=False))
+    for server in servers:
+        manager.servers[server.name] = server
     return manager
+
+
+def release_host(manager: ServerManager) -> None:
+    """Close what the scratch host opened (its storage), not the servers it was lent."""
+    manager.servers.clear()
+    manager.close()
 
 
 Progress = Callable[[str], None]
@@ -265,6 +285,8 @@ def check_server(
     progress: Progress | None = None,
     arguments: dict[str, list[Any]] | None = None,
     definition_packages: tuple[str, ...] = (),
+    config: Config | Mapping[str, Any] | None = None,
+    plugins: Plugins | None = None,
 ) -> list[str]:
     """Check a server against the contract; return (or raise with) every problem found.
 
@@ -283,9 +305,45 @@ def check_server(
         progress: called with one line per step, for a report as the check runs.
         arguments: filled with the schema-valid arguments generated per tool name.
         definition_packages: packages whose ``tools/*.json`` a report may name as a definition's file.
+        config: the host configuration the tools see through ``ctx.services`` (``[servers.<name>]``
+            tables, storage, limits, path rules), as TOML-shaped data or a ``Config``; rooted at
+            the server's root. Default: no storage, no tables. The server is not configured
+            from it: configure it as the host would before the check.
+        plugins: the plugin manager behind ``ctx.services.call_hook`` (for hooks a plugin
+            declares); default: one with the built-ins only.
     """
     if not isinstance(server, MCPServerBase):
         raise TypeError(f"check_server expects an MCPServerBase instance, got {type(server).__name__}")
+    manager = scratch_host(host_config(config, server.root), plugins, [server])
+    try:
+        return check_server_with_host(
+            server,
+            manager,
+            examples=examples,
+            raise_on_failure=raise_on_failure,
+            close=close,
+            call_timeout=call_timeout,
+            progress=progress,
+            arguments=arguments,
+            definition_packages=definition_packages,
+        )
+    finally:
+        release_host(manager)
+
+
+def check_server_with_host(
+    server: MCPServerBase,
+    manager: ServerManager,
+    *,
+    examples: int,
+    raise_on_failure: bool,
+    close: bool,
+    call_timeout: float,
+    progress: Progress | None,
+    arguments: dict[str, list[Any]] | None,
+    definition_packages: tuple[str, ...],
+) -> list[str]:
+    """``check_server`` with the host behind the tools' ``ctx.services`` given."""
     say = progress or (lambda line: None)
     problems: list[str] = []
     if not TOOL_NAME.match(server.name or "") or "." in server.name:
@@ -298,7 +356,6 @@ def check_server(
     found_in_definitions, unusable = _check_definitions(server, tuple(definition_packages))
     problems.extend(found_in_definitions)
     problems.extend(_check_configure(server))
-    manager = _scratch_manager(server)
     for name, tool in server.tools.items():
         if name in unusable:
             continue

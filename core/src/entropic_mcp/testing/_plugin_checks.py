@@ -19,16 +19,26 @@ import attrs
 from .. import hookspecs
 from .._access import AccessLevel
 from .._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
-from .._config import Config, PluginConfig, config_from_dict
+from .._config import Config, PluginConfig
 from .._context import CallContext
 from .._directives import DirectiveHandlerSpec
 from .._envelope import ServerResponse
 from .._errors import ConfigError
+from .._manager import ServerManager
 from .._pipeline import CallOutcome
 from .._plugins import ENTRY_POINT_GROUP, Plugins
 from .._server import MCPServerBase
 from .._tools import ToolBase, ToolDefinition
-from ._checks import CALL_LIMIT_SECONDS, ConformanceError, Progress, check_server, pattern_problem
+from ._checks import (
+    CALL_LIMIT_SECONDS,
+    ConformanceError,
+    Progress,
+    check_server_with_host,
+    host_config,
+    pattern_problem,
+    release_host,
+    scratch_host,
+)
 from ._where import describe, of_function
 
 HOOK_NAMES = frozenset(name for name in dir(hookspecs) if name.startswith("entropic_mcp_"))
@@ -199,10 +209,11 @@ def _exercise_hooks(
     servers: list[MCPServerBase],
     arguments: Mapping[str, Mapping[str, list[Any]]],
     root: Path,
+    manager: ServerManager,
 ) -> None:
     """Call each implemented hook for the plugin's own servers and for a server it does not own."""
     other = _OtherServer(root)
-    ctx = CallContext(conversation_id="check-hooks")
+    ctx = CallContext(conversation_id="check-hooks", manager=manager)
     calls: list[tuple[MCPServerBase, str, dict[str, Any]]] = [
         (server, tool, dict((arguments.get(server.name, {}).get(tool) or [{}])[0]))
         for server in servers
@@ -368,7 +379,7 @@ def check_plugin(
             report.add(error or "the entry point loaded None")
             return _finish(report.problems, raise_on_failure)
         resolved = Path(root).resolve()
-        settings = _settings(config, resolved)
+        settings = host_config(config, resolved)
         plugins = Plugins(strict=False)
         if not _register(report, plugins, plugin):
             return _finish(report.problems, raise_on_failure)
@@ -391,22 +402,28 @@ def check_plugin(
         if details is not None:
             details.update(hooks=sorted(hooks), servers=[server.name for server in servers])
         arguments: dict[str, dict[str, list[Any]]] = {}
-        for server in servers:
-            say(f"checking server {server.name!r} ({len(server.tools)} tools)")
-            found = check_server(
-                server,
-                examples=examples,
-                raise_on_failure=False,
-                call_timeout=call_timeout,
-                progress=say,
-                arguments=arguments.setdefault(server.name, {}),
-                close=False,
-                definition_packages=(name, getattr(plugin, "__name__", name)),
-            )
-            report.problems.extend(f"plugin {name!r}: server {p}" for p in found)
-        if hooks:
-            say("calling the plugin's other hooks for its servers and for another plugin's")
-            _exercise_hooks(report, hooks, servers, arguments, resolved)
+        # One host behind every call, as in serve: the plugin's config, its hooks, its servers.
+        host = scratch_host(settings, plugins, servers)
+        try:
+            for server in servers:
+                say(f"checking server {server.name!r} ({len(server.tools)} tools)")
+                found = check_server_with_host(
+                    server,
+                    host,
+                    examples=examples,
+                    raise_on_failure=False,
+                    call_timeout=call_timeout,
+                    progress=say,
+                    arguments=arguments.setdefault(server.name, {}),
+                    close=False,
+                    definition_packages=(name, getattr(plugin, "__name__", name)),
+                )
+                report.problems.extend(f"plugin {name!r}: server {p}" for p in found)
+            if hooks:
+                say("calling the plugin's other hooks for its servers and for another plugin's")
+                _exercise_hooks(report, hooks, servers, arguments, resolved, host)
+        finally:
+            release_host(host)
         for server in servers:
             try:
                 server.close()
@@ -419,12 +436,6 @@ def check_plugin(
     finally:
         if scratch is not None:
             scratch.cleanup()
-
-
-def _settings(config: Mapping[str, Any] | Config | None, root: Path) -> Config:
-    if isinstance(config, Config):
-        return attrs.evolve(config, root=root)
-    return config_from_dict(dict(config or {"storage": {"backend": "none"}}), root=root)
 
 
 def _finish(problems: list[str], raise_on_failure: bool) -> list[str]:
@@ -444,7 +455,7 @@ def installed_server_names(*, exclude: str, config: Config | None = None) -> dic
     with tempfile.TemporaryDirectory(prefix="entropic-mcp-check-") as scratch, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         root = Path(scratch).resolve()
-        settings = _settings(config, root)
+        settings = host_config(config, root)
         plugins = Plugins(strict=False, builtins=False)
         try:
             plugins.load_entry_points()
