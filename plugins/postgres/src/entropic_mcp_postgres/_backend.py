@@ -145,6 +145,11 @@ _WORD = re.compile(r"\w+")
 _BROAD = 256
 
 
+#: Words this process knows are in ``search_terms`` (never deleted from), so a write sends only
+#: the others; forgotten beyond this many.
+_KNOWN_TERMS = 200_000
+
+
 def _terms(folded: str) -> list[str]:
     return sorted(set(_WORD.findall(folded)))
 
@@ -245,6 +250,7 @@ class PostgresBackend:
         self._closed = False
         self._mutex = threading.Lock()
         self._checking = threading.Event()  # one pool check at a time after a broken connection
+        self._known_terms: set[str] = set()
         connect_args: dict[str, Any] = {
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": "entropic-mcp",
@@ -377,6 +383,16 @@ class PostgresBackend:
                 self._pool.check()
         finally:
             self._checking.clear()
+
+    def _unknown_terms(self, terms: list[str]) -> list[str]:
+        known = self._known_terms
+        return [term for term in terms if term not in known]
+
+    def _learn_terms(self, terms: list[str]) -> None:
+        """Remember words a committed statement put in ``search_terms``."""
+        if len(self._known_terms) + len(terms) > _KNOWN_TERMS:
+            self._known_terms = set()
+        self._known_terms.update(terms)
 
     # -- conversations -----------------------------------------------------------------------------
 
@@ -525,18 +541,23 @@ class PostgresBackend:
             raise StorageError("context must be a list of objects ({path, lines?, note?})")
         context_body = _json([dict(item) for item in context], "context")
         delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
+        task_terms = _terms(_fold(task))
+        new_terms = self._unknown_terms(task_terms)
         metadata = _json(
             {"parent_id": parent_id, "delegating_tier": delegating_tier, "target_tier": target_tier}, "metadata"
         )
         with self._transaction("create_delegation") as conn:
             # One statement: the parent is found (and kept from being deleted meanwhile), the child
-            # conversation and the delegation inserted, each taking the parent's scope.
+            # conversation and the delegation inserted, each taking the parent's scope, and the
+            # task's words this process has not seen added to the search's vocabulary.
             cur = conn.execute(
                 "WITH p AS (SELECT conversation_id, scope FROM conversations WHERE conversation_id = %(parent)s "
                 "FOR KEY SHARE), "
                 "child AS (INSERT INTO conversations (conversation_id, title, metadata, scope, parent_delegation_id, "
                 "created_at, updated_at) SELECT %(child)s, %(title)s, %(metadata)s, p.scope, %(id)s, now(), now() "
-                "FROM p RETURNING conversation_id) "
+                "FROM p RETURNING conversation_id), "
+                "v AS (INSERT INTO search_terms (term) SELECT t FROM p, unnest(%(new_terms)s::text[]) t "
+                "ON CONFLICT DO NOTHING) "
                 "INSERT INTO delegations (delegation_id, parent_id, child_conversation_id, delegating_tier, "
                 "target_tier, task, folded_task, task_terms, max_turns, context, scope, status, created_at) "
                 "SELECT %(id)s, p.conversation_id, child.conversation_id, %(from)s, %(to)s, %(task)s, %(folded)s, "
@@ -551,13 +572,15 @@ class PostgresBackend:
                     "to": target_tier,
                     "task": task,
                     "folded": _fold(task),
-                    "terms": _terms(_fold(task)),
+                    "terms": task_terms,
+                    "new_terms": new_terms,
                     "turns": max_turns,
                     "context": context_body,
                 },
             )
             if cur.rowcount != 1:
                 raise _unknown("conversation", parent_id, "create_delegation parent_id")
+        self._learn_terms(new_terms)
         return delegation_id, child
 
     def complete_delegation(self, delegation_id: str, status: str, summary: str) -> None:
@@ -569,16 +592,17 @@ class PostgresBackend:
         _text(summary, "summary", empty_ok=True)
         folded = _fold(summary)
         summary_terms = _terms(folded)
+        new_terms = self._unknown_terms(summary_terms)
         with self._transaction("complete_delegation") as conn:
-            # One statement: the completion, and its words added to the search's vocabulary (the
-            # task's words only count once the delegation completes).
+            # One statement: the completion, and the summary's words added to the search's
+            # vocabulary (the task's were added when the delegation was created).
             cur = conn.execute(
                 "WITH d AS (UPDATE delegations SET status = %(status)s, summary = %(summary)s, "
                 "completed_at = greatest(now(), created_at), completion_seq = nextval('completion_order'), "
                 "folded_summary = %(folded)s, folded_text = %(folded)s || chr(10) || folded_task, "
                 "summary_terms = %(terms)s, terms = %(terms)s || task_terms, folded_task = NULL, task_terms = NULL "
                 "WHERE delegation_id = %(id)s AND status = 'running' RETURNING terms), "
-                "v AS (INSERT INTO search_terms (term) SELECT DISTINCT t FROM d, unnest(d.terms) t "
+                "v AS (INSERT INTO search_terms (term) SELECT t FROM d, unnest(%(new_terms)s::text[]) t "
                 "ON CONFLICT DO NOTHING) "
                 "SELECT count(*) FROM d",
                 {
@@ -586,11 +610,13 @@ class PostgresBackend:
                     "summary": summary,
                     "folded": folded,
                     "terms": summary_terms,
+                    "new_terms": new_terms,
                     "id": delegation_id,
                 },
             )
             row = cur.fetchone()
             if row is not None and row[0] == 1:
+                self._learn_terms(new_terms)
                 return
             row = conn.execute(
                 "SELECT status, completed_at FROM delegations WHERE delegation_id = %s", (delegation_id,)
