@@ -1,19 +1,37 @@
 """Argument checks shared by the tools: each failure is an ``invalid_args`` ToolError saying how to fix it.
 
-The pipeline validates arguments against the schema before a tool runs, but a server can be
-executed directly (``server.execute(...)``), so every tool checks what it uses itself.
+The pipeline validates arguments against the schema before a tool runs, but a tool can be
+executed directly, so every tool checks what it uses itself. Strings, integers, flags and choices
+are read with ``entropic_mcp.toolkit`` (one rule for every plugin: ``3.0`` is the integer 3,
+``3.5`` and booleans are not; no NUL bytes or lone surrogates in text); its errors get this
+plugin's wording, naming the tool to call again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from entropic_mcp import ToolError
+from entropic_mcp import ToolError, toolkit
+
+#: The toolkit's own recovery hint; ``invalid`` says it with the tool's name instead.
+_TOOLKIT_HINT = "; fix the argument and call again"
 
 
 def invalid(tool: str, message: str) -> ToolError:
     return ToolError("invalid_args", f"{message}. Fix the arguments of 'entropic.{tool}' and call it again.")
+
+
+@contextmanager
+def _worded(tool: str) -> Iterator[None]:
+    """A toolkit reader's ``invalid_args`` error, reworded as ``invalid`` words it."""
+    try:
+        yield
+    except ToolError as exc:
+        if exc.code != "invalid_args":
+            raise
+        raise invalid(tool, exc.message.removesuffix(_TOOLKIT_HINT)) from None
 
 
 def require_object(args: object, tool: str) -> Mapping[str, Any]:
@@ -23,48 +41,39 @@ def require_object(args: object, tool: str) -> Mapping[str, Any]:
 
 
 def text(args: Mapping[str, Any], name: str, tool: str, *, required: bool = False) -> str | None:
-    """A non-blank string argument (stripped), or None when absent and optional."""
-    value = args.get(name)
-    if value is None:
-        if required:
-            raise invalid(tool, f"Missing required argument: {name}")
-        return None
-    if not isinstance(value, str):
-        raise invalid(tool, f"'{name}' must be a string, got {type(value).__name__}")
-    value = value.strip()
-    if not value:
-        if required:
-            raise invalid(tool, f"'{name}' must not be empty")
-        return None
-    return value
+    """A non-blank string argument (stripped), or None when absent, or blank and optional."""
+    with _worded(tool):
+        value = toolkit.text(args, name, required=required, strip=True, allow_empty=not required)
+    return value or None
 
 
 def integer(
     args: Mapping[str, Any], name: str, tool: str, *, default: int, minimum: int, maximum: int | None = None
 ) -> int:
-    value = args.get(name)
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)  # JSON Schema counts 3.0 as an integer, so the pipeline lets it through
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid(tool, f"'{name}' must be an integer, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-        raise invalid(tool, f"'{name}' must be {bounds}, got {value}")
-    return value
+    """An integer argument within the bounds (``3.0`` counts as 3), or ``default`` when absent."""
+    with _worded(tool):
+        return toolkit.integer(args, name, default=default, minimum=minimum, maximum=maximum)
 
 
 def boolean(args: Mapping[str, Any], name: str, tool: str, *, default: bool = False) -> bool:
-    value = args.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise invalid(tool, f"'{name}' must be true or false, got {value!r}")
-    return value
+    with _worded(tool):
+        return toolkit.flag(args, name, default=default)
+
+
+def choice(
+    args: Mapping[str, Any], name: str, tool: str, options: Sequence[str], *, required: bool = False
+) -> str | None:
+    """One of ``options``, or None when absent and optional."""
+    if args.get(name) is None:
+        if required:
+            raise invalid(tool, f"missing required argument '{name}' (one of {', '.join(map(repr, options))})")
+        return None
+    with _worded(tool):
+        return toolkit.choice(args, name, options, default=options[0])
 
 
 def strings(args: Mapping[str, Any], name: str, tool: str) -> list[str]:
+    """A list of strings, each stripped; blank entries are dropped (``toolkit.strings`` refuses them)."""
     value = args.get(name)
     if value is None:
         return []

@@ -20,7 +20,7 @@ from entropic_mcp import (
     load_tool_definition,
 )
 
-from ._args import integer, invalid, require_object, text
+from ._args import boolean, choice, integer, require_object, text
 from ._state import EngineState, engine_state, storage_of
 
 if TYPE_CHECKING:
@@ -181,9 +181,7 @@ class DiagnoseTool(_InspectionTool):
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         args = dict(require_object(args, "diagnose"))
-        docs = args.get("include_docs", False)
-        if not isinstance(docs, bool):
-            raise invalid("diagnose", f"'include_docs' must be true or false, got {docs!r}")
+        docs = boolean(args, "include_docs", "diagnose")
         limit = integer(args, "history_limit", "diagnose", default=20, minimum=0, maximum=500)
         engine, error = engine_state(ctx)
         history = self.history(ctx)
@@ -213,9 +211,8 @@ class InspectTool(_InspectionTool):
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         args = dict(require_object(args, "inspect"))
-        target = args.get("target")
-        if target not in TARGETS:
-            raise invalid("inspect", f"'target' must be one of {', '.join(TARGETS)}; got {target!r}")
+        target = choice(args, "target", "inspect", TARGETS, required=True)
+        assert target is not None
         key = text(args, "key", "inspect")
         engine, error = engine_state(ctx)
         part = self.part(target, ctx, engine, error)

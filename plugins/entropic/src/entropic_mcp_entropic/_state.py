@@ -49,7 +49,12 @@ class EngineState:
 
 
 def engine_state(ctx: CallContext) -> tuple[EngineState | None, str | None]:
-    """The provider's report for this call, and the reason there is none when it failed."""
+    """The provider's report for this call, and the reason there is none when it failed.
+
+    The hook is called through ``ctx.manager``'s plugin manager, not ``ctx.services.call_hook``:
+    that one skips an implementation that raises (only logging it), so the report could not say
+    why there is no engine state, and it asks every provider where this hook is ``firstresult``.
+    """
     manager = ctx.manager
     if manager is None:
         return None, None
@@ -70,15 +75,15 @@ def engine_state(ctx: CallContext) -> tuple[EngineState | None, str | None]:
 
 def storage_of(ctx: CallContext, tool: str) -> StorageBackend:
     """The configured backend, or a ``storage_unavailable`` ToolError saying how to get one."""
-    manager = ctx.manager
-    if manager is None:
+    services = ctx.services
+    if services.root is None:  # a server used bare: no host, so no store to open
         raise ToolError(
             "storage_unavailable",
             f"'entropic.{tool}' needs a storage backend and this call has no ServerManager to reach it; "
             'call it through a ServerManager configured with [storage] backend = "tinydb".',
         )
     try:
-        storage = manager.storage
+        storage = services.storage
     except (ConfigError, StorageError) as exc:
         raise ToolError(
             "storage_unavailable",

@@ -17,7 +17,7 @@ from entropic_mcp import (
     load_tool_definition,
 )
 
-from ._args import integer, invalid, require_object, text
+from ._args import choice, integer, invalid, require_object, text
 
 STATUSES = ("pending", "in_progress", "completed")
 MARKS = {"pending": " ", "in_progress": ">", "completed": "x"}
@@ -79,13 +79,9 @@ class TodoTool(ToolBase):
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         args = dict(require_object(args, "todo"))
-        action = args.get("action")
-        if action not in ("add", "update", "remove", "clear"):
-            raise invalid("todo", f"'action' must be one of add, update, remove, clear; got {action!r}")
+        action = choice(args, "action", "todo", ("add", "update", "remove", "clear"), required=True)
         content = text(args, "content", "todo", required=action == "add")
-        status = args.get("status")
-        if status is not None and status not in STATUSES:
-            raise invalid("todo", f"'status' must be one of {', '.join(STATUSES)}; got {status!r}")
+        status = choice(args, "status", "todo", STATUSES)
         index = integer(args, "index", "todo", default=-1, minimum=0) if "index" in args else None
         if action in ("update", "remove") and index is None:
             raise invalid("todo", f"'{action}' needs 'index': the item number shown in the list")
