@@ -36,7 +36,7 @@ class _Failure:
 class GuardState:
     """What the guards remember of one conversation and identity."""
 
-    answers: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    answers: OrderedDict[str, tuple[int, int]] = attrs.field(factory=OrderedDict)
     last_key: str | None = None
     repeats: int = 0
     failures: dict[str, _Failure] = attrs.field(factory=dict)
@@ -137,7 +137,7 @@ class Guards:
             answers.pop(key, None)  # re-inserted last: the oldest answer is the one forgotten
             answers[key] = answer
             if len(answers) > MAX_REMEMBERED_ANSWERS:
-                del answers[next(iter(answers))]
+                answers.popitem(last=False)
         state.last_key, state.repeats = key, repeats
         return repeats
 

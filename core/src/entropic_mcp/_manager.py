@@ -287,6 +287,8 @@ class ServerManager:
         self._validators.clear()
         self._parts.clear()
         self.hooks.reset()
+        if hasattr(self, "pipeline"):
+            self.pipeline.forget_plans()
 
     # -- listing and queries ------------------------------------------------------------------
 
@@ -370,6 +372,14 @@ class ServerManager:
             names = (full,) if pattern == full else (full, pattern)
             cached = self._parts[pattern] = [PermissionPart(names=names, store=pattern)]
         return cached
+
+    @staticmethod
+    def constant_parts(server: MCPServerBase) -> bool:
+        """Whether the server's permission parts never depend on a call's arguments."""
+        return (
+            getattr(server, "permission_parts", None) is None
+            and type(server).permission_pattern is MCPServerBase.permission_pattern
+        )
 
     def own_parts(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> list[PermissionPart]:
         """``server_parts``, with a server that raises turned into a HookRefusal (denied)."""

@@ -112,7 +112,10 @@ class PermissionRules:
         self._lock = threading.Lock()
         self._recompile()
 
+    version = 0
+
     def _recompile(self) -> None:
+        self.version += 1
         self._compiled = {kind: _compile(rules) for kind, rules in self.lists.items()}
         self._single = {
             kind: [(rule, re.compile(translate(rule))) for rule in rules] for kind, rules in self.lists.items()

@@ -65,10 +65,28 @@ class _Refused(Exception):
         self.extra = extra
 
 
+class _Plan:
+    """What every call of one tool shares, worked out on its first call (cleared when servers change)."""
+
+    __slots__ = ("parts", "rules_version", "server", "timeout", "tool", "tool_name", "validator", "verdict", "write")
+
+    def __init__(self, server: MCPServerBase, tool: ToolBase, tool_name: str, validator: Any, timeout: Any) -> None:
+        self.server = server
+        self.tool = tool
+        self.tool_name = tool_name
+        self.validator = validator
+        self.timeout = timeout
+        self.write = tool.required_access_level > AccessLevel.READ
+        self.parts: list[PermissionPart] | None = None  # set when the parts never depend on arguments
+        self.verdict: Verdict | None = None
+        self.rules_version = -1
+
+
 class _Call:
     """One call on its way through the stages (class attributes are the defaults: cheap to make)."""
 
     args: dict[str, Any]
+    plan: _Plan
     key = ""
     pattern: str | None = None
     permission: str | None = None
@@ -118,6 +136,7 @@ class CallPipeline:
         self.manager = manager
         self.config = manager.config.pipeline
         self.guards = Guards(self.config)
+        self._plans: dict[str, _Plan] = {}
         self._history: deque[CallOutcome] = deque(maxlen=self.config.history_size)
         self.metrics: dict[str, dict[str, int]] = {}
 
@@ -143,11 +162,19 @@ class CallPipeline:
     def end_conversation(self, conversation_id: str) -> None:
         self.guards.end_conversation(conversation_id)
 
+    def forget_plans(self) -> None:
+        """Servers or tools changed: work each tool's plan out again on its next call."""
+        self._plans.clear()
+
     # -- the run --------------------------------------------------------------------------------
 
     async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:
         # One look at the plugin manager per call: hooks registered at any time count from the next call.
-        call = _Call(name, ctx, time.perf_counter(), self.manager.hooks.snapshot())
+        hooks = self.manager.hooks
+        snap = hooks._snap
+        if snap is None or snap.generation != getattr(hooks.plugins.pm, "generation", None):
+            snap = hooks.snapshot()
+        call = _Call(name, ctx, time.perf_counter(), snap)
         ctx.manager = self.manager
         try:
             self._resolve(call)
@@ -175,6 +202,13 @@ class CallPipeline:
     # -- stages ----------------------------------------------------------------------------------
 
     def _resolve(self, call: _Call) -> None:
+        plan = self._plans.get(call.name)
+        if plan is None:
+            plan = self._plan(call)
+        call.plan = plan
+        call.server, call.tool, call.tool_name, call.write = plan.server, plan.tool, plan.tool_name, plan.write
+
+    def _plan(self, call: _Call) -> _Plan:
         manager = self.manager
         server_name, _, tool_name = call.name.partition(".")
         server = manager.servers.get(server_name)
@@ -193,8 +227,14 @@ class CallPipeline:
                 "unknown_tool",
                 f"Error: unknown tool '{call.shown}'. Tools of '{server_name}': {tools}.",
             )
-        call.server, call.tool, call.tool_name = server, tool, tool_name
-        call.write = tool.required_access_level > AccessLevel.READ
+        timeout = self.config.tool_timeouts.get(call.name, server.default_timeout_seconds)
+        plan = _Plan(server, tool, tool_name, manager.validator(call.name, tool), timeout)
+        if manager.constant_parts(server):
+            plan.parts = manager.server_parts(server, tool_name, {})
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[call.name] = plan
+        return plan
 
     def _before_hooks(self, call: _Call, raw_args: object) -> None:
         if not call.snap.impls[BEFORE_HOOK]:
@@ -233,9 +273,11 @@ class CallPipeline:
             ) from None
 
     def _schema(self, call: _Call) -> None:
-        assert call.tool is not None
-        validator = self.manager.validator(call.name, call.tool)
-        call.args = validator.coerce(call.args)
+        validator = call.plan.validator
+        if validator._string_props:
+            call.args = validator.coerce(call.args)
+        if validator._validator.is_valid(call.args):
+            return
         problem = validator.validate(call.args)
         if problem is not None:
             raise _Refused(
@@ -264,6 +306,14 @@ class CallPipeline:
         """Allow (None), deny (raises), or the verdict to ask about."""
         assert call.server is not None and call.tool is not None
         manager = self.manager
+        plan = call.plan
+        rules = manager.permissions
+        if plan.parts is not None and not call.snap.impls[PATTERN_HOOK]:
+            # Parts that never depend on the arguments: one verdict until the rules change.
+            call.pattern = plan.parts[0].store
+            if plan.rules_version != rules.version or plan.verdict is None:
+                plan.verdict, plan.rules_version = rules.judge(plan.parts, read_only=not call.write), rules.version
+            return self._decided(call, plan.verdict)
         try:
             if call.snap.impls[PATTERN_HOOK]:
                 parts, call.pattern = manager.permission_parts(call.server, call.tool_name, call.args)
@@ -275,7 +325,9 @@ class CallPipeline:
                 call.faults.append(refusal.fault)
             call.permission = "deny"
             raise _Refused(ResultKind.REJECTED_HOOK, "refused_by_hook", refusal.message) from None
-        verdict = manager.permissions.judge(parts, read_only=not call.write)
+        return self._decided(call, rules.judge(parts, read_only=not call.write))
+
+    def _decided(self, call: _Call, verdict: Verdict) -> Verdict | None:
         if verdict.decision == "allow":
             call.permission = "allow"
             return None
@@ -367,7 +419,10 @@ class CallPipeline:
 
     def _loop_guards(self, call: _Call) -> None:
         ctx = call.ctx
-        call.state = state = self.guards.state(ctx.conversation_id, ctx.identity)
+        state = self.guards._states.get((ctx.conversation_id, ctx.identity))
+        if state is None:
+            state = self.guards.state(ctx.conversation_id, ctx.identity)
+        call.state = state
         if not state.failures and not call.write:
             return
         refusal = self.guards.refusal(state, call.key, call.shown, write=call.write)
@@ -378,7 +433,7 @@ class CallPipeline:
     async def _dispatch(self, call: _Call) -> ServerResponse:
         server, ctx = call.server, call.ctx
         assert server is not None
-        timeout = self.config.tool_timeouts.get(call.name, server.default_timeout_seconds)
+        timeout = call.plan.timeout
         try:
             if timeout is None:
                 return await server.execute(call.tool_name, call.args, ctx)
@@ -419,7 +474,12 @@ class CallPipeline:
         text = response.result if len(response.result) * 4 <= limit else cap_text(response.result, limit)
         if text is not response.result:
             response = ServerResponse(result=text, directives=response.directives, is_error=response.is_error)
-        kind = classify(response)
+        if response.is_error:
+            kind = ResultKind.ERROR
+        elif len(response.result) > 4:
+            kind = ResultKind.OK
+        else:
+            kind = classify(response)
         flag = not call.write and kind != ResultKind.ERROR
         if flag:
             assert call.server is not None
@@ -429,7 +489,18 @@ class CallPipeline:
             if skip is None:
                 skip = self.manager.hooks.skip_duplicate_check(call.server, call.tool_name, call.faults)
             flag = not skip
-        self._record_run(call, response.result, failed=kind == ResultKind.ERROR, flag=flag)
+        state = call.state
+        if state is not None:
+            call.repeats = self.guards.ran(
+                state,
+                call.key,
+                call.name,
+                response.result,
+                failed=kind == ResultKind.ERROR,
+                write=call.write,
+                flag=flag,
+            )
+            call.run_length = state.run_length
         if call.repeats:
             response = ServerResponse._make(
                 f"{self.guards.notice(call.shown, call.repeats)}\n\n{response.result}",
