@@ -131,7 +131,7 @@ class Admission:
         self.peak = 0
 
     @asynccontextmanager
-    async def slot(self, deadline: float | None, what: str) -> AsyncIterator[float]:
+    async def slot(self, deadline: float | None) -> AsyncIterator[float]:
         started = time.monotonic()
         if deadline is None:
             await self._semaphore.acquire()
@@ -491,7 +491,7 @@ class Pool:
         """One ``tools/list`` on the binding's own client, inside one admitted slot."""
         generation = self._generation
         key = self.client_key(binding)
-        async with self._admission().slot(deadline, "tools/list"):
+        async with self._admission().slot(deadline):
             client = await self._client_for(key, binding.conversation, force=force)
             self._use(client)
             try:
@@ -530,7 +530,7 @@ class Pool:
         started = time.monotonic()
         key = self.client_key(binding)
         try:
-            async with self._admission().slot(deadline, "tools/call") as waited:
+            async with self._admission().slot(deadline) as waited:
                 client = await self._client_for(key, binding.conversation)
                 self._use(client)
                 try:
@@ -588,7 +588,7 @@ def _forget(table: dict[str, Any], key: str, task: Any) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, (ClientBroken,)):
+    if isinstance(exc, ClientBroken):
         return exc.reason
     if isinstance(exc, PoolError):
         return exc.message
