@@ -200,3 +200,67 @@ def test_rules_about_other_servers_cost_no_extra_process(hidden_repo):
     hidden_repo.write("secrets/key", "changed\n")
     assert "secrets/key" in call(manager, "git.diff").response.result
     assert execute(server, "show", {"revision": "HEAD:secrets/key"}).is_error is False
+
+
+# -- the exclude pathspecs hide exactly what gitignore would -------------------------------------
+
+PATTERNS = [
+    "secrets/",
+    "*.key",
+    "/build",
+    "docs/*.md",
+    "**/cache/**",
+    "a/**/z.txt",
+    "name with space.txt",
+    "[ab]?.cfg",
+    "\\#hash",
+    "deep/er/",
+    "*.log",
+    "/top-only.txt",
+]
+PATHS = [
+    "secrets/k",
+    "x/secrets/k",
+    "secretsx/k",
+    "a.key",
+    "d/e/f.key",
+    "keyfile",
+    "build/out",
+    "sub/build/out",
+    "docs/a.md",
+    "docs/sub/b.md",
+    "cache/x",
+    "p/cache/q/r",
+    "a/z.txt",
+    "a/b/c/z.txt",
+    "b/a/z.txt",
+    "name with space.txt",
+    "d/name with space.txt",
+    "a1.cfg",
+    "c1.cfg",
+    "ab1.cfg",
+    "#hash",
+    "deep/er/x",
+    "x/deep/er/y",
+    "y.log",
+    "top-only.txt",
+    "s/top-only.txt",
+    "plain.txt",
+]
+
+
+def test_exclude_pathspecs_hide_what_gitignore_ignores(tmp_path):
+    from entropic_mcp_git._hidden import IgnoreRules
+
+    repo = init_repo(tmp_path / "work")
+    for path in PATHS:
+        repo.write(path, "x\n")
+    repo.git("add", "-f", "--", *PATHS)
+    repo.git("commit", "-q", "-m", "all")
+    # what git's own gitignore matching says, line by line
+    (repo.path / ".gitignore").write_text("\n".join(PATTERNS) + "\n")
+    ignored = set(repo.git("check-ignore", "--no-index", "--", *PATHS, check=False).splitlines())
+    rules = IgnoreRules(PATTERNS)
+    shown = set(repo.git("ls-files", "--", ".", *rules.excludes("")).splitlines()) - {".gitignore"}
+    assert shown == set(PATHS) - ignored
+    assert {p for p in PATHS if rules.hides(p)} == ignored
