@@ -2,7 +2,7 @@ import types
 
 import pytest
 from demo_server import DemoServer
-from entropic_mcp import MCPServerBase, ServerResponse, ToolBase, ToolDefinition, hookimpl
+from entropic_mcp import MCPServerBase, ServerResponse, ToolBase, ToolDefinition, ToolResult, hookimpl
 from entropic_mcp.testing import ConformanceError, check_plugin, check_server
 
 
@@ -529,3 +529,76 @@ def test_check_server_gives_tools_the_services_of_the_config_it_is_given(tmp_pat
     # Without the config the tool sees a host with none of it, and the kit says where it failed.
     bare = check_server(server, examples=2, raise_on_failure=False)
     assert any("settings {} != configured" in p or "no storage" in p for p in bare), bare
+
+
+def _declaring(answer, output_schema=None):
+    """A server with one tool declaring an outputSchema and answering ``answer(args)``."""
+    schema = output_schema or {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "label": {"type": "string"}},
+        "required": ["n"],
+    }
+
+    class Declared(ToolBase):
+        definition = ToolDefinition(
+            name="count",
+            description="",
+            input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            output_schema=schema,
+        )
+
+        def execute(self, args, ctx):
+            return answer(args)
+
+    class Server(MCPServerBase):
+        name = "declared"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.register_tool(Declared())
+
+    return Server
+
+
+def test_a_tool_answering_instances_of_its_output_schema_passes(tmp_path):
+    from entropic_mcp import ToolError
+
+    def answer(args):
+        if args["n"] < 0:
+            raise ToolError("negative", "n must not be negative")  # failures need not match the schema
+        if args["n"] == 0:
+            return ToolResult.error("zero", "n must not be zero")
+        if args["n"] % 2:
+            return '{"n": 1, "label": "odd"}'  # JSON object text counts too
+        return ToolResult.json({"n": args["n"]})
+
+    assert check_server(_declaring(answer)(root=tmp_path), examples=20) == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (lambda args: "just text", "declares an outputSchema but returned no JSON object"),
+        (lambda args: "[1, 2]", "declares an outputSchema but returned no JSON object"),
+        (lambda args: ToolResult.json({"label": "no n"}), 'not an instance of its outputSchema .*"n" is a required'),
+        (lambda args: ToolResult.json({"n": "one"}), "not an instance of its outputSchema .*n: "),
+        (lambda args: '{"n": 1.5}', "not an instance of its outputSchema"),
+    ],
+)
+def test_a_result_that_is_no_instance_of_the_output_schema_is_reported(tmp_path, answer, problem):
+    with pytest.raises(ConformanceError, match=problem):
+        check_server(_declaring(answer)(root=tmp_path), examples=5)
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"type": "array", "items": {}}, "outputSchema must be an object schema"),
+        ({"properties": {}}, "outputSchema must be an object schema"),
+        ({"type": "object", "properties": {"n": {"type": "nonsense"}}}, "outputSchema is not a valid JSON Schema"),
+    ],
+)
+def test_an_unusable_output_schema_is_reported(tmp_path, schema, problem):
+    server = _declaring(lambda args: {"n": 1}, output_schema=schema)(root=tmp_path)
+    problems = check_server(server, examples=2, raise_on_failure=False)
+    assert any(problem in p for p in problems), problems

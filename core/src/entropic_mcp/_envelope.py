@@ -26,6 +26,19 @@ def dumps(data: Any) -> str:
     return orjson.dumps(data).decode()
 
 
+def structured_object(structured: Mapping[str, Any] | None, text: str) -> dict[str, Any] | None:
+    """A result as a JSON object: the tool's own structured value, else its text parsed, else None."""
+    if isinstance(structured, Mapping):
+        return dict(structured)
+    if text[:1] != "{":
+        return None
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 @attrs.frozen(kw_only=True)
 class ToolResult:
     """A tool's result: text, directives, an error flag, and optional structured content."""

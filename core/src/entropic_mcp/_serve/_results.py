@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-import orjson
-
+from .._envelope import structured_object
 from .._pipeline import CallOutcome
 
 DIRECTIVES_KEY = "entropic-mcp/directives"
@@ -57,16 +56,3 @@ def call_result(
         if data is not None:
             result["structuredContent"] = data
     return result
-
-
-def structured_object(structured: Mapping[str, Any] | None, text: str) -> dict[str, Any] | None:
-    """The result as a JSON object: the tool's own structured value, else its text parsed, else None."""
-    if isinstance(structured, Mapping):
-        return dict(structured)
-    if text[:1] != "{":
-        return None
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, dict) else None

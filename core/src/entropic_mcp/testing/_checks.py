@@ -14,7 +14,7 @@ from .._access import AccessLevel
 from .._config import Config, config_from_dict
 from .._context import CallContext
 from .._directives import Directive
-from .._envelope import ServerResponse, ToolResult
+from .._envelope import ServerResponse, ToolResult, structured_object
 from .._errors import ConfigError, ToolError
 from .._manager import ServerManager
 from .._plugins import Plugins
@@ -120,6 +120,46 @@ def _judge_value(value: object, args: object, tally: _Tally) -> None:
         )
 
 
+def _output_validator(tool: ToolBase) -> Any:
+    """A validator for the tool's declared ``outputSchema`` (None: none declared, or unusable)."""
+    schema = tool.definition.output_schema
+    if schema is None:
+        return None
+    import jsonschema_rs
+
+    try:
+        return jsonschema_rs.validator_for(dict(schema))
+    except Exception:  # reported by _check_definitions
+        return None
+
+
+def _judge_output(value: object, args: object, validator: Any, tally: _Tally) -> None:
+    """A tool declaring an ``outputSchema`` must answer every success with an instance of it."""
+    if isinstance(value, ToolResult):
+        if value.is_error:
+            return
+        data = structured_object(value.structured, value.text)
+    elif isinstance(value, str):
+        data = structured_object(None, value)
+    else:
+        return  # a wrong type is reported by _judge_value
+    if data is None:
+        tally.add(
+            "output:not-object",
+            f"declares an outputSchema but returned no JSON object for {_short_args(args)}; MCP clients reject "
+            "such a result — return ToolResult.json({...}) matching the schema",
+        )
+        return
+    if not validator.is_valid(data):
+        error = next(iter(validator.iter_errors(data)))
+        at = ".".join(map(str, error.instance_path)) or "the result"
+        tally.add(
+            "output:invalid",
+            f"returned a result that is not an instance of its outputSchema for {_short_args(args)}: "
+            f"{at}: {error.message} (MCP clients reject it)",
+        )
+
+
 def _exercise_tool(
     server: MCPServerBase,
     name: str,
@@ -130,6 +170,7 @@ def _exercise_tool(
 ) -> list[str]:
     """Call the tool itself with schema-valid arguments: errors and wrong types are faults here."""
     tally = _Tally(_tool_where(server, name, tool))
+    output = _output_validator(tool)
     for index, args in enumerate(valid):
         ctx = CallContext(conversation_id=f"check-{index % 3}", manager=manager, deadline=time.monotonic() + limit)
         tally.calls += 1
@@ -152,6 +193,8 @@ def _exercise_tool(
             )
             continue
         _judge_value(outcome.value, args, tally)
+        if output is not None:
+            _judge_output(outcome.value, args, output, tally)
     return tally.problems()
 
 
@@ -202,6 +245,7 @@ def _check_definitions(server: MCPServerBase, packages: tuple[str, ...]) -> tupl
                 f"{f'inputSchema.{at}: ' if at else ''}{first}"
             )
             unusable.add(name)
+        problems.extend(_check_output_schema(tool, where, packages))
         problems.extend(_check_own_pattern(server, name, {}))
         try:
             skip = server.skip_duplicate_check(name)
@@ -211,6 +255,25 @@ def _check_definitions(server: MCPServerBase, packages: tuple[str, ...]) -> tupl
             if not isinstance(skip, bool):
                 problems.append(f"{where}: skip_duplicate_check returned {skip!r}, expected a bool")
     return problems, unusable
+
+
+def _check_output_schema(tool: ToolBase, where: str, packages: tuple[str, ...]) -> list[str]:
+    """A declared ``outputSchema`` is a valid JSON Schema of an object (MCP's rule; serve lists it)."""
+    import jsonschema_rs
+
+    schema = tool.definition.output_schema
+    if schema is None:
+        return []
+    source = definition_file(tool, packages)
+    at = f"{where}{f' ({source})' if source else ''}"
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return [f'{at}: outputSchema must be an object schema ({{"type": "object", ...}}), got {schema!r}'[:300]]
+    try:
+        jsonschema_rs.meta.validate(dict(schema))
+    except Exception as exc:
+        first = str(getattr(exc, "message", "") or exc).strip().splitlines()[0]
+        return [f"{at}: outputSchema is not a valid JSON Schema: {first}"]
+    return []
 
 
 def pattern_problem(server: str, tool: str, pattern: object) -> str | None:
