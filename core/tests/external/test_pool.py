@@ -98,7 +98,7 @@ async def test_admission_honours_the_callers_deadline(managers):
     assert manager.list_tools()
     async with anyio.create_task_group() as group:
         group.start_soon(manager.execute, "f.slow", {"seconds": 1.0})
-        await anyio.sleep(0.2)
+        await async_wait_until(lambda: pool.admission.in_flight == 1)
         import time
 
         from entropic_mcp._external import BusyError
@@ -113,7 +113,7 @@ async def test_a_cancelled_wait_for_a_slot_leaks_no_slot(managers):
     assert manager.list_tools()
     async with anyio.create_task_group() as group:
         group.start_soon(manager.execute, "f.slow", {"seconds": 0.8})
-        await anyio.sleep(0.2)
+        await async_wait_until(lambda: pool.admission.in_flight == 1)
         with anyio.move_on_after(0.2) as scope:
             await manager.execute("f.echo", {"text": "waits"})  # cancelled while waiting for the slot
         assert scope.cancelled_caught
@@ -218,7 +218,7 @@ async def test_a_client_in_use_is_never_evicted(managers):
             results.append(await manager.execute("f.slow", {"seconds": 1.0}, CallContext(conversation_id="busy")))
 
         group.start_soon(slow)
-        await anyio.sleep(0.3)
+        await async_wait_until(lambda: pool_of(manager).admission.in_flight == 1)
         other = await manager.execute("f.counter", {}, CallContext(conversation_id="other"))  # over max_clients
         assert not other.is_error
     assert not results[0].is_error, results[0].result

@@ -102,6 +102,7 @@ class PooledClient:
         self.root = root
         self.key = key
         self.in_use = 0
+        self.handed_out = False
         self.last_used = time.monotonic()
         self.broken: str | None = None
         self.closed = False

@@ -389,6 +389,7 @@ class Pool:
             self._cache.pop(f"private:{key}", None)
 
     def _use(self, client: PooledClient) -> None:
+        client.handed_out = True
         client.in_use += 1
         client.last_used = time.monotonic()
 
@@ -413,7 +414,8 @@ class Pool:
         for key, client in list(self.clients.items()):
             if excess <= 0:
                 break
-            if client.in_use == 0 and key not in (self.home, keep):
+            # A client not yet handed to the caller that opened it is about to be in use.
+            if client.in_use == 0 and client.handed_out and key not in (self.home, keep):
                 self._close_client(client, "evict")
                 excess -= 1
 
