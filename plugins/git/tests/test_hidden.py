@@ -113,6 +113,32 @@ def test_diff_leaves_hidden_files_out_in_every_format(hidden_repo, fmt):
     assert "src/app.py" in text and "secrets/key" not in text and SECRET not in text
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        "HEAD:secrets/key..HEAD:src/app.py",
+        "HEAD:src/app.py...HEAD:secrets/key",
+        "HEAD:secrets",
+        "HEAD^{tree}",
+        "{blob}..{blob2}",
+        "{blob}",
+        "{tree}",
+        "HEAD..HEAD..HEAD",
+    ],
+)
+def test_diff_targets_must_be_commits(hidden_repo, target):
+    server = make_server(hidden_repo.path)
+    blob = hidden_repo.git("rev-parse", "HEAD:secrets/key").strip()
+    blob2 = hidden_repo.git("rev-parse", "HEAD:src/app.py").strip()
+    tree = hidden_repo.git("rev-parse", "HEAD:secrets").strip()
+    value = target.format(blob=blob, blob2=blob2, tree=tree)
+    error = refused(server, "diff", {"target": value})
+    assert error["error"] == "invalid_argument", (value, error)
+    assert SECRET not in str(error)
+    for ok_target in ("HEAD~1", "HEAD~1..HEAD", "HEAD~1...main", "main.."):
+        assert SECRET not in ok(server, "diff", {"target": ok_target})
+
+
 def test_diff_of_only_hidden_paths_is_empty(hidden_repo):
     server = make_server(hidden_repo.path)
     hidden_repo.write("secrets/key", "new secret\n")

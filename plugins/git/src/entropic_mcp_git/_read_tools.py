@@ -71,6 +71,7 @@ class Diff(GitTool):
         paths = self.paths(args, tree, access="read")
         compare = ["--cached"] if staged else []
         if target is not None:
+            await self.verify_commits(ctx, tree, "target", target)
             # --end-of-options: the revision is verified by this same run, never read as an option
             compare += ["--end-of-options", target]
         hidden = self.hidden_excludes(tree)

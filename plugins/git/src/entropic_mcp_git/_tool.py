@@ -165,6 +165,26 @@ class GitTool(ToolBase):
             return ("ls-tree", "-r", "--name-only", "-z", target)
         return ("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "HEAD", target, "--")
 
+    async def verify_commits(self, ctx: CallContext, tree: WorkTree, name: str, value: str) -> None:
+        """A revision or a range (``a..b``, ``a...b``) whose every side is a commit.
+
+        ``git diff`` also takes blobs and trees (``HEAD:secrets/key..HEAD:x`` prints both files,
+        ``HEAD:dir`` compares a subtree), which would bypass the hidden-path checks.
+        """
+        sides = re.split(r"\.\.\.?", value) if ".." in value else [value]
+        if len(sides) > 2:
+            raise ToolError("invalid_argument", f"'{name}' {value!r} is not a revision or a range a..b")
+        specs = [f"{side or 'HEAD'}^{{commit}}" for side in sides]
+        out = await self.git(ctx, tree, ("rev-parse", "--quiet", "--verify", "--end-of-options", specs[0]))
+        if out.exit_code == 0 and len(specs) == 2:
+            out = await self.git(ctx, tree, ("rev-parse", "--quiet", "--verify", "--end-of-options", specs[1]))
+        if out.exit_code != 0:
+            raise ToolError(
+                "invalid_argument",
+                f"'{name}' {value!r} is not a commit or a range of commits in this repository; pass a branch, "
+                'tag or commit (e.g. "main", "HEAD~1", "main..feature") — list them with git.branch or git.log',
+            )
+
     async def verify_commit(self, ctx: CallContext, tree: WorkTree, name: str, value: str) -> str:
         """``rev-parse --verify`` a revision as a commit; its sha, or ``invalid_argument``."""
         out = await self.git(ctx, tree, ("rev-parse", "--verify", "--quiet", "--end-of-options", f"{value}^{{commit}}"))
