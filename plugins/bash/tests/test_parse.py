@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from entropic_mcp_bash._analyse import Invocation, Unclear, Write, analyse
 from entropic_mcp_bash._parse import Command, parse
 from hypothesis import given, settings
@@ -134,3 +135,27 @@ def test_inputs_that_crash_tree_sitter_bash_are_parsed_safely() -> None:
 
 def test_four_byte_characters_keep_their_text() -> None:
     assert commands("echo \U0001f600 '{\U0001f600}'") == ["echo \U0001f600 {\U0001f600}"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "strace " * 3000 + "rm x",
+        "sudo " * 3000 + "rm x",
+        "uv run " * 2000 + "rm x",
+        "npx " * 3000 + "rm x",
+        "find . -exec " * 1000 + "rm x",
+        "flock f " * 2000 + "rm x",
+        "watch -x " * 2000 + "rm x",
+        "xargs " * 3000 + "rm",
+        "eval " * 3000 + "x",
+        "nice " * 20000 + "rm x",
+        "bash -c '" + "eval " * 200 + "x'",
+        "(" * 3000 + "ls" + ")" * 3000,
+        "$(" * 2000 + "ls" + ")" * 2000,
+    ],
+)
+def test_deeply_nested_or_huge_commands_are_refused_not_crashed(text: str) -> None:
+    # A hostile text must neither exhaust the recursion limit nor be understood.
+    findings = analyse(text, Path("/tmp"))
+    assert any(isinstance(f, Unclear) or (isinstance(f, Invocation) and not f.understood) for f in findings)

@@ -34,6 +34,12 @@ MAX_DEPTH = 8
 #: Commands analysed per call before the rest is reported as not understood (bounds the work
 #: a hostile text can cause: wrappers are searched at several positions).
 MAX_COMMANDS = 2000
+#: Words in one simple command beyond which it is not analysed.
+MAX_WORDS = 4096
+#: Levels of the best-effort search inside commands that are not understood anyway.
+SEARCH_DEPTH = 3
+#: Words of a command shown in a part's text (the rest is elided).
+SHOWN_WORDS = 64
 #: Working directories followed before a relative path is reported as not understood.
 MAX_CWDS = 16
 #: Directories whose programs are the ones their base name means (``/bin/rm`` is ``rm``).
@@ -479,10 +485,17 @@ class _Analysis:
         self, words: Sequence[Word], depth: int, *, understood: bool = True, open_tail: bool = False
     ) -> Iterator[Finding | _StdWrite]:
         """The command ``words`` runs; ``open_tail`` when more arguments may be appended (xargs)."""
+        if depth > MAX_DEPTH:
+            yield Unclear(text=_source(words), reason="nested too deeply")
+            return
+        if len(words) > MAX_WORDS:
+            # Stripping wrappers copies the words each time: a very long command is not analysed.
+            yield Unclear(text=_source(words), reason="too many words to analyse")
+            return
         while words:
             self.budget -= 1
             if self.budget < 0:
-                yield Unclear(text=" ".join(w.text for w in words), reason="too many commands to analyse")
+                yield Unclear(text=_source(words), reason="too many commands to analyse")
                 return
             head = words[0].value
             if head is None:
@@ -496,7 +509,7 @@ class _Analysis:
                 stripped = yield from self.strip(words, WRAPPERS[name], name)
                 if stripped is None:  # nothing runs (``env``, ``command -v x``) — unless xargs appends it
                     if open_tail or name == "xargs":
-                        yield Unclear(text=" ".join(w.text for w in words), reason=f"{name} runs what it is given")
+                        yield Unclear(text=_source(words), reason=f"{name} runs what it is given")
                     yield self.invocation(name, words, base, trusted, understood=understood)
                     return
                 rest, ok = stripped
@@ -506,7 +519,7 @@ class _Analysis:
                     return
                 if name == "xargs":
                     yield from self.words(
-                        rest or [Word(text="echo", value="echo")], depth, understood=understood, open_tail=True
+                        rest or [Word(text="echo", value="echo")], depth + 1, understood=understood, open_tail=True
                     )
                     return
                 words = rest
@@ -531,7 +544,7 @@ class _Analysis:
     ) -> Iterator[Finding | _StdWrite] | None:
         """Findings of commands that evaluate code or run other commands; None for plain programs."""
         args = words[1:]
-        text = " ".join(w.text for w in words)
+        text = _source(words)
         values = [w.value for w in args]
         if name == "eval":
             return self.nested(" ".join(v or "" for v in values), all(v is not None for v in values), words, depth)
@@ -586,19 +599,34 @@ class _Analysis:
             if found is None:
                 return
             start = found + 1
-        for finding in self.search(words[start:], depth):
-            if isinstance(finding, Invocation):
-                yield attrs.evolve(finding, understood=True, neutral=True)
-            elif not isinstance(finding, Unclear):
-                yield finding
+        rest = words[start:]
+        # Several guesses where the command starts (options may take values) at the top level;
+        # nested runners (uv run uv run ...) follow only the first, so the work stays linear.
+        starts = [i for i, w in enumerate(rest) if w.value is not None and not w.value.startswith("-")]
+        for n, i in enumerate(starts[: 3 if depth < SEARCH_DEPTH else 1]):
+            for finding in self.words(rest[i:], depth + 1, understood=False):
+                if isinstance(finding, Invocation):
+                    # What it runs only matters to rules naming it (deny rm * sees uv run rm x).
+                    yield attrs.evolve(finding, understood=True, neutral=True)
+                elif n == 0 or not isinstance(finding, Unclear):
+                    # What could not be proven harmless in the command itself (sed -e '1e ...', a
+                    # risky variable) keeps the call from an allow; guesses at later starts do not.
+                    yield finding
 
     def opaque(self, name: str, words: Sequence[Word], depth: int, reason: str) -> Iterator[Finding | _StdWrite]:
-        yield Unclear(text=" ".join(w.text for w in words), reason=reason)
+        yield Unclear(text=_source(words), reason=reason)
         yield Invocation(program=name, args=tuple(words[1:]), understood=False, base=name, trusted=True)
         yield from self.search(words[1:], depth)
 
     def search(self, words: Sequence[Word], depth: int) -> Iterator[Finding | _StdWrite]:
-        """Best effort for deny rules: the command may start at any of the first few words."""
+        """Best effort for deny rules: the command may start at any of the first few words.
+
+        Searches within searches stop after ``SEARCH_DEPTH`` levels (``strace strace ... rm``
+        would otherwise branch three ways per level); the caller is not understood anyway.
+        """
+        if depth >= SEARCH_DEPTH:
+            yield Unclear(text=_source(words), reason="nested too deeply")
+            return
         starts = [i for i, w in enumerate(words) if w.value is not None and not w.value.startswith("-")][:3]
         for i in starts:
             yield from self.words(words[i:], depth + 1, understood=False)
@@ -618,19 +646,19 @@ class _Analysis:
                     " ".join(v or "" for v in values), all(v is not None for v in values), words, depth
                 )
                 return
-            yield from self.words(rest, depth, understood=understood and ok)
+            yield from self.words(rest, depth + 1, understood=understood and ok)
             if not ok:
                 yield from self.search(words[1:], depth)
 
     def nested(self, script: str, literal: bool, words: Sequence[Word], depth: int) -> Iterator[Finding | _StdWrite]:
         if not literal:
-            yield Unclear(text=" ".join(w.text for w in words), reason="runs a computed script")
+            yield Unclear(text=_source(words), reason="runs a computed script")
             return
         yield from self.script(script, depth + 1)
 
     def shell(self, name: str, words: Sequence[Word], depth: int, *, understood: bool) -> Iterator[Finding | _StdWrite]:
         """``bash -c SCRIPT`` is analysed; a shell reading a file, stdin or start-up files is not understood."""
-        text = " ".join(w.text for w in words)
+        text = _source(words)
         wants_script = False
         i = 1
         while i < len(words):
@@ -704,14 +732,14 @@ class _Analysis:
                 found = True
                 yield from self.nested(value.partition("=")[2], True, words, depth)
             elif value in ("-s", "--shell") or value.startswith("--shell="):
-                yield Unclear(text=" ".join(w.text for w in words), reason="su with another shell")
+                yield Unclear(text=_source(words), reason="su with another shell")
         if not found and any(w.value is None for w in words[1:]):
-            yield Unclear(text=" ".join(w.text for w in words), reason="su with computed arguments")
+            yield Unclear(text=_source(words), reason="su with computed arguments")
 
     def script_command(self, words: Sequence[Word], depth: int, *, understood: bool) -> Iterator[Finding | _StdWrite]:
         """util-linux ``script [options] [file]``: ``-c CMD`` runs CMD with $SHELL; the file is written."""
         yield self.invocation("script", words, "script", True, understood=understood)
-        text = " ".join(w.text for w in words)
+        text = _source(words)
         i = 1
         while i < len(words):
             value = words[i].value
@@ -799,7 +827,7 @@ class _Analysis:
             return
         rest, ok = stripped
         if not ok:
-            yield Unclear(text=" ".join(w.text for w in words), reason="flock with options it does not model")
+            yield Unclear(text=_source(words), reason="flock with options it does not model")
             yield from self.search(words[1:], depth)
             return
         lock, command = rest[0], rest[1:]
@@ -810,7 +838,7 @@ class _Analysis:
             value = script.value if script is not None else None
             yield from self.nested(value or "", value is not None, words, depth)
         elif command:
-            yield from self.words(command, depth, understood=understood)
+            yield from self.words(command, depth + 1, understood=understood)
 
     def watch(self, words: Sequence[Word], depth: int, *, understood: bool) -> Iterator[Finding | _StdWrite]:
         """``watch [options] COMMAND...``: the words are joined and run by ``sh -c`` (``-x``: exec'd)."""
@@ -847,11 +875,11 @@ class _Analysis:
             return
         rest, ok = stripped
         if not ok:
-            yield Unclear(text=" ".join(w.text for w in words), reason="watch with options it does not model")
+            yield Unclear(text=_source(words), reason="watch with options it does not model")
             yield from self.search(words[1:], depth)
             return
         if any(w.value in ("-x", "--exec") for w in words[1 : len(words) - len(rest)]):
-            yield from self.words(rest, depth, understood=understood)
+            yield from self.words(rest, depth + 1, understood=understood)
             return
         yield from self.nested(
             " ".join(w.value or "" for w in rest), all(w.value is not None for w in rest), words, depth
@@ -867,8 +895,8 @@ class _Analysis:
                 while end < len(words) and words[end].value not in (";", "+"):
                     end += 1
                 if end >= len(words):
-                    yield Unclear(text=" ".join(w.text for w in words), reason="find -exec without its end")
-                yield from self.words(words[i + 1 : end], depth, understood=understood)
+                    yield Unclear(text=_source(words), reason="find -exec without its end")
+                yield from self.words(words[i + 1 : end], depth + 1, understood=understood)
                 i = end
             elif value in FIND_WRITES and i + 1 < len(words):
                 yield from self.write(words[i + 1].value, words[i + 1].text)
@@ -886,9 +914,9 @@ class _Analysis:
         if moved:
             self.cwds = None  # the command runs elsewhere: relative targets are unknown from here on
         for path in writes:
-            yield from self.write(path, path or " ".join(w.text for w in words))
+            yield from self.write(path, path or _source(words))
         for assignment in assigned:
-            yield from self.assigns(assignment, " ".join(w.text for w in words))
+            yield from self.assigns(assignment, _source(words))
         return rest, ok
 
     # -- redirections and where they land ------------------------------------------------------
@@ -1015,6 +1043,12 @@ class _Analysis:
             return
         self.cwds = merged
         self.seen = list(dict.fromkeys([*self.seen, *merged]))
+
+
+def _source(words: Sequence[Word]) -> str:
+    """The source text of ``words``, elided after ``SHOWN_WORDS`` words (bounds the work per part)."""
+    text = " ".join(w.text for w in words[:SHOWN_WORDS])
+    return text if len(words) <= SHOWN_WORDS else text + " ..."
 
 
 def _program(word: str) -> tuple[str, bool]:
