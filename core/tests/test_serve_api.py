@@ -74,3 +74,76 @@ def test_run_stdio_embedded_in_a_program_serves_until_the_client_leaves(tmp_path
     result = anyio.run(main)
     assert json.loads(result.content[0].text) == {"city": "Bergen", "days": 2, "sky": "rain"}
     assert (tmp_path / "closed").exists()  # run_stdio returned when the client left
+
+
+def _two_tools_server(root):
+    from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolDefinition, ToolResult
+
+    def tool(name, output_schema):
+        class Counted(ToolBase):
+            definition = ToolDefinition(
+                name=name,
+                description="",
+                input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+                output_schema=output_schema,
+            )
+            required_access_level = AccessLevel.READ
+
+            def execute(self, args, ctx):
+                if args.get("n", 0) < 0:
+                    return ToolResult.error("negative", "n must not be negative")
+                return ToolResult.json({"n": args.get("n", 0), "name": name})
+
+        return Counted()
+
+    class Counts(MCPServerBase):
+        name = "counts"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            schema = {"type": "object", "properties": {"n": {"type": "integer"}, "name": {"type": "string"}}}
+            self.register_tool(tool("declared", schema))
+            self.register_tool(tool("plain", None))
+
+    return Counts(root=root)
+
+
+def _calls_through_serve(tmp_path, serve_config):
+    from entropic_mcp.testing import served_client
+
+    manager = make_manager(
+        tmp_path,
+        servers=[_two_tools_server(tmp_path)],
+        config={"permissions": {"default": "allow"}, "serve": serve_config},
+    )
+
+    async def main():
+        async with served_client(manager) as client:
+            return {
+                (name, n): await client.call_tool(f"counts.{name}", {"n": n})
+                for name in ("declared", "plain")
+                for n in (1, -1)
+            }
+
+    try:
+        return anyio.run(main)
+    finally:
+        manager.close()
+
+
+def test_structured_content_only_for_tools_declaring_an_output_schema(tmp_path):
+    results = _calls_through_serve(tmp_path, {})
+    declared = results[("declared", 1)]
+    assert declared.structured_content == {"n": 1, "name": "declared"} == json.loads(declared.content[0].text)
+    plain = results[("plain", 1)]
+    assert plain.structured_content is None and json.loads(plain.content[0].text) == {"n": 1, "name": "plain"}
+    for name in ("declared", "plain"):  # failures are text only: no instance of any schema
+        failed = results[(name, -1)]
+        assert failed.is_error is True and failed.structured_content is None
+
+
+def test_structured_content_json_sends_every_object_result_structured(tmp_path):
+    results = _calls_through_serve(tmp_path, {"structured_content": "json"})
+    for name in ("declared", "plain"):
+        assert results[(name, 1)].structured_content == {"n": 1, "name": name}
+        assert results[(name, -1)].structured_content["error"] == "negative"

@@ -14,7 +14,8 @@ async def served_client(manager: ServerManager, **client_options: Any) -> AsyncI
     """Serve ``manager`` as ``entropic-mcp serve`` would and yield an ``mcp.Client`` talking to it.
 
     No process and no transport: the SDK's in-memory streams. Calls go through the whole pipeline
-    and come back as MCP results (``isError``, ``structuredContent``, ``_meta`` directives and kind).
+    and come back as MCP results (``isError``, the text, ``_meta`` directives and kind; ``structuredContent``
+    for tools declaring an ``outputSchema``, or every object with ``[serve] structured_content = "json"``).
     """
     from mcp import Client
 
