@@ -91,9 +91,10 @@ def test_unknown_target_through_the_pipeline_lists_the_tiers(make):
 
 
 def test_unknown_target_executed_directly_lists_the_tiers(server):
+    # Called bare, the server checks the tiers' enum in the schema, as the pipeline would.
     response = direct(server, "delegate", {"target": "wizard", "task": "t"})
     error = orjson.loads(response.result)
-    assert error["error"] == "invalid_args" and error["valid_tiers"] == ["lead", "researcher", "coder"]
+    assert error["error"] == "invalid_args" and '["lead","researcher","coder"]' in error["message"]
 
 
 @pytest.mark.parametrize(
@@ -144,14 +145,14 @@ def test_pipeline_returns_pipeline_then_stop_processing(make):
 
 def test_pipeline_too_few_stages_wins_over_an_unknown_stage(server):
     error = orjson.loads(direct(server, "pipeline", {"stages": ["wizard"], "task": "t"}).result)
-    assert error["error"] == "invalid_args" and "at least 2 stages" in error["message"]
+    assert error["error"] == "invalid_args" and "less than 2 items" in error["message"]
 
 
 def test_pipeline_unknown_stage_wins_over_context_and_lists_valid_tiers(server):
     response = direct(server, "pipeline", {"stages": ["coder", "wizard"], "task": "t"})
     error = orjson.loads(response.result)
-    assert error["error"] == "invalid_args" and "'wizard'" in error["message"]
-    assert "lead, researcher, coder" in error["message"]
+    assert error["error"] == "invalid_args" and '"wizard"' in error["message"]
+    assert '["lead","researcher","coder"]' in error["message"]
 
 
 def test_pipeline_stage_needing_context_is_refused(server):
