@@ -193,6 +193,8 @@ class ServerManager:
                     f"server {server.name!r}: configure() raised {type(exc).__name__}: {exc} (a configure() that "
                     "rejects the user's [servers.<name>] table should raise ConfigError)"
                 )
+            if not server.tools_at_start:
+                continue
             for tool in server.tools.values():
                 try:
                     tool.validator  # noqa: B018  # compiled now, so a bad schema fails the plugin at load

@@ -228,7 +228,16 @@ class CallPipeline:
                 f"Error: unknown tool '{call.shown}'. Tools of '{server_name}': {tools}.",
             )
         timeout = self.config.tool_timeouts.get(call.name, server.default_timeout_seconds)
-        plan = _Plan(server, tool, tool_name, manager.validator(call.name, tool), timeout)
+        try:
+            validator = manager.validator(call.name, tool)
+        except Exception as exc:  # a schema only known at run time (an external server's)
+            raise _Refused(
+                ResultKind.ERROR,
+                "invalid_tool",
+                f"Error: '{call.shown}' cannot be called: its inputSchema is not a valid JSON Schema ({exc}). "
+                f"Tell the user the '{server_name}' server is broken.",
+            ) from None
+        plan = _Plan(server, tool, tool_name, validator, timeout)
         if manager.constant_parts(server):
             plan.parts = manager.server_parts(server, tool_name, {})
         if len(self._plans) > 4096:

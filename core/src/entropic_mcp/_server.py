@@ -66,6 +66,9 @@ class MCPServerBase:
     config_keys: ClassVar[frozenset[str]] = frozenset()
     #: Worker threads for this server's synchronous tools (``[servers.<name>] max_threads``).
     max_threads: int = 8
+    #: False for a server whose tools are only known once it runs (an external MCP server): the
+    #: host does not wait for them at load; their schemas are compiled on first use instead.
+    tools_at_start: ClassVar[bool] = True
 
     def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
         if name is not None:

@@ -115,6 +115,8 @@ class ExternalServer(MCPServerBase):
     ``invalidate``, ``serve``'s change notification).
     """
 
+    tools_at_start = False  # listed when it runs: loading the host never waits for it
+
     def __init__(
         self, config: ExternalServerConfig, *, root: str | Path | None = None, loop: PoolLoop | None = None
     ) -> None:
