@@ -14,7 +14,7 @@ import orjson
 import psutil
 import pytest
 from bash_helpers import make_manager
-from entropic_mcp import CallContext
+from entropic_mcp import CallContext, ToolError
 
 
 def run(
@@ -305,6 +305,39 @@ def test_timeout_argument_is_bounded_by_the_configured_maximum(root: Path) -> No
 def test_blank_or_nul_commands_are_refused(root: Path) -> None:
     assert run(root, "   ")[1]["error"] == "invalid_args"
     assert run(root, "echo a\x00b")[1]["error"] == "invalid_args"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"command": 3},
+        {"command": ["true"]},
+        {"command": "echo \ud800"},
+        {"command": "true", "run_in_background": 1},
+        {"command": "true", "run_in_background": "yes"},
+        {"command": "true", "timeout_seconds": True},
+        {"command": "true", "timeout_seconds": "5"},
+        {"command": "true", "timeout_seconds": float("nan")},
+        {"command": "true", "timeout_seconds": float("inf")},
+        {"command": "true", "timeout_seconds": 0},
+        {"command": "true", "working_dir": 7},
+        {"command": "true", "working_dir": "a\x00b"},
+    ],
+)
+def test_the_tool_itself_refuses_what_the_schema_would(root: Path, args: dict[str, Any]) -> None:
+    # A host that skips the schema (a server used bare) still gets a clear invalid_args.
+    _, server = make_manager(root)
+    tool = server.get_tool("execute")
+    assert tool is not None
+    with pytest.raises(ToolError) as caught:
+        asyncio.run(tool.execute(args, CallContext(conversation_id="c")))
+    assert caught.value.code == "invalid_args"
+    assert f"'{list(args)[-1]}'" in caught.value.message  # names the argument to fix
+
+
+def test_whole_float_timeouts_and_explicit_false_are_accepted(root: Path) -> None:
+    kind, data = run(root, "echo ok", timeout_seconds=3.0, run_in_background=False)
+    assert (kind, data["output"]) == ("ok", "ok\n")
 
 
 def test_pipeline_timeout_never_preempts_the_tool(root: Path) -> None:

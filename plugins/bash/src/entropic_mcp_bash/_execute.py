@@ -15,6 +15,7 @@ from entropic_mcp import (
     confine,
     is_within,
     load_tool_definition,
+    toolkit,
 )
 
 if TYPE_CHECKING:
@@ -47,24 +48,14 @@ class ExecuteTool(ToolBase):
         from ._process import ShellProcess
 
         settings = self.server.settings
-        command = args.get("command")
-        if not isinstance(command, str) or not command.strip():
+        # The toolkit refuses non-strings, NUL bytes and lone surrogates; blank is refused here,
+        # with an example of what to send.
+        command = toolkit.text(args, "command", required=True, allow_empty=True)
+        if not command.strip():
             raise ToolError("invalid_args", "'command' must be a non-empty shell command line, e.g. \"ls -la\"")
-        if "\x00" in command:
-            raise ToolError(
-                "invalid_args", "'command' contains a NUL byte, which a shell command cannot hold; remove it"
-            )
-        background = args.get("run_in_background", False)
-        if not isinstance(background, bool):
-            raise ToolError("invalid_args", f"'run_in_background' must be true or false, got {background!r}")
-        timeout = self._timeout(args.get("timeout_seconds"), ctx, background=background)
-        cwd = self._working_dir(args.get("working_dir"), ctx)
-        try:
-            command.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ToolError(
-                "invalid_args", "'command' is not valid Unicode text (lone surrogate); send plain UTF-8 text"
-            ) from None
+        background = toolkit.flag(args, "run_in_background")
+        timeout = self._timeout(toolkit.number(args, "timeout_seconds"), ctx, background=background)
+        cwd = self._working_dir(toolkit.text(args, "working_dir"), ctx)
         env = settings.environment()
         if background:
             return self._start_background(command, cwd, env, timeout, ctx)
@@ -210,13 +201,13 @@ class ExecuteTool(ToolBase):
             limit = max(0, int(limit * (cap - fixed) / (len(raw) - fixed)) - 16)
         return ToolResult(text=raw.decode(), is_error=error, structured=None if error else payload)
 
-    def _timeout(self, raw: object, ctx: CallContext, *, background: bool = False) -> float:
+    def _timeout(self, raw: float | None, ctx: CallContext, *, background: bool = False) -> float:
         settings = self.server.settings
         ceiling = settings.background_timeout_seconds if background else settings.max_timeout_seconds
         if raw is None:
             timeout = settings.background_timeout_seconds if background else settings.timeout_seconds
-        elif isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
-            raise ToolError("invalid_args", f"'timeout_seconds' must be a positive number of seconds, got {raw!r}")
+        elif not raw > 0:  # the toolkit's reader already refused what is not a finite number
+            raise ToolError("invalid_args", f"'timeout_seconds' must be a positive number of seconds, got {raw:g}")
         elif raw > ceiling:
             raise ToolError(
                 "invalid_args",
@@ -232,7 +223,7 @@ class ExecuteTool(ToolBase):
             timeout = max(0.1, min(timeout, remaining - self.server.grace - DEADLINE_MARGIN))
         return timeout
 
-    def _working_dir(self, raw: object, ctx: CallContext) -> Path:
+    def _working_dir(self, raw: str | None, ctx: CallContext) -> Path:
         root = self.server.root
         if raw is None:
             return self.server.runs.cwd(ctx.conversation_id, root) if self.server.settings.persist_cwd else root
@@ -256,7 +247,6 @@ class ExecuteTool(ToolBase):
 
 
 def _result_cap(ctx: CallContext) -> int:
-    """The pipeline's ``max_result_bytes`` for this call (0 when there is none)."""
-    config = getattr(ctx.manager, "config", None)
-    cap = getattr(getattr(config, "pipeline", None), "max_result_bytes", 0)
-    return cap if isinstance(cap, int) and cap >= MIN_CAP else 0
+    """The pipeline's ``max_result_bytes`` for this call (0 when there is none or it is below ``MIN_CAP``)."""
+    cap = toolkit.result_limit(ctx)
+    return cap if cap >= MIN_CAP else 0

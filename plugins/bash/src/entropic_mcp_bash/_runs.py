@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, is_within, load_tool_definition
+from entropic_mcp import (
+    AccessLevel,
+    CallContext,
+    ToolBase,
+    ToolError,
+    ToolResult,
+    is_within,
+    load_tool_definition,
+    toolkit,
+)
 
 if TYPE_CHECKING:
     from ._background import BackgroundRun
@@ -198,12 +207,12 @@ class OutputTool(_RunTool):
     idempotent = False
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        run = self.server.runs.get(ctx.conversation_id, args.get("run_id"))
+        run = self.server.runs.get(ctx.conversation_id, toolkit.text(args, "run_id", required=True))
         pattern = None
-        raw = args.get("filter")
+        raw = toolkit.text(args, "filter", allow_empty=True)
         if raw:
             try:
-                pattern = re.compile(str(raw))
+                pattern = re.compile(raw)
             except re.error as exc:
                 raise ToolError(
                     "invalid_args", f"'filter' is not a valid regular expression ({exc}); fix or drop it"
@@ -220,7 +229,7 @@ class KillTool(_RunTool):
     idempotent = True
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        run = self.server.runs.get(ctx.conversation_id, args.get("run_id"))
+        run = self.server.runs.get(ctx.conversation_id, toolkit.text(args, "run_id", required=True))
         if run.running:
             run.stop()
             run.wait(2 * self.server.grace + 1.0)
