@@ -7,11 +7,13 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import attrs
 import entropic_mcp_bash
 import pytest
-from entropic_mcp import AccessLevel, ConfigError
+from entropic_mcp import AccessLevel, ConfigError, ServerManager, load_config
 from entropic_mcp.testing import check_plugin, check_server
 from entropic_mcp_bash import BashServer
+from entropic_mcp_bash._settings import KEYS, _Table
 
 
 def configured(root: Path, table: dict) -> BashServer:
@@ -75,12 +77,50 @@ def test_every_config_key_is_applied(root: Path, tmp_path: Path) -> None:
         ({"allow_outside_root": "sometimes"}, "allow_outside_root"),
         ({"outside_root_allow": ["relative/dir"]}, "absolute"),
         ({"outside_root_deny": "/etc"}, "outside_root_deny"),
+        ({"shell": 3}, "shell is a path to a shell"),
+        ({"shell": "   "}, "shell"),
+        ({"max_timeout_seconds": 0}, "max_timeout_seconds: expected a positive number of seconds"),
+        ({"background_timeout_seconds": -1}, "background_timeout_seconds: expected a positive number of seconds"),
+        ({"background_timeout_seconds": "1h"}, "background_timeout_seconds is a positive number of seconds"),
+        ({"max_output_bytes": "64k"}, "max_output_bytes is an integer of at least 256"),
+        ({"max_output_bytes": True}, "max_output_bytes"),
+        ({"max_background_runs": -1}, "0 turns background runs off"),
+        ({"max_background_runs": 2.5}, "max_background_runs"),
+        ({"persist_cwd": 1}, "persist_cwd: expected true or false"),
+        ({"persist_cwd": "yes"}, "persist_cwd"),
+        ({"env_deny": [""]}, "env_deny"),
+        ({"env_deny": [3]}, "env_deny is a list of variable-name globs"),
+        ({"env_set": {"A=B": "c"}}, "env_set"),
+        ({"env_set": {"A": "b\x00"}}, "env_set"),
+        ({"allow_outside_root": 1}, 'allow_outside_root is true, false or "optional"'),
+        ({"outside_root_allow": [3]}, "outside_root_allow is a list of absolute directory paths"),
+        ({"outside_root_deny": ["/etc", "rel"]}, "outside_root_deny: "),
     ],
 )
 def test_bad_config_names_the_key(root: Path, table: dict, fragment: str) -> None:
     with pytest.raises(ConfigError, match=r"\[servers.bash\]") as info:
         configured(root, table)
     assert fragment in str(info.value)
+
+
+def test_config_keys_match_the_settings_table() -> None:
+    # The keys the base is told about are exactly the ones the settings read (it reads timeout_seconds).
+    assert {f.name for f in attrs.fields(_Table)} == KEYS | {"timeout_seconds"}
+
+
+def test_whole_floats_count_as_integers_in_config(root: Path) -> None:
+    settings = configured(root, {"max_output_bytes": 4096.0, "max_background_runs": 2.0}).settings
+    assert (settings.max_output_bytes, settings.max_background_runs) == (4096, 2)
+    assert isinstance(settings.max_output_bytes, int)
+
+
+def test_a_bad_key_in_the_config_file_names_the_file_and_the_key(tmp_path: Path) -> None:
+    config_file = tmp_path / "entropic-mcp.toml"
+    config_file.write_text('[storage]\nbackend = "none"\n\n[servers.bash]\nmax_output_bytes = "lots"\n')
+    with pytest.raises(ConfigError) as info:
+        ServerManager.from_config(load_config(config_file, cwd=tmp_path))
+    message = str(info.value)
+    assert str(config_file) in message and "[servers.bash] max_output_bytes" in message
 
 
 def test_lower_maximum_lowers_the_default_timeout(root: Path) -> None:

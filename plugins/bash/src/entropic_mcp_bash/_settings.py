@@ -6,10 +6,11 @@ import os
 import re
 from collections.abc import Mapping
 from fnmatch import translate
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 from entropic_mcp import ConfigError, PathPolicy
+from entropic_mcp.toolkit import settings_from_table
 
 DEFAULT_SHELL = "/bin/bash"
 DEFAULT_TIMEOUT = 30.0
@@ -78,20 +79,28 @@ class BashSettings:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> BashSettings:
-        """Validate the server's table (unknown keys were already refused by the base)."""
+        """Validate the server's table; every error names ``[servers.bash] <key>``.
+
+        The toolkit checks each key's type and bounds (and refuses unknown keys); what spans
+        keys or needs the system (the shell on PATH, timeout within the maximum, the path
+        policy) is checked here. The manager adds the file the table came from to the error.
+        """
+        raw = _read_table(table)
         values: dict[str, Any] = {}
-        if "shell" in table:
-            shell = table["shell"]
-            if not isinstance(shell, str) or not shell.strip():
-                raise ConfigError(f"[servers.bash] shell: expected a path to a shell, got {shell!r}")
+        if raw.shell is not None:
+            if not raw.shell.strip():
+                raise ConfigError(f"[servers.bash] shell: expected {_HINTS['shell']}, got {raw.shell!r}")
             import shutil
 
-            if shutil.which(shell) is None:
-                raise ConfigError(f"[servers.bash] shell: {shell!r} is not an executable file or a command on PATH")
-            values["shell"] = shell
+            if shutil.which(raw.shell) is None:
+                raise ConfigError(f"[servers.bash] shell: {raw.shell!r} is not an executable file or a command on PATH")
+            values["shell"] = raw.shell
         for key in ("timeout_seconds", "max_timeout_seconds", "background_timeout_seconds"):
-            if key in table:
-                values[key] = _positive(key, table[key])
+            seconds = getattr(raw, key)
+            if seconds is not None:
+                if not seconds > 0:  # the toolkit's bounds are inclusive; zero is no timeout at all
+                    raise ConfigError(f"[servers.bash] {key}: expected {_HINTS[key]}, got {seconds!r}")
+                values[key] = seconds
         ceiling = values.get("max_timeout_seconds", DEFAULT_MAX_TIMEOUT)
         if "timeout_seconds" not in values:  # a lowered maximum lowers the default with it
             values["timeout_seconds"] = min(DEFAULT_TIMEOUT, ceiling)
@@ -101,55 +110,80 @@ class BashSettings:
                 f"[servers.bash] timeout_seconds ({timeout:g}) is above max_timeout_seconds ({ceiling:g}); "
                 "lower it or raise max_timeout_seconds"
             )
-        if "max_output_bytes" in table:
-            size = table["max_output_bytes"]
-            if isinstance(size, bool) or not isinstance(size, int) or size < 256:
-                raise ConfigError(f"[servers.bash] max_output_bytes: expected an integer of at least 256, got {size!r}")
-            values["max_output_bytes"] = size
-        if "max_background_runs" in table:
-            runs = table["max_background_runs"]
-            if isinstance(runs, bool) or not isinstance(runs, int) or runs < 0:
-                raise ConfigError(
-                    f"[servers.bash] max_background_runs: expected a whole number of at least 0 (0 turns "
-                    f"background runs off), got {runs!r}"
-                )
-            values["max_background_runs"] = runs
-        if "persist_cwd" in table:
-            if not isinstance(table["persist_cwd"], bool):
-                raise ConfigError(f"[servers.bash] persist_cwd: expected true or false, got {table['persist_cwd']!r}")
-            values["persist_cwd"] = table["persist_cwd"]
-        if "env_deny" in table:
-            deny = table["env_deny"]
-            if not isinstance(deny, (list, tuple)) or not all(isinstance(g, str) and g for g in deny):
-                raise ConfigError(
-                    f'[servers.bash] env_deny: expected a list of variable-name globs such as "*_TOKEN", got {deny!r}'
-                )
-            values["env_deny"] = tuple(deny)
-        if "env_set" in table:
-            env = table["env_set"]
+        for key in ("max_output_bytes", "max_background_runs", "persist_cwd"):
+            if getattr(raw, key) is not None:
+                values[key] = getattr(raw, key)
+        if raw.env_deny is not None:
+            if not all(raw.env_deny):
+                raise ConfigError(f"[servers.bash] env_deny: expected {_HINTS['env_deny']}, got {list(raw.env_deny)!r}")
+            values["env_deny"] = raw.env_deny
+        if raw.env_set is not None:
+            env = raw.env_set
             if not isinstance(env, Mapping) or not all(
                 isinstance(k, str) and k and "=" not in k and "\x00" not in k and isinstance(v, str) and "\x00" not in v
                 for k, v in env.items()
             ):
-                raise ConfigError(f'[servers.bash] env_set: expected a table of NAME = "value" strings, got {env!r}')
+                raise ConfigError(f"[servers.bash] env_set: expected {_HINTS['env_set']}, got {env!r}")
             values["env_set"] = dict(env)
-        policy = {k: table[k] for k in ("allow_outside_root", "outside_root_allow", "outside_root_deny") if k in table}
+        policy = {k: getattr(raw, k) for k in POLICY_KEYS if getattr(raw, k) is not None}
         if policy:
-            for key in ("outside_root_allow", "outside_root_deny"):
-                if key in policy and (
-                    not isinstance(policy[key], (list, tuple)) or not all(isinstance(p, str) for p in policy[key])
-                ):
-                    raise ConfigError(
-                        f"[servers.bash] {key}: expected a list of absolute directory paths, got {policy[key]!r}"
-                    )
             try:
                 values["path_policy"] = PathPolicy(**policy)
             except ConfigError as exc:
-                raise ConfigError(f"[servers.bash] {exc}") from None
+                # The policy checks the paths of both lists at once; name the list(s) given.
+                keys = " / ".join(k for k in POLICY_KEYS[1:] if k in policy) or POLICY_KEYS[0]
+                raise ConfigError(f"[servers.bash] {keys}: {exc}") from None
         return cls(**values)
 
 
-def _positive(key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"[servers.bash] {key}: expected a positive number of seconds, got {value!r}")
-    return float(value)
+#: What the server base reads itself (``timeout_seconds`` is read here too, as the default).
+BASE_KEYS = frozenset({"max_threads"})
+POLICY_KEYS = ("allow_outside_root", "outside_root_allow", "outside_root_deny")
+
+
+@attrs.frozen(kw_only=True)
+class _Table:
+    """The table as written, each key typed (None: not set); ``metadata["min"]``: the smallest accepted."""
+
+    shell: str | None = None
+    timeout_seconds: float | None = None
+    max_timeout_seconds: float | None = None
+    background_timeout_seconds: float | None = None
+    max_output_bytes: int | None = attrs.field(default=None, metadata={"min": 256})
+    max_background_runs: int | None = attrs.field(default=None, metadata={"min": 0})
+    persist_cwd: bool | None = None
+    env_deny: tuple[str, ...] | None = None
+    # Checked here, not by the toolkit: it has no rule for a table of strings.
+    env_set: Mapping[str, Any] | None = None
+    allow_outside_root: Literal[True, False, "optional"] | None = None
+    outside_root_allow: tuple[str, ...] | None = None
+    outside_root_deny: tuple[str, ...] | None = None
+
+
+#: What each key is: said after the toolkit's "expected ..." so the fix is plain.
+_HINTS = {
+    "shell": "a path to a shell",
+    "timeout_seconds": "a positive number of seconds",
+    "max_timeout_seconds": "a positive number of seconds",
+    "background_timeout_seconds": "a positive number of seconds",
+    "max_output_bytes": "an integer of at least 256",
+    "max_background_runs": "a whole number of at least 0 (0 turns background runs off)",
+    "persist_cwd": "true or false",
+    "env_deny": 'a list of variable-name globs such as "*_TOKEN"',
+    "env_set": 'a table of NAME = "value" strings',
+    "allow_outside_root": 'true, false or "optional"',
+    "outside_root_allow": "a list of absolute directory paths",
+    "outside_root_deny": "a list of absolute directory paths",
+}
+
+
+def _read_table(table: Mapping[str, Any]) -> _Table:
+    try:
+        return settings_from_table(_Table, table, server="bash", extra_keys=BASE_KEYS)
+    except ConfigError as exc:
+        message = str(exc)
+        # The toolkit names the key as "[servers.bash] <key>" (or "<key>[i]" inside an array).
+        key = next((k for k in _HINTS if f"[servers.bash] {k}:" in message or f"[servers.bash] {k}[" in message), None)
+        if key is None:
+            raise
+        raise ConfigError(f"{message}; {key} is {_HINTS[key]}") from None
