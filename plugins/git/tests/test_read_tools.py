@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import orjson
+from entropic_mcp.testing import call, make_manager
 from git_testkit import ISOLATED_ENV, Repo, init_repo, make_server, ok, refused
 
 # -- status ------------------------------------------------------------------------------------
@@ -180,6 +182,33 @@ def test_log_of_an_unborn_branch_is_empty(empty_repo):
 def test_log_rejects_out_of_range_max_count(server):
     for bad in (0, 201, "10", True):
         assert refused(server, "log", {"max_count": bad})["error"] == "invalid_args"
+
+
+def test_whole_numbers_written_as_floats_are_integers_through_the_pipeline(repo):
+    # JSON Schema counts 3.0 as an integer, so the schema stage lets it through: the tool must
+    # read it as 3 (the toolkit's one rule), not refuse what the schema accepted
+    for n in range(2, 6):
+        repo.commit(f"commit {n}", **{f"f{n}.txt": f"{n}\n"})
+    manager = make_manager(repo.path, servers=[make_server(repo.path)], config={"permissions": {"default": "allow"}})
+    outcome = call(manager, "git.log", {"max_count": 3.0})
+    assert outcome.kind == "ok", outcome.response.result
+    assert [c["subject"] for c in orjson.loads(outcome.response.result)] == ["commit 5", "commit 4", "commit 3"]
+    context = call(manager, "git.diff", {"context_lines": 0.0, "target": "HEAD~1"})
+    assert context.kind == "ok" and "@@ -0,0 +1 @@" in context.response.result
+    blame = call(manager, "git.blame", {"path": "f5.txt", "start_line": 1.0, "end_line": 1.0})
+    assert blame.kind == "ok", blame.response.result
+    # a fraction, a boolean, a string or a float past the bounds is no count of commits
+    for bad in (3.5, True, "3", 1e300):
+        outcome = call(manager, "git.log", {"max_count": bad})
+        assert outcome.kind in ("rejected_schema", "error"), (bad, outcome.kind)
+        assert orjson.loads(outcome.response.result)["error"] in ("invalid_args", "schema_validation_failed"), bad
+
+
+def test_whole_numbers_written_as_floats_are_integers_called_directly(server, repo):
+    repo.commit("second", **{"b.txt": "b\n"})
+    assert [c["subject"] for c in ok(server, "log", {"max_count": 1.0})] == ["second"]
+    for bad in (1.5, False, float("nan"), float("inf"), 2e300):
+        assert refused(server, "log", {"max_count": bad})["error"] == "invalid_args", bad
 
 
 # -- show --------------------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""Reading tool arguments: types and bounds, revision-like values, and paths confined to the work tree."""
+"""Reading tool arguments: revision-like values and paths confined to the work tree.
+
+Types and bounds (flags, integers, choices, strings) are the core toolkit's readers, so the git
+tools follow the one rule every plugin does (``3.0`` is the integer 3; booleans are not numbers).
+"""
 
 from __future__ import annotations
 
@@ -7,37 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from entropic_mcp import PathPolicy, ToolError, confine, is_within
+from entropic_mcp import PathPolicy, ToolError, confine, is_within, toolkit
 
 #: git has no approval path: a path outside the work tree is simply refused.
 POLICY = PathPolicy(allow_outside_root=False, approvable=False)
-
-
-def flag(args: Mapping[str, Any], name: str, default: bool) -> bool:
-    value = args.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ToolError("invalid_args", f"'{name}' must be true or false, got {value!r}")
-    return value
-
-
-def integer(args: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = args.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ToolError("invalid_args", f"'{name}' must be an integer from {low} to {high}, got {value!r}")
-    return value
-
-
-def choice(args: Mapping[str, Any], name: str, default: str, options: tuple[str, ...]) -> str:
-    value = args.get(name)
-    if value is None:
-        return default
-    if value not in options:
-        raise ToolError("invalid_args", f"'{name}' must be one of {', '.join(options)}; got {value!r}")
-    return value
 
 
 @overload
@@ -45,16 +22,11 @@ def text(args: Mapping[str, Any], name: str, *, required: Literal[True]) -> str:
 @overload
 def text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None: ...
 def text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
-    """A non-blank string without NUL bytes (which no argument list can carry)."""
-    value = args.get(name)
-    if value is None:
-        if required:
-            raise ToolError("invalid_args", f"Missing required argument: {name}")
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ToolError("invalid_args", f"'{name}' must be a non-empty string, got {value!r}")
-    if "\x00" in value:
-        raise ToolError("invalid_args", f"'{name}' contains a NUL byte; remove it")
+    """The toolkit's string (no NUL byte, valid Unicode), and not blank either: a message, path
+    or revision of spaces only is a mistake git would answer with a confusing failure."""
+    value = toolkit.text(args, name, required=required)
+    if value is not None and not value.strip():
+        raise ToolError("invalid_args", f"'{name}' must not be blank; pass a non-empty value")
     return value
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from entropic_mcp import READ_PATH_TOOLS, CallContext, path_part, path_refused
+from entropic_mcp import READ_PATH_TOOLS, CallContext, path_part
 
 IGNORE_FILE = ".entropicignore"
 MAX_IGNORE_BYTES = 1 << 20
@@ -115,7 +115,11 @@ class IgnoreCache:
 
 def rules_may_refuse_reads(ctx: CallContext) -> bool:
     """Whether any deny or ask rule of the host could match a file read (a cheap over-estimate:
-    when False, no per-file check is needed)."""
+    when False, no per-file check is needed).
+
+    Still reads ``ctx.manager``: the services offer a verdict per path, not the rule lists, and
+    asking per path would cost a ``--name-only`` git run on every diff and show.
+    """
     manager = ctx.manager
     if manager is None:
         return False
@@ -140,8 +144,8 @@ def refused_read(ctx: CallContext, root: Path, top: Path, path: str) -> str | No
         try:
             display = (top / path).relative_to(root).as_posix()
         except ValueError:
-            return path_refused(ctx, "read", absolute)
-    return path_refused(ctx, "read", display or ".", also=(absolute,))
+            return ctx.services.path_refused("read", absolute)
+    return ctx.services.path_refused("read", display or ".", also=(absolute,))
 
 
 def refused_write(ctx: CallContext, root: Path, top: Path, path: str) -> str | None:
@@ -155,6 +159,8 @@ def refused_write(ctx: CallContext, root: Path, top: Path, path: str) -> str | N
     absolute = (top / path).as_posix()
     display = root_relative(root, top, path)
     part = path_part("write", display or absolute, also=(absolute,) if display else (), neutral=True)
+    # ctx.manager, not ctx.services: the services' path_refused leaves out the protection of the
+    # policy files (a verdict of kind "protected"), which is what git must not rewrite either
     manager = ctx.manager
     if manager is None:
         return "it is a protected policy file" if part.protected else None

@@ -7,8 +7,9 @@ import re
 from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.toolkit import choice, flag, integer
 
-from ._args import choice, flag, integer, pathspecs, revision, text
+from ._args import pathspecs, revision, text
 from ._tool import JSON_READ_LIMIT, GitTool, check
 
 PACKAGE = __package__ or "entropic_mcp_git"
@@ -55,10 +56,10 @@ class Blame(GitTool):
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> str:
         raw = text(args, "path", required=True)
         rev = revision(args, "revision")
-        start = integer(args, "start_line", 1, 1, 10_000_000)
+        start = integer(args, "start_line", default=1, minimum=1, maximum=10_000_000)
         end = args.get("end_line")
         if end is not None:
-            end = integer(args, "end_line", start, start, 10_000_000)
+            end = integer(args, "end_line", default=start, minimum=start, maximum=10_000_000)
         tree = await self.worktree()
         path = pathspecs([raw], root=self.server.root, top=tree.top, tool="git.blame", access="read", name="path")[0]
         reason = self.hidden(ctx, tree, path)
@@ -89,7 +90,7 @@ class Blame(GitTool):
 
 def _stash_ref(args: dict[str, Any]) -> str:
     # built from an integer: never an option, never another ref
-    return f"stash@{{{integer(args, 'index', 0, 0, 100_000)}}}"
+    return f"stash@{{{integer(args, 'index', default=0, minimum=0, maximum=100_000)}}}"
 
 
 class StashList(GitTool):
@@ -121,11 +122,11 @@ class Stash(GitTool):
     idempotent = False
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        action = choice(args, "action", "push", ("push", "pop", "apply", "drop"))
+        action = choice(args, "action", ("push", "pop", "apply", "drop"), default="push")
         tree = await self.worktree()
         if action == "push":
             message = text(args, "message")
-            untracked = flag(args, "include_untracked", False)
+            untracked = flag(args, "include_untracked", default=False)
             paths = self.paths(args, tree, access="write")
             command = ["stash", "push"]
             if untracked:
@@ -175,8 +176,8 @@ class Restore(GitTool):
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         source = revision(args, "source")
-        staged = flag(args, "staged", False)
-        worktree = flag(args, "worktree", not staged)
+        staged = flag(args, "staged", default=False)
+        worktree = flag(args, "worktree", default=not staged)
         if not staged and not worktree:
             raise ToolError("invalid_args", "'staged' and 'worktree' are both false: restore nothing? set one of them")
         tree = await self.worktree()

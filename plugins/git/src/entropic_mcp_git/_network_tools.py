@@ -14,8 +14,9 @@ import re
 from typing import Any, ClassVar
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.toolkit import flag
 
-from ._args import flag, revision
+from ._args import revision
 from ._runner import WorkTree
 from ._tool import GitTool, check
 
@@ -101,7 +102,7 @@ class Fetch(NetworkTool):
     idempotent = True
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        prune = flag(args, "prune", False)
+        prune = flag(args, "prune", default=False)
         name = revision(args, "remote") or "origin"
         self.require_network()
         tree = await self.worktree()
@@ -162,7 +163,7 @@ class Push(NetworkTool):
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         branch = branch_name(args, "branch")
-        upstream = flag(args, "set_upstream", False)
+        upstream = flag(args, "set_upstream", default=False)
         name = revision(args, "remote") or "origin"
         self.require_network()
         tree = await self.worktree()

@@ -6,8 +6,9 @@ import posixpath
 from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.toolkit import choice, flag, integer
 
-from ._args import choice, flag, integer, revision
+from ._args import revision
 from ._hidden import rules_may_refuse_reads
 from ._porcelain import (
     BRANCH_FORMAT,
@@ -63,10 +64,10 @@ class Diff(GitTool):
     required_access_level = AccessLevel.READ
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> str:
-        staged = flag(args, "staged", False)
+        staged = flag(args, "staged", default=False)
         target = revision(args, "target")
-        context = integer(args, "context_lines", 3, 0, 1000)
-        shape = choice(args, "format", "patch", tuple(DIFF_FORMATS))
+        context = integer(args, "context_lines", default=3, minimum=0, maximum=1000)
+        shape = choice(args, "format", tuple(DIFF_FORMATS), default="patch")
         tree = await self.worktree()
         paths = self.paths(args, tree, access="read")
         compare = ["--cached"] if staged else []
@@ -91,12 +92,12 @@ class Log(GitTool):
     required_access_level = AccessLevel.READ
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        max_count = integer(args, "max_count", 10, 1, 200)
+        max_count = integer(args, "max_count", default=10, minimum=1, maximum=200)
         rev = revision(args, "revision")
         since = revision(args, "since")
         until = revision(args, "until")
-        body = flag(args, "body", False)
-        stats = flag(args, "stats", False)
+        body = flag(args, "body", default=False)
+        stats = flag(args, "stats", default=False)
         tree = await self.worktree()
         paths = self.paths(args, tree, access="read")
         detailed = body or stats
@@ -208,7 +209,7 @@ class Branch(GitTool):
     required_access_level = AccessLevel.READ
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        kind = choice(args, "kind", "local", ("local", "remote", "all"))
+        kind = choice(args, "kind", ("local", "remote", "all"), default="local")
         contains = revision(args, "contains")
         tree = await self.worktree()
         command = ["branch", "--list", "--no-color", BRANCH_FORMAT]

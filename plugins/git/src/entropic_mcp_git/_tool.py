@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from entropic_mcp import CallContext, ToolBase, ToolError
+from entropic_mcp.toolkit import result_limit
 
 from ._args import pathspecs, raw_paths
 from ._hidden import refused_read, refused_write, root_relative, rules_may_refuse_reads
@@ -67,8 +68,7 @@ class GitTool(ToolBase):
         """Bytes of text output to keep: the server's cap, kept under the pipeline's result cap so
         the note saying how to narrow the output is what gets cut last, not git's text."""
         limit = self.server.runner.max_output_bytes
-        manager = ctx.manager
-        cap = manager.config.pipeline.max_result_bytes if manager is not None else 0
+        cap = result_limit(ctx)
         if cap > 0:
             limit = min(limit, max(1024, cap - 256))
         return limit

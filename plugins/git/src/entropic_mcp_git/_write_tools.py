@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.toolkit import flag
 
-from ._args import flag, revision, text
+from ._args import revision, text
 from ._runner import WorkTree, git_failed
 from ._tool import JSON_READ_LIMIT, GitTool, check
 
@@ -46,7 +47,7 @@ class Commit(GitTool):
 
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         message = text(args, "message", required=True)
-        add_all = flag(args, "add_all", False)
+        add_all = flag(args, "add_all", default=False)
         tree = await self.worktree()
         # the message is one argument in an argument list — no shell ever sees it — and
         # --cleanup=verbatim keeps it byte for byte (no comment or whitespace stripping)
@@ -72,7 +73,7 @@ class CreateBranch(GitTool):
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         name = revision(args, "name", required=True)
         base = revision(args, "base")
-        switch = flag(args, "checkout", True)
+        switch = flag(args, "checkout", default=True)
         tree = await self.worktree()
         if base is not None:
             sha = await self.verify_commit(ctx, tree, "base", base)
