@@ -145,6 +145,12 @@ def test_config_keys_are_validated(repo):
         server.configure({"timeout_seconds": 0})
     server.configure({"timeout_seconds": 5, "max_output_bytes": 2048, "git": shutil.which("git")})
     assert (server.default_timeout_seconds, server.runner.timeout, server.runner.max_output_bytes) == (5.0, 5.0, 2048)
+    # the toolkit's one number rule: a whole number written as a float is that integer
+    server.configure({"max_output_bytes": 4096.0})
+    assert server.runner.max_output_bytes == 4096 and type(server.runner.max_output_bytes) is int
+    for bad in ("yes", 1, None):
+        with pytest.raises(ConfigError, match=r"\[servers.git\] network: expected true or false"):
+            server.configure({"network": bad})
 
 
 def test_default_timeout_is_thirty_seconds(repo):

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
 from entropic_mcp import ConfigError, MCPServerBase
+from entropic_mcp.toolkit import settings_from_table
 
 from ._hidden import IgnoreCache
 from ._more_tools import Blame, CreateTag, Restore, Stash, StashList, Tag
@@ -41,6 +43,22 @@ TOOLS = (
 )
 
 
+#: Keys of the table the server base reads itself.
+_BASE_KEYS = frozenset({"timeout_seconds", "max_threads"})
+
+
+@attrs.frozen(kw_only=True)
+class GitSettings:
+    """The ``[servers.git]`` keys of the git server itself (``timeout_seconds`` is the base's)."""
+
+    #: text output kept per call (diff, show, blame), in bytes
+    max_output_bytes: int = attrs.field(default=DEFAULT_MAX_OUTPUT_BYTES, metadata={"min": 1024})
+    #: the git program: a name looked up on PATH, or a path (``~`` expanded)
+    git: str = "git"
+    #: fetch, pull and push (off: no transport at all)
+    network: bool = False
+
+
 class GitServer(MCPServerBase):
     """Tools over the git repository containing the project root.
 
@@ -49,7 +67,7 @@ class GitServer(MCPServerBase):
 
     name = "git"
     default_timeout_seconds: float | None = 30.0
-    config_keys: ClassVar[frozenset[str]] = frozenset({"max_output_bytes", "git", "network"})
+    config_keys: ClassVar[frozenset[str]] = frozenset(field.name for field in attrs.fields(GitSettings))
 
     def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
         super().__init__(name, root=root)
@@ -60,20 +78,16 @@ class GitServer(MCPServerBase):
 
     def configure(self, config: Mapping[str, Any]) -> None:
         super().configure(config)
+        # the base checked the table's keys and applied its own (timeout_seconds, max_threads)
+        settings = settings_from_table(GitSettings, config, server=self.name, extra_keys=_BASE_KEYS)
         table = f"[servers.{self.name}]"
-        max_output = config.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)
-        if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 1024:
-            raise ConfigError(f"{table} max_output_bytes: expected an integer of at least 1024, got {max_output!r}")
-        program = config.get("git", "git")
-        if not isinstance(program, str) or not program.strip():
+        program = settings.git
+        if not program.strip():
             raise ConfigError(f"{table} git: expected the path or name of the git program, got {program!r}")
         if "git" in config and shutil.which(os.path.expanduser(program)) is None:
             raise ConfigError(f"{table} git: {program!r} is not an executable program; give the path to git")
-        network = config.get("network", False)
-        if not isinstance(network, bool):
-            raise ConfigError(f"{table} network: expected true or false, got {network!r}")
-        self.runner.set_network(network)
-        self.runner.max_output_bytes = max_output
+        self.runner.set_network(settings.network)
+        self.runner.max_output_bytes = settings.max_output_bytes
         self.runner.set_program(os.path.expanduser(program))
         self.runner.timeout = self.default_timeout_seconds or 30.0
 
