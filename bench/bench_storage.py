@@ -266,7 +266,8 @@ def p6_postgres(backend: object, texts: list[tuple[str, str, str]], times: list[
 
 
 def bulk_load_postgres(dsn: str, schema: str, texts: list[tuple[str, str, str]], total: int) -> None:
-    """Completed delegations in the backend's own layout (migration 1), with COPY (the API would take minutes)."""
+    """Completed delegations in the backend's own layout (migration 2: the words in ``delegation_words``,
+    as the background indexing leaves them), with COPY (the API would take minutes)."""
     import psycopg
     from psycopg import sql
 
@@ -292,13 +293,15 @@ def bulk_load_postgres(dsn: str, schema: str, texts: list[tuple[str, str, str]],
             with cur.copy(
                 "COPY delegations (delegation_id, parent_id, child_conversation_id, delegating_tier, target_tier, "
                 "task, max_turns, context, scope, status, summary, created_at, completed_at, "
-                "completion_seq, folded_summary, folded_text, summary_terms, terms) FROM STDIN"
+                "completion_seq, folded_summary, folded_text) FROM STDIN"
             ) as copy:
                 vocabulary: set[str] = set()
+                words = []
                 for delegation_id, child, target, task, summary in pairs:
                     summary_terms = sorted(set(WORD.findall(summary.casefold())))
                     task_terms = sorted(set(WORD.findall(task.casefold())))
                     vocabulary.update(summary_terms, task_terms)
+                    words.append((delegation_id, sorted(set(summary_terms + task_terms)), summary_terms))
                     copy.write_row(
                         (
                             delegation_id,
@@ -317,10 +320,11 @@ def bulk_load_postgres(dsn: str, schema: str, texts: list[tuple[str, str, str]],
                             None,
                             summary.casefold(),
                             summary.casefold() + "\n" + task.casefold(),
-                            summary_terms,
-                            summary_terms + task_terms,
                         )
                     )
+            with cur.copy("COPY delegation_words (delegation_id, terms, summary_terms) FROM STDIN") as copy:
+                for row in words:
+                    copy.write_row(row)
             with cur.copy("COPY search_terms (term) FROM STDIN") as copy:
                 for term in vocabulary:
                     copy.write_row((term,))
@@ -331,6 +335,7 @@ def bulk_load_postgres(dsn: str, schema: str, texts: list[tuple[str, str, str]],
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE delegations")
         conn.execute("VACUUM ANALYZE conversations")
+        conn.execute("VACUUM ANALYZE delegation_words")
 
 
 def postgres_section(

@@ -57,7 +57,8 @@ def open_empty_pg(pg_dsn: str, shared_schema: str) -> Iterator[Callable[..., obj
 
     # DELETE, not TRUNCATE: a few rows go faster than new files for every table and index.
     with psycopg.connect(pg_dsn) as conn:
-        for table in ("conversations", "tool_calls", "search_terms"):  # the rest cascades
+        # the rest cascades; index_queue has no foreign key (see migration 2)
+        for table in ("conversations", "tool_calls", "search_terms", "index_queue"):
             conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(shared_schema, table)))
     opened: list[PostgresBackend] = []
 

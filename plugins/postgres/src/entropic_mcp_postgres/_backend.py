@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ._audit import AuditBuffer
 from ._errors import PostgresAuthError, PostgresUnavailable
+from ._indexer import SearchIndexer
 from ._migrations import LATEST, migrate, trigram_schema
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ log = logging.getLogger("entropic_mcp.storage.postgres")
 ENV_DSN = "ENTROPIC_MCP_POSTGRES_DSN"
 #: Newest completed delegations a search looks at first (see ``search_delegations``).
 SEARCH_WINDOW = 500
+#: Seconds a completion waits in the queue before the background indexing, so completions made
+#: together are indexed in one batch (the search finds them meanwhile; see ``_indexer.py``).
+INDEX_DELAY = 0.05
 STATUSES = ("completed", "failed")
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -145,15 +149,6 @@ _WORD = re.compile(r"\w+")
 _BROAD = 256
 
 
-#: Words this process knows are in ``search_terms`` (never deleted from), so a write sends only
-#: the others; forgotten beyond this many.
-_KNOWN_TERMS = 200_000
-
-
-def _terms(folded: str) -> list[str]:
-    return sorted(set(_WORD.findall(folded)))
-
-
 def _fold(text: str) -> str:
     # Python's casefold, as the tinydb backend folds, so both backends match the same words.
     return text.casefold()
@@ -250,7 +245,6 @@ class PostgresBackend:
         self._closed = False
         self._mutex = threading.Lock()
         self._checking = threading.Event()  # one pool check at a time after a broken connection
-        self._known_terms: set[str] = set()
         connect_args: dict[str, Any] = {
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": "entropic-mcp",
@@ -297,7 +291,8 @@ class PostgresBackend:
         )
         self._pool.open(wait=False)
         self._audit = AuditBuffer(self._pool.connection, batch=audit_batch, seconds=audit_flush_seconds)
-        self._finalizer = weakref.finalize(self, _shutdown, self._audit, self._pool)
+        self._indexer = SearchIndexer(self._pool.connection, delay=INDEX_DELAY)
+        self._finalizer = weakref.finalize(self, _shutdown, self._audit, self._indexer, self._pool)
 
     @classmethod
     def from_config(cls, config: Config) -> PostgresBackend:
@@ -384,15 +379,19 @@ class PostgresBackend:
         finally:
             self._checking.clear()
 
-    def _unknown_terms(self, terms: list[str]) -> list[str]:
-        known = self._known_terms
-        return [term for term in terms if term not in known]
+    def index_pending(self) -> int:
+        """Index the queued completions now rather than in the background; returns how many.
 
-    def _learn_terms(self, terms: list[str]) -> None:
-        """Remember words a committed statement put in ``search_terms``."""
-        if len(self._known_terms) + len(terms) > _KNOWN_TERMS:
-            self._known_terms = set()
-        self._known_terms.update(terms)
+        Only the search's speed depends on it (the search checks queued delegations directly).
+        """
+        if self._closed:
+            raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
+        try:
+            return self._indexer.drain()
+        except PoolTimeout:
+            raise PostgresUnavailable(f"index_pending: no connection to PostgreSQL at {self.where}") from None
+        except psycopg.Error as exc:
+            raise PostgresUnavailable(f"index_pending: PostgreSQL at {self.where} failed: {exc}") from None
 
     # -- conversations -----------------------------------------------------------------------------
 
@@ -541,27 +540,22 @@ class PostgresBackend:
             raise StorageError("context must be a list of objects ({path, lines?, note?})")
         context_body = _json([dict(item) for item in context], "context")
         delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
-        task_terms = _terms(_fold(task))
-        new_terms = self._unknown_terms(task_terms)
         metadata = _json(
             {"parent_id": parent_id, "delegating_tier": delegating_tier, "target_tier": target_tier}, "metadata"
         )
         with self._transaction("create_delegation") as conn:
             # One statement: the parent is found (and kept from being deleted meanwhile), the child
-            # conversation and the delegation inserted, each taking the parent's scope, and the
-            # task's words this process has not seen added to the search's vocabulary.
+            # conversation and the delegation inserted, each taking the parent's scope.
             cur = conn.execute(
                 "WITH p AS (SELECT conversation_id, scope FROM conversations WHERE conversation_id = %(parent)s "
                 "FOR KEY SHARE), "
                 "child AS (INSERT INTO conversations (conversation_id, title, metadata, scope, parent_delegation_id, "
                 "created_at, updated_at) SELECT %(child)s, %(title)s, %(metadata)s, p.scope, %(id)s, now(), now() "
-                "FROM p RETURNING conversation_id), "
-                "v AS (INSERT INTO search_terms (term) SELECT t FROM p, unnest(%(new_terms)s::text[]) t "
-                "ON CONFLICT DO NOTHING) "
+                "FROM p RETURNING conversation_id) "
                 "INSERT INTO delegations (delegation_id, parent_id, child_conversation_id, delegating_tier, "
-                "target_tier, task, folded_task, task_terms, max_turns, context, scope, status, created_at) "
+                "target_tier, task, folded_task, max_turns, context, scope, status, created_at) "
                 "SELECT %(id)s, p.conversation_id, child.conversation_id, %(from)s, %(to)s, %(task)s, %(folded)s, "
-                "%(terms)s, %(turns)s, %(context)s, p.scope, 'running', now() FROM p, child",
+                "%(turns)s, %(context)s, p.scope, 'running', now() FROM p, child",
                 {
                     "parent": parent_id,
                     "child": child,
@@ -572,15 +566,12 @@ class PostgresBackend:
                     "to": target_tier,
                     "task": task,
                     "folded": _fold(task),
-                    "terms": task_terms,
-                    "new_terms": new_terms,
                     "turns": max_turns,
                     "context": context_body,
                 },
             )
             if cur.rowcount != 1:
                 raise _unknown("conversation", parent_id, "create_delegation parent_id")
-        self._learn_terms(new_terms)
         return delegation_id, child
 
     def complete_delegation(self, delegation_id: str, status: str, summary: str) -> None:
@@ -591,32 +582,23 @@ class PostgresBackend:
             summary = ""
         _text(summary, "summary", empty_ok=True)
         folded = _fold(summary)
-        summary_terms = _terms(folded)
-        new_terms = self._unknown_terms(summary_terms)
         with self._transaction("complete_delegation") as conn:
-            # One statement: the completion, and the summary's words added to the search's
-            # vocabulary (the task's were added when the delegation was created).
+            # One statement: the completion and, for a searchable one, its entry in the queue of
+            # the word index (indexed after the commit, in a batch; the search reads the queue).
             cur = conn.execute(
                 "WITH d AS (UPDATE delegations SET status = %(status)s, summary = %(summary)s, "
                 "completed_at = greatest(now(), created_at), completion_seq = nextval('completion_order'), "
                 "folded_summary = %(folded)s, folded_text = %(folded)s || chr(10) || folded_task, "
-                "summary_terms = %(terms)s, terms = %(terms)s || task_terms, folded_task = NULL, task_terms = NULL "
-                "WHERE delegation_id = %(id)s AND status = 'running' RETURNING terms), "
-                "v AS (INSERT INTO search_terms (term) SELECT t FROM d, unnest(%(new_terms)s::text[]) t "
-                "ON CONFLICT DO NOTHING) "
+                "folded_task = NULL WHERE delegation_id = %(id)s AND status = 'running' RETURNING delegation_id), "
+                "q AS (INSERT INTO index_queue (delegation_id) SELECT delegation_id FROM d "
+                "WHERE %(status)s = 'completed') "
                 "SELECT count(*) FROM d",
-                {
-                    "status": status,
-                    "summary": summary,
-                    "folded": folded,
-                    "terms": summary_terms,
-                    "new_terms": new_terms,
-                    "id": delegation_id,
-                },
+                {"status": status, "summary": summary, "folded": folded, "id": delegation_id},
             )
             row = cur.fetchone()
             if row is not None and row[0] == 1:
-                self._learn_terms(new_terms)
+                if status == "completed":
+                    self._indexer.poke()
                 return
             row = conn.execute(
                 "SELECT status, completed_at FROM delegations WHERE delegation_id = %s", (delegation_id,)
@@ -759,18 +741,32 @@ class PostgresBackend:
         least: int,
     ) -> list[Any]:
         """The delegations completed before ``low`` that score more than ``least``; ``expansions``
-        are the known words containing each run of word characters of the query."""
+        are the known words containing each run of word characters of the query.
+
+        The candidates are the indexed delegations holding a known word for every run, and the
+        ones still queued for the index (checked against their texts like every candidate).
+        """
         # Only a better score can enter: with ``least`` one below the most, every word must be in
         # the summary, so the summary's words narrow the candidates.
         in_summary = least == len(words) - 1
         column = "summary_terms" if in_summary else "terms"
         narrowing: list[str] = []
+        indexed: str | None = "true"
         for index, terms in enumerate(expansions):
             if not terms:
-                return []  # a run no completed delegation ever held: nothing older matches
+                indexed = None  # a run no indexed delegation holds: only queued ones can match
+                break
             if len(terms) <= _BROAD:
                 params[f"t{index}"] = terms
                 narrowing.append(f"{column} && %(t{index})s::text[]")
+        if indexed is not None and narrowing:
+            indexed = "SELECT delegation_id FROM delegation_words WHERE " + " AND ".join(narrowing)
+        if indexed is None:
+            candidates = ["d.delegation_id IN (SELECT delegation_id FROM index_queue)"]
+        elif indexed == "true":
+            candidates = []  # every word too common to narrow: the older delegations' texts decide
+        else:
+            candidates = [f"d.delegation_id IN ({indexed} UNION ALL SELECT delegation_id FROM index_queue)"]
         better = (
             " AND ".join(f"folded_summary LIKE %(p{i})s" for i in range(len(words)))
             if in_summary
@@ -780,7 +776,7 @@ class PostgresBackend:
         # recency is what the first look did; here the word indexes must choose the candidates
         # (a planner without statistics would otherwise walk every older delegation).
         unindexed_scope = in_scope.replace("scope = %(scope)s", "scope || '' = %(scope)s")
-        conditions = " AND ".join([unindexed_scope, "completion_seq + 0 < %(low)s", *narrowing, every_word, better])
+        conditions = " AND ".join([unindexed_scope, "completion_seq + 0 < %(low)s", *candidates, every_word, better])
         older = (
             f"SELECT d.completion_seq, {score.replace('folded_summary', 'd.folded_summary')} AS score, {result} "
             f"FROM delegations d WHERE {conditions} ORDER BY score DESC, d.completion_seq DESC LIMIT %(k)s"
@@ -839,8 +835,11 @@ class PostgresBackend:
         self._finalizer()
 
 
-def _shutdown(audit: AuditBuffer, pool: ConnectionPool) -> None:
+def _shutdown(audit: AuditBuffer, indexer: SearchIndexer, pool: ConnectionPool) -> None:
     audit.cancel()
     audit.flush_quietly()
+    # Whatever is still queued is indexed by the next process to start (and searched as queued
+    # meanwhile); waiting here for a server that may be gone would hold up the close.
+    indexer.stop()
     with contextlib.suppress(Exception):
         pool.close(timeout=5)

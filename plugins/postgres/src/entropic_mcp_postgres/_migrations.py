@@ -127,6 +127,43 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             """,
         ),
     ),
+    (
+        2,
+        "the search's word index in a table of its own, filled from a queue after the completion commits",
+        (
+            # A completion used to write ~50 GIN entries (the words of the task and the summary)
+            # inside its durable statement; now it queues the delegation and a background batch
+            # indexes it (see _indexer.py). The search reads the queue, so nothing is missed.
+            """
+            CREATE TABLE delegation_words (
+                delegation_id uuid PRIMARY KEY REFERENCES delegations ON DELETE CASCADE,
+                terms text[] NOT NULL,
+                summary_terms text[] NOT NULL
+            )
+            """,
+            """
+            INSERT INTO delegation_words (delegation_id, terms, summary_terms)
+                SELECT delegation_id, terms, summary_terms FROM delegations
+                WHERE status = 'completed' AND terms IS NOT NULL AND summary_terms IS NOT NULL
+            """,
+            "CREATE INDEX delegation_words_terms ON delegation_words USING gin (terms) WITH (fastupdate = off)",
+            """
+            CREATE INDEX delegation_words_summary_terms ON delegation_words USING gin (summary_terms)
+                WITH (fastupdate = off)
+            """,
+            # No foreign key: a completion's statement stays free of a referential check; the
+            # indexer and the search join with delegations, so an entry of a deleted one is inert.
+            "CREATE TABLE index_queue (delegation_id uuid PRIMARY KEY)",
+            """
+            INSERT INTO index_queue (delegation_id)
+                SELECT delegation_id FROM delegations
+                WHERE status = 'completed' AND (terms IS NULL OR summary_terms IS NULL)
+            """,
+            "DROP INDEX delegations_terms",
+            "DROP INDEX delegations_summary_terms",
+            "ALTER TABLE delegations DROP COLUMN task_terms, DROP COLUMN summary_terms, DROP COLUMN terms",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]
