@@ -6,6 +6,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from entropic_mcp.toolkit import HeadTail
+
 log = logging.getLogger("entropic_mcp_bash")
 
 #: Bytes of pending lines one progress notification carries at most (the newest are kept).
@@ -44,31 +46,24 @@ def _trail_boundary(data: bytes | bytearray) -> int:
 
 
 class OutputBuffer:
-    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest.
+    """A command's output: the toolkit's ``HeadTail`` keeps its first and last ``limit`` bytes
+    (memory stays bounded whatever the command prints) and counts the rest; this renders it.
 
-    Memory stays bounded whatever the command prints: the tail is trimmed whenever it grows
-    to twice its share, so a gigabyte of output costs a few hundred KiB.
+    The rendering is the bash tool's own: the result may have to fit a smaller cap than the
+    buffer's (the pipeline's ``max_result_bytes``), and cuts must fall on character boundaries.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.head_limit = limit - limit // 2
-        self.tail_limit = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
+        self._kept = HeadTail(limit)
 
     def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-            if not data:
-                return
-        self.tail += data
-        if len(self.tail) > 2 * self.tail_limit:
-            del self.tail[: len(self.tail) - self.tail_limit]
+        self._kept.feed(data)
+
+    @property
+    def total(self) -> int:
+        """Bytes the command printed, kept or not."""
+        return self._kept.total
 
     def text(self, limit: int | None = None) -> str:
         """The output as text, cut to ``limit`` bytes (at most the buffer's own) if it is longer.
@@ -77,17 +72,22 @@ class OutputBuffer:
         how many bytes were dropped.
         """
         limit = self.limit if limit is None else min(limit, self.limit)
-        if self.total <= limit:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
-        data = bytes(self.head) + bytes(self.tail) if self.total <= self.limit else None
+        kept = self._kept
+        total = kept.total
+        if total <= limit:
+            return (bytes(kept.head) + kept.tail).decode("utf-8", errors="replace")
         head_size = limit - limit // 2
-        tail_size = limit // 2
-        head = (data if data is not None else self.head)[:head_size]
-        head = bytes(head[: _trail_boundary(head)])
-        source = data if data is not None else self.tail
-        tail = bytes(source[len(source) - tail_size :]) if tail_size else b""
+        if total <= self.limit:  # nothing was dropped: cut the whole output
+            head_source = tail_source = bytes(kept.head) + kept.tail
+        else:
+            head_source, tail_source = bytes(kept.head), kept.tail
+            head_size = min(head_size, len(head_source))
+        tail_size = limit - head_size
+        head = head_source[:head_size]
+        head = head[: _trail_boundary(head)]
+        tail = tail_source[len(tail_source) - tail_size :] if tail_size else b""
         tail = tail[_lead_boundary(tail) :]
-        omitted = self.total - len(head) - len(tail)
+        omitted = total - len(head) - len(tail)
         return (
             head.decode("utf-8", errors="replace")
             + f"\n[... {omitted} bytes omitted ...]\n"
