@@ -335,6 +335,17 @@ def test_the_tool_itself_refuses_what_the_schema_would(root: Path, args: dict[st
     assert f"'{list(args)[-1]}'" in caught.value.message  # names the argument to fix
 
 
+def test_a_bare_server_has_no_result_cap_and_a_manager_gives_its_own(root: Path) -> None:
+    # No host: ctx.services has no result limit, so only max_output_bytes applies.
+    _, server = make_manager(root, bash={"max_output_bytes": 65536})
+    tool = server.get_tool("execute")
+    assert tool is not None
+    bare = asyncio.run(tool.execute({"command": "seq 1 10000"}, CallContext(conversation_id="c")))
+    assert orjson.loads(bare.text)["truncated"] is False
+    kind, capped = run(root, "seq 1 10000", pipeline={"max_result_bytes": 2048})
+    assert capped["truncated"] is True and len(orjson.dumps(capped)) <= 2048
+
+
 def test_whole_float_timeouts_and_explicit_false_are_accepted(root: Path) -> None:
     kind, data = run(root, "echo ok", timeout_seconds=3.0, run_in_background=False)
     assert (kind, data["output"]) == ("ok", "ok\n")
