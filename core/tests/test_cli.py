@@ -461,3 +461,16 @@ def test_no_page_spells_a_rule_with_parentheses():
         for m in re.finditer(r"\"[a-z_]+\.[a-z_]+\([^\"]*\)\"", page.read_text())
     ]
     assert wrong == []
+
+
+def test_config_prints_external_servers_without_their_secrets(tmp_path):
+    (tmp_path / "entropic-mcp.toml").write_text(
+        '[external.ref]\ncommand = "mcp-server-git"\nenv = {TOKEN = "s3cret"}\n'
+        '[external.web]\nurl = "https://example.invalid/mcp"\nheaders = {Authorization = "Bearer s3cret"}\n'
+    )
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "entropic-mcp.toml"), "config", "--json"])
+    assert result.exit_code == 0, result.output
+    values = {row["key"]: row["value"] for row in json.loads(result.output)["values"]}
+    assert values["external.ref"]["command"] == "mcp-server-git" and values["external.ref"]["env"] == {"TOKEN": "***"}
+    assert values["external.web"]["headers"] == {"Authorization": "***"}
+    assert "s3cret" not in result.output

@@ -72,6 +72,20 @@ def _flatten(config: object) -> dict[str, object]:
         out[f"identities.{name}"] = {k: v.name for k, v in identity.keys.items()}
     for name, table in config.servers.items():  # type: ignore[attr-defined]
         out[f"servers.{name}"] = dict(table)
+    for name, external in getattr(config, "external", {}).items():
+        data = {}
+        for field in attrs.fields(type(external)):
+            value = getattr(external, field.name)
+            if field.name in ("headers", "env"):  # may hold credentials: names only
+                value = {key: "***" for key in value}
+            elif field.name == "access":
+                value = {tool: level.name for tool, level in value.items()}
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            data[field.name] = value
+        out[f"external.{name}"] = data
     return out
 
 
