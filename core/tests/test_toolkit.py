@@ -274,3 +274,101 @@ def test_head_tail_keeps_exactly_the_first_and_last_bytes(pieces, limit, keep_ta
     tail = rest[len(rest) - min(tail_size, len(rest)) :]
     assert buffer.bytes() == head + tail
     assert buffer.total == len(whole) and buffer.omitted == len(whole) - len(head) - len(tail)
+
+
+def test_stdin_larger_than_a_pipe_buffer_is_fed_whole(tmp_path):
+    data = bytes(range(256)) * 4096  # 1 MiB: written as the program reads, never all at once
+    script = "import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"
+    result = run_process_sync([os.sys.executable, "-c", script], cwd=tmp_path, timeout=60, stdin=data)
+    import hashlib
+
+    assert result.exit_code == 0 and result.stdout.text().strip() == hashlib.sha256(data).hexdigest()
+
+
+def test_a_program_that_ignores_its_input_is_no_error(tmp_path):
+    for program in (["true"], ["sh", "-c", "exec 0<&-; echo done"], ["head", "-c", "3"]):
+        result = run_process_sync(program, cwd=tmp_path, timeout=30, stdin=b"x" * (1 << 20))
+        assert result.exit_code == 0 and not result.timed_out, program
+
+
+def test_stderr_has_its_own_cap(tmp_path):
+    script = "import sys; sys.stderr.write('E' * 50000); sys.stdout.write('O' * 5000)"
+    result = run_process_sync(
+        [os.sys.executable, "-c", script], cwd=tmp_path, timeout=60, max_output_bytes=10000, stderr_bytes=100
+    )
+    assert result.stdout.bytes() == b"O" * 5000 and not result.stdout.truncated
+    assert result.stderr is not None and len(result.stderr.bytes()) == 100 and result.stderr.omitted == 49900
+
+
+def test_output_past_the_cap_is_marked_even_when_the_program_ends_at_once(tmp_path):
+    # the exit and the cap can be seen in one turn of the loop: the cut must still be reported
+    for size in (1001, 4096, 70000, 300000):
+        result = run_process_sync(
+            ["head", "-c", str(size), "/dev/zero"], cwd=tmp_path, timeout=30, max_output_bytes=1000, stop_at_cap=True
+        )
+        assert result.stopped_at_cap and result.ok and result.stdout.truncated, size
+        assert result.stdout.bytes() == b"\0" * 1000
+    exact = run_process_sync(
+        ["head", "-c", "1000", "/dev/zero"], cwd=tmp_path, timeout=30, max_output_bytes=1000, stop_at_cap=True
+    )
+    assert not exact.stopped_at_cap and not exact.stdout.truncated and exact.exit_code == 0
+
+
+def test_a_failing_output_callback_stops_the_group_and_is_raised(tmp_path):
+    pids = tmp_path / "pids"
+
+    def explode(data: bytes) -> None:
+        raise RuntimeError("progress sink broke")
+
+    with pytest.raises(RuntimeError, match="progress sink broke"):
+        run_process_sync(
+            ["sh", "-c", f"echo $$ > {pids}; sleep 300 & echo started; wait"],
+            cwd=tmp_path,
+            timeout=300,
+            grace=0.5,
+            on_output=explode,
+        )
+    assert not _alive(int(pids.read_text()))
+
+
+def test_a_leader_ignoring_term_at_the_cap_is_killed_after_the_grace(tmp_path):
+    # (stdout is closed at the cap, so a plain writer dies of SIGPIPE: this one ignores that too)
+    script = "trap '' TERM PIPE; while :; do echo line; done 2>/dev/null"
+    result = run_process_sync(
+        ["sh", "-c", script], cwd=tmp_path, timeout=60, max_output_bytes=100, stop_at_cap=True, grace=0.2
+    )
+    assert result.stopped_at_cap and not result.timed_out and result.exit_code == -9
+
+
+def test_many_runs_leak_no_descriptor_and_no_child(tmp_path):
+    import asyncio
+
+    run_process_sync(["true"], cwd=tmp_path, timeout=30)
+    before = len(os.listdir("/proc/self/fd"))
+
+    async def burst() -> list[int | None]:
+        runs = [
+            run_process(["sh", "-c", f"echo {i}; echo e >&2"], cwd=tmp_path, timeout=30, stdin=b"in") for i in range(40)
+        ]
+        runs += [run_process(["sleep", "300"], cwd=tmp_path, timeout=0.2, grace=0.2) for _ in range(5)]
+        return [result.exit_code for result in await asyncio.gather(*runs)]
+
+    codes = asyncio.run(burst())
+    assert codes == [0] * 40 + [None] * 5
+    assert len(os.listdir("/proc/self/fd")) == before
+    with pytest.raises(ChildProcessError):  # every child was reaped: no zombie is left
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_without_pidfds_a_thread_sees_the_exit(tmp_path, monkeypatch):
+    # an old kernel (or another Unix): os.pidfd_open is missing or fails with ENOSYS
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    result = run_process_sync(["sh", "-c", "echo out; exit 4"], cwd=tmp_path, timeout=30)
+    assert result.exit_code == 4 and result.stdout.text() == "out\n"
+    stopped = run_process_sync(["sleep", "300"], cwd=tmp_path, timeout=0.3, grace=0.3)
+    assert stopped.timed_out and stopped.exit_code is None
+    capped = run_process_sync(["yes"], cwd=tmp_path, timeout=30, max_output_bytes=100, stop_at_cap=True, grace=0.3)
+    assert capped.stopped_at_cap and capped.ok

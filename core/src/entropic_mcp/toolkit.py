@@ -18,21 +18,24 @@ version means one rule for every plugin:
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import subprocess
 import threading
 import time
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import attrs
 
 from ._errors import ConfigError, ToolError
+
+if TYPE_CHECKING:  # asyncio and subprocess are imported when a program is run: a plugin reading
+    # its arguments or settings does not pay for them at start-up
+    import asyncio
+    import subprocess
 
 __all__ = [
     "HeadTail",
@@ -475,8 +478,10 @@ class ProcessResult:
         return self.exit_code == 0 or self.stopped_at_cap
 
 
-#: How often a run checks the synchronous cancellation flag.
+#: How often a run checks the synchronous cancellation flag (and a stopped group's leftovers).
 _POLL = 0.05
+#: Bytes read from a pipe at a time.
+_CHUNK = 1 << 16
 
 
 async def run_process(
@@ -485,6 +490,7 @@ async def run_process(
     cwd: str | Path,
     timeout: float,
     max_output_bytes: int = 64 * 1024,
+    stderr_bytes: int | None = None,
     env: Mapping[str, str] | None = None,
     cancelled: threading.Event | None = None,
     grace: float = 2.0,
@@ -499,21 +505,30 @@ async def run_process(
     awaiting task is cancelled, the whole group gets SIGTERM, then SIGKILL after ``grace``
     seconds; so does anything the program left running in its group when it exits. stdout
     (and stderr, or both together with ``merge_stderr``) keep their head and tail within
-    ``max_output_bytes`` each.
+    ``max_output_bytes`` each (stderr: ``stderr_bytes`` when given).
 
     With ``stop_at_cap`` the program is stopped (its group, as above) once stdout passes the cap,
     and stdout keeps its head only (``stopped_at_cap`` on the result; ``ok`` stays true): for
     output whose beginning is what matters, like ``git log``. ``on_output`` is called on the
-    event loop with each piece of stdout as it arrives (for progress reports).
+    event loop with each piece of stdout as it arrives (for progress reports); an exception it
+    raises stops the program and is raised from here.
+
+    The program is watched from the event loop itself (pipes and stdin with ``add_reader`` /
+    ``add_writer``, its exit through a pidfd): no task, stream or child-watcher thread per run,
+    so a short program costs little more than its own run time.
 
     Raises:
         ToolError: ``not_found`` when the program does not exist or cannot be run.
     """
+    import asyncio
+    import subprocess
+
     started = time.monotonic()
     argv = tuple(argv)
+    loop = asyncio.get_running_loop()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        popen = subprocess.Popen(
+            argv,
             cwd=str(cwd),
             env=dict(env) if env is not None else None,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -524,19 +539,12 @@ async def run_process(
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise ToolError("not_found", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
     out = HeadTail(max_output_bytes, keep_tail=not stop_at_cap)
-    err = None if merge_stderr else HeadTail(max_output_bytes)
-    overflow = asyncio.Event()
-    readers = [asyncio.ensure_future(_pump(proc.stdout, out, on_output, overflow if stop_at_cap else None))]
-    if err is not None:
-        readers.append(asyncio.ensure_future(_pump(proc.stderr, err, None, None)))
-    if stdin is not None:
-        readers.append(asyncio.ensure_future(_feed(proc, stdin)))
-    timed_out = was_cancelled = capped = False
-    exited = asyncio.ensure_future(_wait_exit(proc))
-    overflowed = asyncio.ensure_future(overflow.wait())
+    err = None if merge_stderr else HeadTail(max_output_bytes if stderr_bytes is None else stderr_bytes)
+    run = _Run(loop, popen, out, err, stdin, on_output, stop_at_cap)
+    timed_out = was_cancelled = False
     try:
         deadline = started + timeout
-        while not exited.done():
+        while not run.exited and not run.overflow and run.failure is None:
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
@@ -544,47 +552,36 @@ async def run_process(
             if cancelled is not None and cancelled.is_set():
                 was_cancelled = True
                 break
-            if overflow.is_set():
-                capped = True
-                break
-            await asyncio.wait(
-                {exited, overflowed},
-                timeout=min(left, _POLL) if cancelled is not None else left,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        await _stop_group(proc, grace)
+            await run.wait(min(left, _POLL) if cancelled is not None else left, run.running_ended)
+        await run.stop_group(grace)
         # A program that left the group (setsid) may still hold the pipes: read for a grace at most.
-        await asyncio.wait(readers, timeout=grace)
+        await run.drain(grace)
     except asyncio.CancelledError:
-        await _despite_cancellation(_stop_group(proc, grace))
+        await _despite_cancellation(run.stop_group(grace))
         raise
     finally:
-        exited.cancel()
-        overflowed.cancel()
-        for reader in readers:
-            reader.cancel()
-        try:
-            if proc.returncode is None:
-                _signal_group(proc.pid, signal.SIGKILL)
-                await _despite_cancellation(_wait_exit(proc))
-        finally:
-            transport = getattr(proc, "_transport", None)
-            if transport is not None:  # pipes a setsid'd grandchild still holds are closed on our side
-                transport.close()
+        if run.exited:
+            run.release()  # the common case: nothing to wait for, no task to start
+        else:
+            await _despite_cancellation(run.close())
+    if run.failure is not None:
+        raise run.failure
     return ProcessResult(
         argv=argv,
-        exit_code=None if timed_out or was_cancelled else proc.returncode,
+        exit_code=None if timed_out or was_cancelled else popen.returncode,
         stdout=out,
         stderr=err,
         elapsed=time.monotonic() - started,
         timed_out=timed_out,
         cancelled=was_cancelled,
-        stopped_at_cap=capped,
+        stopped_at_cap=run.overflow,
     )
 
 
 def run_process_sync(argv: Sequence[str], **options: Any) -> ProcessResult:
     """``run_process`` for a synchronous tool (which runs in a worker thread with no event loop)."""
+    import asyncio
+
     return asyncio.run(run_process(argv, **options))
 
 
@@ -592,6 +589,8 @@ async def _despite_cancellation(coro: Any) -> None:
     """Run ``coro`` (a bounded clean-up) to its end even if the caller is cancelled meanwhile —
     anyio repeats a cancellation at every await until the task ends, so ``asyncio.shield``
     alone would abandon it — then pass the cancellation on."""
+    import asyncio
+
     task = asyncio.ensure_future(coro)
     cancelled = False
     while not task.done():
@@ -603,66 +602,234 @@ async def _despite_cancellation(coro: Any) -> None:
         raise asyncio.CancelledError
 
 
+def _never() -> bool:
+    return False
+
+
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
 
 
-async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
-    """Until the program has exited (``proc.wait()`` also waits for its pipes to close, which a
-    child left running may hold open)."""
-    loop = asyncio.get_running_loop()
-    signalled: asyncio.Future[None] = loop.create_future()
-    pidfd: int | None = None
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        pass
-    else:
-        loop.add_reader(pidfd, _settle, signalled)
-    try:
-        while proc.returncode is None:
-            if pidfd is not None and not signalled.done():
-                await asyncio.wait({signalled}, timeout=_POLL)
-            else:  # exited: asyncio's child watcher sets the return code a moment later
-                await asyncio.sleep(0.002 if pidfd is not None else _POLL)
-    finally:
-        if pidfd is not None:
-            loop.remove_reader(pidfd)
-            os.close(pidfd)
-        if not signalled.done():
-            signalled.cancel()
+class _Run:
+    """One program watched from the event loop: its pipes, its stdin and its exit.
 
+    The callbacks only record what happened; they wake the waiting run (one future) only when
+    what it waits for holds (``wait(until=...)``): running, the exit, the cap or a failing
+    ``on_output``; draining, the pipes' end. Neither every piece of output nor an event the
+    run does not wait for costs a task switch.
+    """
 
-async def _pump(
-    stream: asyncio.StreamReader | None,
-    sink: HeadTail,
-    on_output: Callable[[bytes], None] | None,
-    overflow: asyncio.Event | None,
-) -> None:
-    if stream is None:
-        return
-    while True:
-        data = await stream.read(65536)
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        popen: subprocess.Popen[bytes],
+        out: HeadTail,
+        err: HeadTail | None,
+        stdin: bytes | None,
+        on_output: Callable[[bytes], None] | None,
+        stop_at_cap: bool,
+    ) -> None:
+        self.loop = loop
+        self.popen = popen
+        self.on_output = on_output
+        self.stop_at_cap = stop_at_cap
+        self.exited = False
+        self.overflow = False
+        self.failure: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._until: Callable[[], bool] = _never
+        self._readers: dict[int, tuple[typing.IO[bytes], HeadTail, bool]] = {}
+        self._input = memoryview(stdin) if stdin is not None else None
+        self._pidfd: int | None = None
+        self._reaper: threading.Thread | None = None
+        try:
+            assert popen.stdout is not None
+            self._watch(popen.stdout, out, is_stdout=True)
+            if err is not None:
+                assert popen.stderr is not None
+                self._watch(popen.stderr, err, is_stdout=False)
+            if popen.stdin is not None:
+                os.set_blocking(popen.stdin.fileno(), False)
+                loop.add_writer(popen.stdin.fileno(), self._writable)
+            try:
+                self._pidfd = os.pidfd_open(popen.pid)
+            except (AttributeError, OSError):  # no pidfds (old kernel, not Linux): a thread waits
+                self._reaper = threading.Thread(target=self._wait_in_thread, daemon=True)
+                self._reaper.start()
+            else:
+                loop.add_reader(self._pidfd, self._pidfd_readable)
+        except BaseException:
+            self.release()
+            _signal_group(popen.pid, signal.SIGKILL)
+            popen.wait()
+            raise
+
+    # -- callbacks on the loop ------------------------------------------------------------------
+
+    def _watch(self, file: typing.IO[bytes], sink: HeadTail, *, is_stdout: bool) -> None:
+        fd = file.fileno()
+        os.set_blocking(fd, False)
+        self._readers[fd] = (file, sink, is_stdout)
+        self.loop.add_reader(fd, self._readable, fd)
+
+    def _readable(self, fd: int) -> None:
+        _, sink, is_stdout = self._readers[fd]
+        try:
+            data = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
         if not data:
+            self._unwatch(fd)
+            self._wake()
             return
         sink.feed(data)
-        if on_output is not None:
-            on_output(data)
-        if overflow is not None and sink.total > sink.limit:
-            overflow.set()
+        if not is_stdout:
             return
+        if self.on_output is not None:
+            try:
+                self.on_output(data)
+            except Exception as exc:  # the caller's: raised from run_process once the group is stopped
+                self.failure = exc
+                self._unwatch(fd)
+                self._wake()
+                return
+        if self.stop_at_cap and sink.total > sink.limit:
+            self.overflow = True
+            self._unwatch(fd)
+            self._wake()
 
+    def _unwatch(self, fd: int) -> None:
+        found = self._readers.pop(fd, None)
+        if found is not None:
+            self.loop.remove_reader(fd)
+            found[0].close()
 
-async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        proc.stdin.close()
+    def _writable(self) -> None:
+        assert self.popen.stdin is not None
+        data = self._input
+        try:
+            if data:
+                written = os.write(self.popen.stdin.fileno(), data[:_CHUNK])
+                self._input = data = data[written:]
+        except BlockingIOError:
+            return
+        except OSError:  # a broken pipe: the program does not read (all of) its input
+            data = None
+        if not data:
+            self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        stdin = self.popen.stdin
+        if stdin is not None and not stdin.closed:
+            self.loop.remove_writer(stdin.fileno())
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def _pidfd_readable(self) -> None:
+        if self.popen.poll() is None:
+            return
+        self._close_pidfd()
+        self._set_exited()
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            self.loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _wait_in_thread(self) -> None:
+        self.popen.wait()
+        try:
+            self.loop.call_soon_threadsafe(self._set_exited)
+        except RuntimeError:  # the loop is closed: the run ended without waiting for this
+            pass
+
+    def _set_exited(self) -> None:
+        self.exited = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done() and self._until():
+            self._waiter.set_result(None)
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    def running_ended(self) -> bool:
+        return self.exited or self.overflow or self.failure is not None
+
+    def pipes_ended(self) -> bool:
+        return not self._readers
+
+    def has_exited(self) -> bool:
+        return self.exited
+
+    async def wait(self, timeout: float, until: Callable[[], bool]) -> None:
+        """Until ``until()`` holds after an event, or ``timeout`` seconds."""
+        if until():
+            return
+        waiter = self._waiter = self.loop.create_future()
+        self._until = until
+        handle = self.loop.call_later(max(timeout, 0.0), _settle, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            self._until = _never
+            handle.cancel()
+
+    async def stop_group(self, grace: float) -> None:
+        """TERM the group (the leader may be gone, its children not), KILL what is left after ``grace``."""
+        pgid = self.popen.pid
+        if self.exited and not _group_alive(pgid):
+            return
+        _signal_group(pgid, signal.SIGTERM)
+        end = time.monotonic() + grace
+        while True:
+            if self.exited and not _group_alive(pgid):
+                return
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            # the leader's exit wakes the run; leftovers of the group are looked for now and then
+            if self.exited:
+                await self.wait(min(left, _POLL), _never)
+            else:
+                await self.wait(left, self.has_exited)
+        _signal_group(pgid, signal.SIGKILL)
+        await self._until_exited(max(grace, 1.0))
+
+    async def _until_exited(self, limit: float) -> None:
+        end = time.monotonic() + limit
+        while not self.exited and (left := end - time.monotonic()) > 0:
+            await self.wait(left, self.has_exited)
+
+    async def drain(self, grace: float) -> None:
+        """Read what is left in the pipes until they end, for ``grace`` seconds at most."""
+        end = time.monotonic() + grace
+        while self._readers and (left := end - time.monotonic()) > 0:
+            await self.wait(left, self.pipes_ended)
+
+    async def close(self) -> None:
+        """Release the pipes; kill and reap the program if it still runs (no zombie is left)."""
+        self.release()
+        if not self.exited:
+            _signal_group(self.popen.pid, signal.SIGKILL)
+            await self._until_exited(2.0)
+        if not self.exited:  # stuck in the kernel: reaped off the loop when it dies
+            self._close_pidfd()
+            if self._reaper is None:
+                threading.Thread(target=self.popen.wait, daemon=True).start()
+
+    def release(self) -> None:
+        """Stop watching and close the pipes (what is unread stays unread)."""
+        for fd in list(self._readers):
+            self._unwatch(fd)
+        self._close_stdin()
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -670,21 +837,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-async def _stop_group(proc: asyncio.subprocess.Process, grace: float) -> None:
-    """TERM the group (the leader may be gone, its children not), KILL what is left after ``grace``."""
-    if proc.returncode is not None and not _group_alive(proc.pid):
-        return
-    _signal_group(proc.pid, signal.SIGTERM)
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        if proc.returncode is not None and not _group_alive(proc.pid):
-            return
-        await asyncio.sleep(_POLL)
-    _signal_group(proc.pid, signal.SIGKILL)
-    if proc.returncode is None:
-        await _wait_exit(proc)
 
 
 def _group_alive(pgid: int) -> bool:

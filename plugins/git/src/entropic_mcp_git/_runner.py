@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 from entropic_mcp import ToolError
+from entropic_mcp.toolkit import run_process
 
 from ._safety import (
     EMPTY,
@@ -103,6 +104,10 @@ _FORCED_ENV = {
 }
 
 DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
+#: git's stderr kept per run (its head and tail): messages, not data.
+STDERR_LIMIT = 16 * 1024
+#: Seconds between SIGTERM and SIGKILL when git is stopped (timeout, cancellation, output cap).
+STOP_GRACE = 1.0
 #: 2.31: GIT_CONFIG_COUNT, which carries the overrides of repository-named drivers.
 MINIMUM_GIT = (2, 31)
 
@@ -386,15 +391,13 @@ class GitRunner:
         With ``tree``, the drivers its config names are neutralised first (``guard``): every
         command that may read files, diff, merge, sign or talk to a remote passes it.
 
-        Past the limit the process is killed and the output marked truncated. Past the timeout
-        the process group is killed and ``ToolError('timeout')`` raised; a cancelled call kills
-        it too. Never raises for git's own failures: the caller reads ``exit_code``.
+        The core toolkit's ``run_process`` runs it (the one runner bash uses too): git leads its
+        own process group, watched from the event loop (pipes read with ``add_reader``, the exit
+        seen through a pidfd: no thread and no child-watcher round trip per call). Past the limit
+        the group is stopped and the output marked truncated. Past the timeout the group is
+        stopped and ``ToolError('timeout')`` raised; a cancelled call stops it too. Never raises
+        for git's own failures: the caller reads ``exit_code``.
         """
-        # imported here, not at module level: listing tools must not pay for asyncio
-        import asyncio
-
-        from ._process import Process
-
         limit = self.max_output_bytes if limit is None else limit
         timeout = self.timeout if timeout is None else timeout
         env = self.env
@@ -405,8 +408,22 @@ class GitRunner:
         # extra -c settings come after the server's own, so they win over them
         argv = [self.executable(), *GLOBAL_OPTIONS, *(arg for item in config for arg in ("-c", item)), *args]
         try:
-            process = Process(asyncio.get_running_loop(), argv, cwd, env, limit)
-        except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+            # stop_at_cap: past the limit the output is cut anyway, and git's stderr only ends
+            # when it exits; git runs in its own process group, which takes anything it started
+            # (hooks are off, but credential helpers, filters and gpg are not)
+            done = await run_process(
+                argv,
+                cwd=cwd,
+                timeout=timeout,
+                max_output_bytes=limit,
+                stderr_bytes=STDERR_LIMIT,
+                env=env,
+                stop_at_cap=True,
+                grace=STOP_GRACE,
+            )
+        except ToolError as exc:
+            if exc.code != "not_found":
+                raise
             self._executable = None
             if not cwd.is_dir():
                 raise ToolError(
@@ -415,7 +432,7 @@ class GitRunner:
                 ) from None
             raise ToolError(
                 "git_not_found",
-                f"could not start git ({exc}); install git or set [servers.git] git in entropic-mcp.toml",
+                f"could not start git ({exc.message}); install git or set [servers.git] git in entropic-mcp.toml",
             ) from None
         except OSError as exc:
             if exc.errno == errno.E2BIG:
@@ -424,21 +441,16 @@ class GitRunner:
                     "the arguments are too long for one git command; pass fewer paths or a shorter message",
                 ) from None
             raise
-        try:
-            async with asyncio.timeout(timeout):
-                stdout, stderr, truncated, exit_code = await process.communicate()
-        except TimeoutError:
+        if done.timed_out:
             raise ToolError(
                 "timeout",
                 f"git {args[0]} did not finish within {timeout:g} s and was stopped; narrow the "
                 "request (paths, max_count) or raise [servers.git] timeout_seconds",
-            ) from None
-        finally:
-            # also on cancellation: the group is killed and reaped before the call ends
-            process.close()
+            )
+        assert done.exit_code is not None and done.stderr is not None
         return GitOutput(
-            exit_code=exit_code,
-            stdout=stdout,
-            stderr=stderr.decode("utf-8", errors="replace"),
-            truncated=truncated,
+            exit_code=done.exit_code,
+            stdout=done.stdout.bytes(),
+            stderr=done.stderr.bytes().decode("utf-8", errors="replace"),
+            truncated=done.stopped_at_cap or done.stdout.truncated,
         )
