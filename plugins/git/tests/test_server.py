@@ -306,6 +306,31 @@ def test_a_hanging_git_is_killed_at_the_timeout(tmp_path, repo):
     assert _pid_gone(int((tmp_path / "pid").read_text()))
 
 
+def test_a_stopped_git_gets_term_first_so_it_can_remove_its_lock_files(tmp_path, repo):
+    # git removes index.lock (and every lock file) in its TERM handler; a KILL leaves the lock
+    # behind and the user's own next git refuses to run
+    lock = tmp_path / "index.lock"
+    fake = _fake_git(
+        tmp_path,
+        'case "$*" in *rev-parse*|*" version"|*" config --list"*|*" ls-files --stage -z") exec REAL_GIT "$@";; esac\n'
+        f"touch {lock}\ntrap 'rm -f {lock}; exit 143' TERM\nsleep 30 &\nwait\n",
+    )
+    server = make_server(repo.path, git=str(fake), timeout_seconds=0.5)
+    assert refused(server, "status")["error"] == "timeout"
+    assert not lock.exists()
+
+
+def test_a_git_ignoring_term_is_killed(tmp_path, repo):
+    fake = _fake_git(
+        tmp_path,
+        'case "$*" in *rev-parse*|*" version"|*" config --list"*|*" ls-files --stage -z") exec REAL_GIT "$@";; esac\n'
+        f"echo $$ > {tmp_path}/pid\ntrap '' TERM\nwhile :; do sleep 0.05; done\n",
+    )
+    server = make_server(repo.path, git=str(fake), timeout_seconds=0.3)
+    assert refused(server, "status")["error"] == "timeout"
+    assert _pid_gone(int((tmp_path / "pid").read_text()))
+
+
 def test_a_hanging_git_times_out_through_the_pipeline(tmp_path, repo):
     table = {"git": str(_hanging_git(tmp_path)), "timeout_seconds": 0.5}
     manager = make_manager(
