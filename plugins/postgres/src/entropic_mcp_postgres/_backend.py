@@ -762,11 +762,11 @@ class PostgresBackend:
         if indexed is not None and narrowing:
             indexed = "SELECT delegation_id FROM delegation_words WHERE " + " AND ".join(narrowing)
         if indexed is None:
-            candidates = ["d.delegation_id IN (SELECT delegation_id FROM index_queue)"]
+            candidates: str | None = "SELECT delegation_id FROM index_queue"
         elif indexed == "true":
-            candidates = []  # every word too common to narrow: the older delegations' texts decide
+            candidates = None  # every word too common to narrow: the older delegations' texts decide
         else:
-            candidates = [f"d.delegation_id IN ({indexed} UNION ALL SELECT delegation_id FROM index_queue)"]
+            candidates = f"{indexed} UNION ALL SELECT delegation_id FROM index_queue"
         better = (
             " AND ".join(f"folded_summary LIKE %(p{i})s" for i in range(len(words)))
             if in_summary
@@ -776,10 +776,19 @@ class PostgresBackend:
         # recency is what the first look did; here the word indexes must choose the candidates
         # (a planner without statistics would otherwise walk every older delegation).
         unindexed_scope = in_scope.replace("scope = %(scope)s", "scope || '' = %(scope)s")
-        conditions = " AND ".join([unindexed_scope, "completion_seq + 0 < %(low)s", *candidates, every_word, better])
+        conditions = " AND ".join([unindexed_scope, "completion_seq + 0 < %(low)s", every_word, better])
+        source = "delegations d"
+        if candidates is not None:
+            # The candidates drive: each looks its delegation up by key ("OFFSET 0" keeps the
+            # lookup from being turned into a join, which a planner short of statistics on the
+            # young word table would do by walking every completed delegation instead).
+            source = (
+                f"(WITH c AS MATERIALIZED ({candidates}) SELECT x.* FROM c, LATERAL (SELECT * FROM delegations y "
+                "WHERE y.delegation_id = c.delegation_id OFFSET 0) x) d"
+            )
         older = (
             f"SELECT d.completion_seq, {score.replace('folded_summary', 'd.folded_summary')} AS score, {result} "
-            f"FROM delegations d WHERE {conditions} ORDER BY score DESC, d.completion_seq DESC LIMIT %(k)s"
+            f"FROM {source} WHERE {conditions} ORDER BY score DESC, d.completion_seq DESC LIMIT %(k)s"
         )
         return conn.execute(older.encode(), {**params, "low": low, "least": least}).fetchall()
 
