@@ -48,3 +48,20 @@ def test_tools_reach_the_host_through_services_not_the_manager(tmp_path):
     manager = make_manager(tmp_path, config={"servers": {}, "pipeline": {"max_result_bytes": 123}})
     services = CallContext(manager=manager, conversation_id="c").services
     assert services.result_limit == 123 and services.root == config_from_dict({}, root=tmp_path).root
+
+
+def test_services_answer_for_writes_and_show_the_rules(tmp_path):
+    from entropic_mcp import CallContext
+    from entropic_mcp.testing import make_manager
+
+    bare = CallContext().services
+    assert bare.write_refused("sub/entropic-mcp.toml") == "a protected policy file"
+    assert bare.write_refused("src/a.py") is None and bare.rules("deny") == ()
+    manager = make_manager(
+        tmp_path, config={"permissions": {"default": "allow", "deny": ["filesystem.write:secrets/*"], "ask": ["x"]}}
+    )
+    services = CallContext(manager=manager).services
+    assert services.write_refused("secrets/k") == "filesystem.write:secrets/*"
+    assert services.write_refused(".entropicignore") == "a protected policy file"
+    assert services.write_refused("src/a.py") is None
+    assert services.rules("deny") == ("filesystem.write:secrets/*",) and services.rules("ask") == ("x",)

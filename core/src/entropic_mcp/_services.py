@@ -67,6 +67,32 @@ class ToolServices:
             return None
         return self._manager.permissions.path_refused(access, path, also=also)
 
+    def write_refused(self, path: str, *, also: Iterable[str] = ()) -> str | None:
+        """Why a tool must not change one file without asking, or None.
+
+        The deny or ask rule matching a write of ``path``, or ``"a protected policy file"`` for
+        entropic-mcp's own policy files (only an allow rule naming the file opens them). Also
+        without a host: a bare server still protects the policy files.
+        """
+        from ._permissions import path_part
+
+        part = path_part("write", path, also=also, neutral=True)
+        if self._manager is None:
+            return "a protected policy file" if part.protected else None
+        verdict = self._manager.permissions.verdict(part, read_only=False)
+        if verdict.decision == "deny" and verdict.kind == "protected":
+            return "a protected policy file"
+        if verdict.decision in ("deny", "ask") and verdict.rule is not None:
+            return verdict.rule
+        return None
+
+    def rules(self, kind: Literal["allow", "ask", "deny"]) -> tuple[str, ...]:
+        """The host's current rules of one kind, for a tool that screens many paths at once
+        (e.g. to skip per-file checks when no rule can match). Empty without a host."""
+        if self._manager is None:
+            return ()
+        return tuple(self._manager.permissions.lists.get(kind, ()))
+
     def call_hook(self, hook: str, **kwargs: Any) -> list[Any]:
         """Every non-None answer to a hook a plugin declared (``entropic_mcp_add_hookspecs``).
 

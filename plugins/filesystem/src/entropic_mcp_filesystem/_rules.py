@@ -29,18 +29,10 @@ def _literal_prefix(rule: str) -> str:
 def relevant_rules(ctx: CallContext, access: Literal["read", "write"]) -> list[str] | None:
     """The deny and ask rules that could match a path name of ``access`` (``filesystem.read:...``).
 
-    None when the rules cannot be inspected (every path must then be asked about). The rule
-    lists are read from ``ctx.manager``: ``ctx.services`` answers for one path at a time
-    (``path_refused``) but does not show the lists, and without them every file of a walk
-    would be asked about even in a project with no rule naming paths.
+    Read from ``ctx.services.rules``: with them a walk asks about single files only where a
+    rule could name them, not for every file of a project with no rule naming paths.
     """
-    manager = ctx.manager
-    if manager is None:
-        return []
-    try:
-        lists = manager.permissions.lists
-    except AttributeError:
-        return None
+    lists = {kind: ctx.services.rules(kind) for kind in ("deny", "ask")}
     heads = _heads(access)
     found = []
     for kind in ("deny", "ask"):

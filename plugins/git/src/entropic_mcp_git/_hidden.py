@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from entropic_mcp import READ_PATH_TOOLS, CallContext, path_part
+from entropic_mcp import READ_PATH_TOOLS, CallContext
 
 IGNORE_FILE = ".entropicignore"
 MAX_IGNORE_BYTES = 1 << 20
@@ -115,18 +115,9 @@ class IgnoreCache:
 
 def rules_may_refuse_reads(ctx: CallContext) -> bool:
     """Whether any deny or ask rule of the host could match a file read (a cheap over-estimate:
-    when False, no per-file check is needed).
-
-    Still reads ``ctx.manager``: the services offer a verdict per path, not the rule lists, and
-    asking per path would cost a ``--name-only`` git run on every diff and show.
-    """
-    manager = ctx.manager
-    if manager is None:
-        return False
-    lists = getattr(manager.permissions, "lists", None)
-    if not isinstance(lists, dict):
-        return True
-    for rule in [*lists.get("deny", ()), *lists.get("ask", ())]:
+    when False, no per-file check is needed, and no extra ``--name-only`` git run)."""
+    services = ctx.services
+    for rule in [*services.rules("deny"), *services.rules("ask")]:
         head = rule.split(":", 1)[0]
         if any(fnmatchcase(name, head) for name in _READ_NAMES):
             return True
@@ -158,18 +149,12 @@ def refused_write(ctx: CallContext, root: Path, top: Path, path: str) -> str | N
     """
     absolute = (top / path).as_posix()
     display = root_relative(root, top, path)
-    part = path_part("write", display or absolute, also=(absolute,) if display else (), neutral=True)
-    # ctx.manager, not ctx.services: the services' path_refused leaves out the protection of the
-    # policy files (a verdict of kind "protected"), which is what git must not rewrite either
-    manager = ctx.manager
-    if manager is None:
-        return "it is a protected policy file" if part.protected else None
-    verdict = manager.permissions.verdict(part, read_only=False)
-    if verdict.decision == "deny" and verdict.kind == "protected":
+    reason = ctx.services.write_refused(display or absolute, also=(absolute,) if display else ())
+    if reason is None:
+        return None
+    if reason == "a protected policy file":
         return "it is a protected policy file (only an allow rule naming it lets a tool change it)"
-    if verdict.decision in ("deny", "ask") and verdict.rule is not None:
-        return f"the permission rule {verdict.rule!r} refuses writing it"
-    return None
+    return f"the permission rule {reason!r} refuses writing it"
 
 
 def root_relative(root: Path, top: Path, path: str) -> str | None:
