@@ -113,6 +113,27 @@ class ToolServices:
                 answers.append(value)
         return answers
 
+    def first_answer(self, hook: str, arguments: Mapping[str, Any]) -> Any:
+        """The first non-None answer to a hook a plugin declared, in pluggy's call order.
+
+        Unlike ``call_hook``, an implementation that raises is not skipped: its exception
+        propagates (with the plugin named in a note), so the caller can say why there is no
+        answer. None when nobody implements the hook or every answer is None.
+        """
+        if self._manager is None:
+            return None
+        from ._hooks import _call, _implementations
+
+        for impl in _implementations(self._manager.plugins, hook):
+            try:
+                value = _call(impl, arguments)
+            except Exception as exc:
+                exc.add_note(f"raised by plugin {impl.plugin_name!r} in {hook}")
+                raise
+            if value is not None:
+                return value
+        return None
+
     # -- introspection (the caller's own conversation only) ----------------------------------------------
 
     def history(self) -> list[dict[str, Any]]:

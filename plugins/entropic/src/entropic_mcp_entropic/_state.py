@@ -51,18 +51,11 @@ class EngineState:
 def engine_state(ctx: CallContext) -> tuple[EngineState | None, str | None]:
     """The provider's report for this call, and the reason there is none when it failed.
 
-    The hook is called through ``ctx.manager``'s plugin manager, not ``ctx.services.call_hook``:
-    that one skips an implementation that raises (only logging it), so the report could not say
-    why there is no engine state, and it asks every provider where this hook is ``firstresult``.
+    Asked through ``ctx.services.first_answer``: the first provider's answer, and a provider
+    that raises is reported (``state_provider_error``), not skipped.
     """
-    manager = ctx.manager
-    if manager is None:
-        return None, None
-    caller = getattr(manager.plugins.hook, HOOK, None)
-    if caller is None or not caller.get_hookimpls():
-        return None, None
     try:
-        value = caller(conversation_id=ctx.conversation_id, identity=ctx.identity)
+        value = ctx.services.first_answer(HOOK, {"conversation_id": ctx.conversation_id, "identity": ctx.identity})
         if value is None or isinstance(value, EngineState):
             return value, None
         if isinstance(value, Mapping):
