@@ -287,6 +287,27 @@ def test_host_cancellation_stops_the_group(root: Path) -> None:
     assert len(pids) == 2 and all(gone(pid) for pid in pids)
 
 
+def test_a_cancelled_task_leaves_the_output_so_far_for_the_pipeline(root: Path) -> None:
+    # The runner has no result for a cancelled task: the output comes from bash's own buffer.
+    _, server = make_manager(root)
+    tool = server.get_tool("execute")
+    assert tool is not None
+    ctx = CallContext(conversation_id="c")
+
+    async def scenario() -> None:
+        printed = asyncio.Event()
+        ctx.progress = lambda *_: printed.set()
+        task = asyncio.ensure_future(tool.execute({"command": "echo $$; sleep 1000"}, ctx))
+        await printed.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert ctx.partial is not None
+    assert gone(int(ctx.partial))
+
+
 def test_cancelled_flag_stops_the_command(root: Path) -> None:
     ctx = CallContext(conversation_id="c")
     ctx.progress = lambda *_: ctx.cancelled.set()

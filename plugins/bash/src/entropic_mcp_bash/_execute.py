@@ -45,7 +45,7 @@ class ExecuteTool(ToolBase):
         # Imported here: listing tools (every start-up) never pays for asyncio and subprocess.
         import asyncio
 
-        from ._process import ShellProcess
+        from ._process import ShellRun
 
         settings = self.server.settings
         # The toolkit refuses non-strings, NUL bytes and lone surrogates; blank is refused here,
@@ -67,15 +67,15 @@ class ExecuteTool(ToolBase):
             if settings.persist_cwd and ("cd" in command or "pushd" in command or "popd" in command)
             else None
         )
-        process = ShellProcess(
+        process = ShellRun(
             [settings.shell, "-c", command],
             cwd=cwd,
             env=env,
             timeout=timeout,
             max_output_bytes=settings.max_output_bytes,
+            grace=self.server.grace,
             progress=ctx.report_progress if ctx.progress is not None else None,
             cancelled=ctx.cancelled,
-            grace=self.server.grace,
         )
         try:
             done = await process.run()
@@ -83,24 +83,6 @@ class ExecuteTool(ToolBase):
             # Half the cap: the pipeline wraps the partial output in its own timeout message.
             ctx.partial = process.buffer.text(_result_cap(ctx) // 2 or None) or None
             raise
-        except FileNotFoundError as exc:
-            if exc.filename == str(cwd) or not cwd.is_dir():
-                raise ToolError(
-                    "not_directory",
-                    f"the directory {cwd} no longer exists; pass an existing "
-                    "working_dir or ask the operator to restore the project root",
-                ) from None
-            raise ToolError(
-                "shell_unavailable",
-                f"the shell {settings.shell!r} could not be started ({exc.strerror}); ask the operator to set "
-                "[servers.bash] shell to an installed shell",
-            ) from None
-        except PermissionError as exc:
-            raise ToolError(
-                "shell_unavailable",
-                f"the shell {settings.shell!r} or the directory {cwd} is not "
-                f"accessible ({exc.strerror}); use another working_dir or ask the operator",
-            ) from None
         finally:
             where = trailer.finish() if trailer is not None else None
         extra = self._follow_cwd(where, ctx) if settings.persist_cwd else {}
