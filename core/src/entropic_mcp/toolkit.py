@@ -42,6 +42,7 @@ __all__ = [
     "ProcessResult",
     "choice",
     "flag",
+    "group_alive",
     "integer",
     "number",
     "result_limit",
@@ -785,12 +786,12 @@ class _Run:
     async def stop_group(self, grace: float) -> None:
         """TERM the group (the leader may be gone, its children not), KILL what is left after ``grace``."""
         pgid = self.popen.pid
-        if self.exited and not _group_alive(pgid):
+        if self.exited and not group_alive(pgid):
             return
         _signal_group(pgid, signal.SIGTERM)
         end = time.monotonic() + grace
         while True:
-            if self.exited and not _group_alive(pgid):
+            if self.exited and not group_alive(pgid):
                 return
             left = end - time.monotonic()
             if left <= 0:
@@ -839,7 +840,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Whether a running (not zombie) member of group ``pgid`` is left."""
     try:
         os.killpg(pgid, 0)

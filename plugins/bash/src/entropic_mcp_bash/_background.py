@@ -20,6 +20,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from entropic_mcp.toolkit import group_alive
+
 #: Seconds between the reader thread's checks of the shell, the deadline and a stop request.
 POLL = 0.1
 READ_SIZE = 65536
@@ -170,13 +172,7 @@ class BackgroundRun:
             pass
 
     def _group_alive(self) -> bool:
-        try:
-            os.killpg(self._proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return _live_members(self._proc.pid)
+        return group_alive(self._proc.pid)
 
     def _watch(self) -> None:
         deadline = self.started + self.timeout
@@ -242,28 +238,3 @@ def describe(run: BackgroundRun) -> dict[str, object]:
     if run.exit_code is not None:
         data["exit_code"] = run.exit_code
     return data
-
-
-def _live_members(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` is still running (zombies awaiting their reaper are not).
-
-    Killed orphans are reaped by init, which in some containers takes seconds; counting their
-    zombies would hold every stopped run for the whole grace period.
-    """
-    try:
-        entries = os.scandir("/proc")
-    except OSError:
-        return True  # no procfs: trust kill(0)
-    with entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                    stat = fh.read()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(b")") + 2 :].split()
-            if len(fields) > 2 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
-                return True
-    return False
