@@ -111,6 +111,9 @@ def main() -> None:
         started = time.perf_counter()
         build_repo(root)
         print(f"built a {FILES}-file, {COMMITS}-commit repository in {time.perf_counter() - started:.1f} s")
+        # The server does not trust a config listing of files written in the last second (git's
+        # racy-timestamp rule): measuring at once would time a fresh listing on every call.
+        time.sleep(1.5)
 
         server = GitServer(root=root)
         config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"}}, root=root)
