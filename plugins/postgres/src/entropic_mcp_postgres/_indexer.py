@@ -83,6 +83,7 @@ class SearchIndexer:
             psycopg.Error: the server could not be written to (the queue keeps its entries).
         """
         done = 0
+        retries = 3
         with self._draining:
             while True:
                 try:
@@ -90,6 +91,9 @@ class SearchIndexer:
                 except (psycopg.errors.ForeignKeyViolation, psycopg.errors.DeadlockDetected):
                     # A delegation deleted meanwhile (or a rare lock cycle): the batch rolled
                     # back whole; the next pass no longer finds the deleted one.
+                    retries -= 1
+                    if retries < 0:
+                        raise
                     continue
                 done += count
                 if not more:
