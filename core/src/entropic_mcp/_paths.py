@@ -99,6 +99,10 @@ def _server_of(tool: str) -> str:
     return tool.partition(".")[0] if "." in tool else "<server>"
 
 
+#: The longest path argument accepted (Linux PATH_MAX is 4096 bytes including the NUL).
+MAX_PATH_CHARS = 4095
+
+
 def confine(
     raw: object,
     *,
@@ -138,6 +142,13 @@ def confine(
         # Lone surrogates (invalid UTF-8 smuggled through JSON escapes) could name a different
         # file than the text shows, and cannot be echoed back in a JSON message.
         raise ToolError("invalid_args", f"'{argument}' is not valid Unicode text; pass a plain path") from None
+    if len(raw) > MAX_PATH_CHARS:
+        # Longer than the system's PATH_MAX: such a path cannot be opened by name, and a tree that
+        # deep (reachable only descriptor by descriptor) is one no ordinary tool can remove.
+        raise ToolError(
+            "invalid_args",
+            f"'{argument}' is {len(raw)} characters long; paths are limited to {MAX_PATH_CHARS}. Use a shorter path",
+        )
     root = Path(os.path.realpath(root))
     path = None
     for _attempt in range(3):

@@ -205,6 +205,8 @@ def test_junk_arguments_never_raise_and_refusals_carry_no_directives(root):
             if response.is_error:
                 assert response.directives == ()
                 assert "Traceback" not in response.result
+    # a path beyond PATH_MAX is refused: nothing thousands of directories deep is left behind
+    assert not (root / "a").exists()
 
 
 def test_check_server_conformance(root):
