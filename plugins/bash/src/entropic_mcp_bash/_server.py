@@ -73,9 +73,13 @@ class BashServer(MCPServerBase):
         if os.path.basename(self.settings.shell) != "bash":
             return None
         if self._trailer_dir is None or not self._trailer_dir.is_dir():
+            import shutil
             import tempfile
+            import weakref
 
             self._trailer_dir = Path(tempfile.mkdtemp(prefix="entropic-bash-"))
+            # Removed also when the server is never closed (a host that just exits, a test).
+            weakref.finalize(self, shutil.rmtree, self._trailer_dir, True)
         return CwdTrailer(self._trailer_dir, env)
 
     def _sync_pipeline_timeout(self) -> None:
