@@ -288,3 +288,47 @@ def test_chunked_scan_agrees_with_a_naive_grep_across_chunk_boundaries(monkeypat
         assert scan.count == len(got)
 
     check()
+
+
+@pytest.mark.parametrize("pattern", ["needle", "^needle", "needle$", "^$", r"\Aneedle", r"needle\z", "e+d", "x*"])
+def test_small_files_searched_in_batches_give_what_one_by_one_would(fs, root, pattern):
+    import re
+
+    from entropic_mcp_filesystem import _grep
+
+    texts = {}
+    for i in range(300):  # several batches, matches at their first, middle and last files
+        body = f"line {i}\n" * (i % 5)
+        if i % 37 in (0, 18, 36):
+            body += "needle\n" if i % 2 else "say needle"  # some files end without a newline
+        if i % 50 == 7:
+            body += "\n\n"
+        texts[f"d{i // 40}/f{i:03}.txt"] = body
+    for name, body in texts.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(body)
+    (root / "d0" / "bin.dat").write_bytes(b"needle\x00\x01")
+    expected = []
+    flags = re.MULTILINE
+    regex = re.compile(pattern.replace(r"\z", r"\Z"), flags)
+    for name in sorted(texts):
+        lines = texts[name].split("\n") if texts[name] else []  # an empty file has no lines
+        if texts[name].endswith("\n"):
+            lines = lines[:-1]
+        whole = texts[name]
+        for number, line in enumerate(lines, 1):
+            if pattern.startswith(r"\A") or pattern.endswith(r"\z"):
+                start = sum(len(x) + 1 for x in lines[: number - 1])
+                if any(start <= m.start() <= start + len(line) for m in regex.finditer(whole)):
+                    expected.append((name, number))
+            elif re.search(pattern, line):
+                expected.append((name, number))
+    old = _grep.BATCH_BYTES
+    try:
+        for size in (old, 64):  # batched, and (nearly) one file at a time
+            _grep.BATCH_BYTES = size
+            found = fs.ok("grep", {"pattern": pattern, "head_limit": 10_000}, conversation=f"c{size}")
+            got = sorted((m["path"], m["line"]) for m in found if "path" in m and "line" in m)
+            assert got == sorted(expected), (pattern, size)
+    finally:
+        _grep.BATCH_BYTES = old

@@ -8,6 +8,7 @@ output lines are cut to a window around the match. Line numbers are counted only
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 from collections import deque
@@ -25,6 +26,9 @@ from ._rules import WalkGate
 from ._walk import Walk, start
 
 CHUNK = 1 << 20
+#: Small files are searched together (``Search.add``): files up to this size, this much at once.
+BATCH_FILE = 64 << 10
+BATCH_BYTES = 256 << 10
 MAX_CONTENT_CHARS = 1000
 #: Characters shown before the match when a long line is cut to a window around it.
 LEAD_CHARS = 100
@@ -82,6 +86,8 @@ class Matcher:
         except (TypeError, ValueError, OverflowError) as exc:
             raise ToolError("invalid_regex", f"'pattern' is not a valid regular expression ({exc})") from None
         self.find = _finder(self.regex)
+        # \A and \z anchor at the text's ends: in a batch those are not each file's ends.
+        self.batchable = "\\A" not in pattern and "\\z" not in pattern
 
 
 def _finder(regex: Any) -> Callable[[bytes, int], tuple[int, int] | None]:
@@ -374,6 +380,9 @@ class Search:
     allow_hard_links: bool
     entries: list[Any] = attrs.field(factory=list)
     seen: int = 0  # output entries produced so far, including those skipped by ``offset``
+    # Small text files waiting to be searched together (see ``add``).
+    batch: list[tuple[str, bytes]] = attrs.field(factory=list)
+    batch_bytes: int = 0
     hard_links: int = 0
     too_large: int = 0
 
@@ -386,13 +395,79 @@ class Search:
             self.entries.append(entry)
         self.seen += 1
 
-    def file(self, fd: int, path: str) -> None:
-        """Search one open file (closing it) and add its output entries."""
+    def add(self, fd: int, path: str) -> None:
+        """Search one open file (closing it), small text files in batches.
+
+        Most files of a tree do not match. One RE2 search over many small files joined by
+        newlines answers "none of these match" in one call instead of one call each (P9): a
+        match never spans a newline (``never_nl``), so a match in the joined text lies in one
+        file, and every match of one file is one of the joined text. A batch with a match is
+        searched file by file, in order.
+        """
+        if not self.batchable:
+            self.file(fd, path)
+            return
         try:
             st = os.fstat(fd)
             if st.st_nlink > 1 and not self.allow_hard_links:
                 self.hard_links += 1
+                os.close(fd)
                 return
+            hint = st.st_size + 1
+            data = os.read(fd, hint) if hint <= BATCH_FILE else None
+        except OSError:
+            os.close(fd)
+            return
+        if data is None or len(data) >= hint:  # large, or grew meanwhile: on its own
+            self.flush()
+            self.file(fd, path, st=st, first=data)
+            return
+        os.close(fd)
+        if b"\x00" in data[:SNIFF]:
+            return
+        self.batch.append((path, data))
+        self.batch_bytes += len(data) + 1
+        if self.batch_bytes >= BATCH_BYTES:
+            self.flush()
+
+    @property
+    def batchable(self) -> bool:
+        return not self.matcher.multiline and self.matcher.batchable
+
+    def flush(self) -> None:
+        """Search the waiting small files."""
+        batch = self.batch
+        if not batch:
+            return
+        self.batch, self.batch_bytes = [], 0
+        joined = b"\n".join(data for _, data in batch)
+        starts = []
+        at = 0
+        for _, data in batch:
+            starts.append(at)
+            at += len(data) + 1
+        pos = 0
+        find = self.matcher.find
+        while not self.full:
+            span = find(joined, pos)
+            if span is None:
+                return
+            # The first match from ``pos`` on lies in one file: the files before it have none.
+            index = bisect.bisect_right(starts, span[0]) - 1
+            path, data = batch[index]
+            self._found(path, *self._scan(lambda size: b"", data, len(data) + 1))
+            if index + 1 >= len(batch):
+                return
+            pos = starts[index + 1]
+
+    def file(self, fd: int, path: str, *, st: os.stat_result | None = None, first: bytes | None = None) -> None:
+        """Search one open file (closing it) and add its output entries."""
+        try:
+            if st is None:
+                st = os.fstat(fd)
+                if st.st_nlink > 1 and not self.allow_hard_links:
+                    self.hard_links += 1
+                    return
             room = self.offset + self.limit + 1 - self.seen
             want = 1 if self.mode == "files_with_matches" else (room if self.mode == "content" else None)
             if self.matcher.multiline:
@@ -405,7 +480,7 @@ class Search:
                 hint = st.st_size + 1
                 if hint <= CHUNK:
                     # Most files are small: one read, one search, and no scanner unless it matches.
-                    data = os.read(fd, hint)
+                    data = first if first is not None else os.read(fd, hint)
                     whole = len(data) < hint  # else it grew meanwhile: keep reading after it
                     if whole and (b"\x00" in data[:SNIFF] or self.matcher.find(data, 0) is None):
                         return
@@ -415,20 +490,39 @@ class Search:
                     def read(size: int) -> bytes:
                         return held.pop() if held else os.read(fd, size)
 
-                scan = FileScan(
-                    self.matcher,
-                    want=want,
-                    before=self.before,
-                    after=self.after,
-                    max_line=self.max_line,
-                    cancelled=self.cancelled,
-                )
-                scan.run(read, hint)
-                hits, count = scan.hits, scan.count
+                hits, count = self._scan(read, None, hint, want)
         except OSError:
             return
         finally:
             os.close(fd)
+        self._found(path, hits, count)
+
+    def _want(self) -> int | None:
+        room = self.offset + self.limit + 1 - self.seen
+        return 1 if self.mode == "files_with_matches" else (room if self.mode == "content" else None)
+
+    def _scan(
+        self, read: Callable[[int], bytes], data: bytes | None, hint: int, want: int | None = -1
+    ) -> tuple[list[Hit], int]:
+        """Scan one file's lines (``data`` when it is already read whole)."""
+        if data is not None:
+            held = [data]
+
+            def read(size: int) -> bytes:
+                return held.pop() if held else b""
+
+        scan = FileScan(
+            self.matcher,
+            want=self._want() if want == -1 else want,
+            before=self.before,
+            after=self.after,
+            max_line=self.max_line,
+            cancelled=self.cancelled,
+        )
+        scan.run(read, hint)
+        return scan.hits, scan.count
+
+    def _found(self, path: str, hits: list[Hit], count: int) -> None:
         if not count:
             return
         if self.mode == "files_with_matches":
@@ -507,11 +601,12 @@ class Grep(FilesystemTool):
                         continue
                     opened = _open_at(directory.fd, entry.name)
                     if opened is not None:
-                        search.file(opened, printable(shown))
+                        search.add(opened, printable(shown))
                     if search.full:
                         break
                 if search.full:
                     break
+            search.flush()
         finally:
             os.close(top.fd)
         return self._fit(self._finish(search, walk, gate), ctx)
