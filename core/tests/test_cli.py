@@ -257,9 +257,14 @@ def test_a_scaffolded_plugin_installs_is_discovered_passes_its_tests_and_mypy_st
         assert done.returncode == 0, f"{argv}\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
-    run(uv, "venv", "--python", sys.executable, str(venv))
     python = str(venv / "bin" / "python")
-    run(uv, "pip", "install", "--python", python, f"{core}[testing]", "-e", f"{target}[test]", "mypy>=1.10")
+    wanted = (f"{core}[testing]", "-e", f"{target}[test]", "mypy>=1.10")
+    if Path(uv).is_file():
+        run(uv, "venv", "--python", sys.executable, str(venv))
+        run(uv, "pip", "install", "--python", python, *wanted)
+    else:  # a session without uv on its PATH (nox's own venvs): the standard library's venv and pip
+        run(sys.executable, "-m", "venv", str(venv))
+        run(python, "-m", "pip", "install", "-q", *wanted)
     listing = json.loads(run(str(venv / "bin" / "entropic-mcp"), "plugins", "--json", cwd=target))
     [plugin] = [p for p in listing if p["name"] == "weather"]
     assert plugin["status"] == "active" and plugin["servers"] == ["weather"]
