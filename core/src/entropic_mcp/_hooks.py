@@ -112,11 +112,6 @@ class Hooks:
             snap = self._snap = _Snapshot(generation, {h: _implementations(self.plugins, h) for h in CALL_HOOKS})
         return snap
 
-    def has(self, hook: str) -> bool:
-        """Whether any plugin implements ``hook`` now (registrations at any time count)."""
-        impls = self.snapshot().impls.get(hook)
-        return bool(impls if impls is not None else _implementations(self.plugins, hook))
-
     def _fault(self, plugin: str, hook: str, problem: str) -> HookFault:
         fault = HookFault(plugin, hook, problem)
         log.warning("plugin %r: %s %s", plugin, hook, problem)

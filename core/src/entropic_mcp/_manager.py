@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._access import AccessLevel
-from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, ToolCall
+from ._calls import OutsideRootRequest
 from ._config import Config, PluginConfig, config_from_dict
 from ._context import CallContext
 from ._directives import DirectiveProcessor
 from ._envelope import ServerResponse
 from ._errors import ConfigError, DuplicateNameError
-from ._hooks import HookFault, HookRefusal, Hooks
+from ._hooks import HookFault, HookRefusal, Hooks, _as_list
 from ._keys import AccessKeys
 from ._outcome import BatchOutcome, CallOutcome
 from ._permissions import PermissionPart, PermissionRules
@@ -35,14 +35,6 @@ if TYPE_CHECKING:
 
 _STORAGE_OPENING = threading.Lock()
 log = logging.getLogger("entropic_mcp")
-
-
-def _as_list(value: object) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        return [value]
-    return list(value)
 
 
 class ServerManager:
@@ -423,18 +415,6 @@ class ServerManager:
         return self.hooks.skip_duplicate_check(server, tool, [])
 
     # -- hooks, typed (isolated: see _hooks) ------------------------------------------------------
-
-    def before_tool_call(self, call: ToolCall) -> tuple[object, str | None]:
-        try:
-            return self.hooks.before_tool_call(call, []), None
-        except HookRefusal as refusal:
-            return call.args, refusal.message
-
-    def after_tool_call(self, call: ToolCall, outcome: CallOutcome) -> str | None:
-        return self.hooks.after_tool_call(call, outcome, [])
-
-    async def approve_tool_call(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        return await self.hooks.approve_tool_call(request, [])
 
     def approve_outside_root(self, request: OutsideRootRequest) -> bool | None:
         return self.hooks.approve_outside_root(request)

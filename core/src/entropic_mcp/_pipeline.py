@@ -20,6 +20,7 @@ from ._access import AccessLevel
 from ._calls import ApprovalRequest, ToolCall
 from ._context import CallContext
 from ._deadlines import with_timeout
+from ._directives import Complete, StopProcessing
 from ._envelope import ServerResponse, dumps
 from ._guards import Guards, GuardState
 from ._hooks import AFTER_HOOK, BEFORE_HOOK, DUPLICATE_HOOK, PATTERN_HOOK, HookFault, HookRefusal
@@ -246,9 +247,7 @@ class CallPipeline:
         return plan
 
     def _before_hooks(self, call: _Call, raw_args: object) -> None:
-        if not call.snap.impls[BEFORE_HOOK]:
-            call.args = normalize_args(raw_args)
-            return
+        """Run only when a plugin implements the hook (``run`` checks)."""
         hooks = self.manager.hooks
         server_name = call.name.partition(".")[0]
         request = ToolCall(
@@ -574,8 +573,6 @@ def manager_default(pipeline: CallPipeline) -> str:
 
 def stops_batch(outcome: CallOutcome, guards: Guards) -> str | None:
     """Why a batch stops after this outcome (None: it goes on)."""
-    from ._directives import Complete, StopProcessing
-
     for directive in outcome.response.directives:
         if isinstance(directive, StopProcessing):
             return "stop_processing"
