@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -111,6 +111,37 @@ class Hooks:
         if snap is None or generation is None or snap.generation != generation:
             snap = self._snap = _Snapshot(generation, {h: _implementations(self.plugins, h) for h in CALL_HOOKS})
         return snap
+
+    def _answers(
+        self,
+        impls: Iterable[Any],
+        hook: str,
+        kwargs: Mapping[str, Any],
+        faults: list[HookFault] | None,
+        accept: tuple[type, ...],
+    ) -> Iterator[Any]:
+        """Each implementation's non-None answer of an ``accept`` type, in call order.
+
+        An implementation that raises, or answers another type, is logged and recorded in
+        ``faults`` (when given) and skipped: what observer hooks do with a fault.
+        """
+        for impl in impls:
+            try:
+                value = _call(impl, kwargs)
+            except Exception as exc:
+                fault = self._fault(impl.plugin_name, hook, _problem(exc))
+            else:
+                if value is None:
+                    continue
+                if isinstance(value, accept):
+                    yield value
+                    continue
+                expected = " or ".join(t.__name__ for t in accept)
+                fault = self._fault(
+                    impl.plugin_name, hook, f"returned {type(value).__name__}, expected {expected} or None"
+                )
+            if faults is not None:
+                faults.append(fault)
 
     def _fault(self, plugin: str, hook: str, problem: str) -> HookFault:
         fault = HookFault(plugin, hook, problem)
@@ -222,22 +253,9 @@ class Hooks:
 
     def skip_duplicate_check(self, server: MCPServerBase, tool: str, faults: list[HookFault]) -> bool:
         """Whether to leave the call's repeats unflagged (the server's provider may say)."""
-        impls = self._owned(DUPLICATE_HOOK, server)
         kwargs = {"server": server, "tool": tool}
-        for impl in impls:
-            try:
-                value = _call(impl, kwargs)
-            except Exception as exc:
-                faults.append(self._fault(impl.plugin_name, DUPLICATE_HOOK, _problem(exc)))
-                continue
-            if isinstance(value, bool):
-                return value
-            if value is not None:
-                faults.append(
-                    self._fault(
-                        impl.plugin_name, DUPLICATE_HOOK, f"returned {type(value).__name__}, expected bool or None"
-                    )
-                )
+        for value in self._answers(self._owned(DUPLICATE_HOOK, server), DUPLICATE_HOOK, kwargs, faults, (bool,)):
+            return bool(value)
         # A server's own answer is per tool and fixed: asked once per plugin-manager generation.
         answers = self.snapshot().answers
         answer = answers.get((server.name, tool))
@@ -254,25 +272,10 @@ class Hooks:
 
     def after_tool_call(self, call: ToolCall, outcome: CallOutcome, faults: list[HookFault]) -> str | None:
         """The last replacement text a hook returned; faults are recorded and skipped."""
-        impls = self.snapshot().impls["entropic_mcp_after_tool_call"]
+        impls = self.snapshot().impls[AFTER_HOOK]
         text = None
-        kwargs = {"call": call, "outcome": outcome}
-        for impl in impls:
-            try:
-                value = _call(impl, kwargs)
-            except Exception as exc:
-                faults.append(self._fault(impl.plugin_name, "entropic_mcp_after_tool_call", _problem(exc)))
-                continue
-            if isinstance(value, str):
-                text = value
-            elif value is not None:
-                faults.append(
-                    self._fault(
-                        impl.plugin_name,
-                        "entropic_mcp_after_tool_call",
-                        f"returned {type(value).__name__}, expected str or None",
-                    )
-                )
+        for value in self._answers(impls, AFTER_HOOK, {"call": call, "outcome": outcome}, faults, (str,)):
+            text = value
         return text
 
     async def approve_tool_call(self, request: ApprovalRequest, faults: list[HookFault]) -> ApprovalDecision | None:
@@ -296,21 +299,9 @@ class Hooks:
         return None
 
     def approve_outside_root(self, request: OutsideRootRequest) -> bool | None:
-        kwargs = {"request": request}
-        for impl in _implementations(self.plugins, "entropic_mcp_approve_outside_root"):
-            try:
-                value = _call(impl, kwargs)
-            except Exception as exc:
-                self._fault(impl.plugin_name, "entropic_mcp_approve_outside_root", _problem(exc))
-                continue
-            if isinstance(value, bool):
-                return value
-            if value is not None:
-                self._fault(
-                    impl.plugin_name,
-                    "entropic_mcp_approve_outside_root",
-                    f"returned {type(value).__name__}, expected bool or None",
-                )
+        hook = "entropic_mcp_approve_outside_root"
+        for value in self._answers(_implementations(self.plugins, hook), hook, {"request": request}, None, (bool,)):
+            return bool(value)
         return None
 
     def directive_processor(self) -> DirectiveProcessor:

@@ -100,18 +100,10 @@ class ToolServices:
         """
         if self._manager is None:
             return []
-        from ._hooks import _call, _implementations
+        from ._hooks import _implementations
 
-        answers = []
-        for impl in _implementations(self._manager.plugins, hook):
-            try:
-                value = _call(impl, kwargs)
-            except Exception as exc:
-                self._manager.hooks._fault(impl.plugin_name, hook, f"raised {type(exc).__name__}: {exc}")
-                continue
-            if value is not None:
-                answers.append(value)
-        return answers
+        hooks = self._manager.hooks
+        return list(hooks._answers(_implementations(self._manager.plugins, hook), hook, kwargs, None, (object,)))
 
     def first_answer(self, hook: str, arguments: Mapping[str, Any]) -> Any:
         """The first non-None answer to a hook a plugin declared, in pluggy's call order.
