@@ -81,6 +81,11 @@ def _set(*names: str) -> frozenset[str]:
     return frozenset(names)
 
 
+#: The namespaces unshare and nsenter both take, short (a flag) and long (an optional ``=file``).
+_NAMESPACE_FLAGS = ("-m", "-u", "-i", "-n", "-p", "-U", "-C", "-T")
+_NAMESPACE_OPTIONS = ("--mount", "--uts", "--ipc", "--net", "--pid", "--user", "--cgroup", "--time")
+
+
 WRAPPERS: dict[str, Wrapper] = {
     "timeout": Wrapper(
         flags=_set("--preserve-status", "--foreground", "-v", "--verbose", "-f"),
@@ -141,14 +146,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "taskset": Wrapper(flags=_set("-a", "--all-tasks", "-c", "--cpu-list"), lookups=_set("-p", "--pid"), positional=1),
     "unshare": Wrapper(
         flags=_set(
-            "-m",
-            "-u",
-            "-i",
-            "-n",
-            "-p",
-            "-U",
-            "-C",
-            "-T",
+            *_NAMESPACE_FLAGS,
             "-f",
             "--fork",
             "-r",
@@ -178,14 +176,7 @@ WRAPPERS: dict[str, Wrapper] = {
             "--boottime",
         ),
         optional=_set(
-            "--mount",
-            "--uts",
-            "--ipc",
-            "--net",
-            "--pid",
-            "--user",
-            "--cgroup",
-            "--time",
+            *_NAMESPACE_OPTIONS,
             "--mount-proc",
             "--kill-child",
         ),
@@ -193,14 +184,7 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
     "nsenter": Wrapper(
         flags=_set(
-            "-m",
-            "-u",
-            "-i",
-            "-n",
-            "-p",
-            "-U",
-            "-C",
-            "-T",
+            *_NAMESPACE_FLAGS,
             "-a",
             "--all",
             "-F",
@@ -212,7 +196,7 @@ WRAPPERS: dict[str, Wrapper] = {
             "-w",
         ),
         valued=_set("-t", "--target", "-S", "--setuid", "-G", "--setgid"),
-        optional=_set("--mount", "--uts", "--ipc", "--net", "--pid", "--user", "--cgroup", "--time", "--root", "--wd"),
+        optional=_set(*_NAMESPACE_OPTIONS, "--root", "--wd"),
         chdir=_set("-r", "-w", "--root", "--wd", "-t", "--target"),
     ),
     "xargs": Wrapper(
