@@ -22,21 +22,26 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
         yield schema
 
 
-@pytest.fixture
-def open_pg(pg_dsn: str, pg_schema: str) -> Iterator[Callable[..., object]]:
-    """Opens handles on this test's store; closes whatever is still open at the end."""
+def _opener(dsn: str, schema: str) -> Iterator[Callable[..., object]]:
+    """Yields a function opening handles on ``schema``; closes whatever is still open at the end."""
     from entropic_mcp_postgres import PostgresBackend
 
     opened: list[PostgresBackend] = []
 
     def open_backend(**options: object) -> PostgresBackend:
-        backend = PostgresBackend(pg_dsn, schema=pg_schema, **options)  # type: ignore[arg-type]
+        backend = PostgresBackend(dsn, schema=schema, **options)  # type: ignore[arg-type]
         opened.append(backend)
         return backend
 
     yield open_backend
     for backend in opened:
         backend.close()
+
+
+@pytest.fixture
+def open_pg(pg_dsn: str, pg_schema: str) -> Iterator[Callable[..., object]]:
+    """Opens handles on this test's store; closes whatever is still open at the end."""
+    yield from _opener(pg_dsn, pg_schema)
 
 
 @pytest.fixture(scope="module")
@@ -53,20 +58,9 @@ def shared_schema(pg_dsn: str) -> Iterator[str]:
 def open_empty_pg(pg_dsn: str, shared_schema: str) -> Iterator[Callable[..., object]]:
     """Like ``open_pg`` on the module's schema, emptied first — migrating a schema per test costs
     more than the test."""
-    from entropic_mcp_postgres import PostgresBackend
-
     # DELETE, not TRUNCATE: a few rows go faster than new files for every table and index.
     with psycopg.connect(pg_dsn) as conn:
         # the rest cascades; index_queue has no foreign key (see migration 2)
         for table in ("conversations", "tool_calls", "search_terms", "index_queue"):
             conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(shared_schema, table)))
-    opened: list[PostgresBackend] = []
-
-    def open_backend(**options: object) -> PostgresBackend:
-        backend = PostgresBackend(pg_dsn, schema=shared_schema, **options)  # type: ignore[arg-type]
-        opened.append(backend)
-        return backend
-
-    yield open_backend
-    for backend in opened:
-        backend.close()
+    yield from _opener(pg_dsn, shared_schema)

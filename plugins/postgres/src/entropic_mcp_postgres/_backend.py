@@ -28,6 +28,7 @@ import orjson
 import psycopg
 import psycopg.errors
 from entropic_mcp import DEFAULT_SCOPE, ConfigError, StorageError, ToolCallRecord
+from entropic_mcp._storage._state import _messages as _checked_messages
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -111,18 +112,9 @@ def _json(value: Any, what: str) -> str:
 
 
 def _messages(value: Any, what: str) -> tuple[int, str]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise StorageError(f"{what}: messages must be a list of message objects, got {type(value).__name__}")
-    out = []
-    for index, message in enumerate(value):
-        if not isinstance(message, Mapping):
-            raise StorageError(
-                f"{what}: message {index} is a {type(message).__name__}, expected an object with a 'role'"
-            )
-        if not isinstance(message.get("role"), str) or not message["role"]:
-            raise StorageError(f"{what}: message {index} has no 'role' string")
-        out.append(dict(message))
-    return len(out), _json(out, what + ": messages")
+    # The core's check (same rules and errors as the other backends); it returns a JSON-clean copy.
+    out = _checked_messages(value, what)
+    return len(out), orjson.dumps(out).decode()
 
 
 def _id(value: Any, kind: str, what: str) -> str:
@@ -467,18 +459,34 @@ class PostgresBackend:
             messages.extend(batch)
         return messages
 
-    def load_conversation(self, conversation_id: str) -> dict[str, Any]:
-        _id(conversation_id, "conversation", "conversation_id")
-        messages_of = self._MESSAGES_OF.format(conversation="c.conversation_id")
-        with self._transaction("load_conversation") as conn:
+    def _load_with_messages(
+        self, op: str, what: str, kind: str, record_id: Any, *, columns: str, source: str, key: str, conversation: str
+    ) -> tuple[Sequence[Any], list[Any]]:
+        """The row of ``source`` whose ``key`` is ``record_id`` (``columns``, then the messages of
+        ``conversation``) and those messages; a malformed or unknown id → StorageError naming ``what``."""
+        _id(record_id, kind, what)
+        messages_of = self._MESSAGES_OF.format(conversation=conversation)
+        with self._transaction(op) as conn:
             # One statement, so the record and its messages are one consistent snapshot.
             row = conn.execute(
-                f"SELECT {self._CONVERSATION_COLUMNS}, {messages_of} FROM conversations c WHERE c.conversation_id = %s",
-                (conversation_id,),
+                f"SELECT {columns}, {messages_of} FROM {source} WHERE {key} = %s", (record_id,)
             ).fetchone()
         if row is None:
-            raise _unknown("conversation", conversation_id, "conversation_id")
-        return {"conversation": self._conversation_record(row), "messages": self._messages(row[8])}
+            raise _unknown(kind, record_id, what)
+        return row, self._messages(row[-1])
+
+    def load_conversation(self, conversation_id: str) -> dict[str, Any]:
+        row, messages = self._load_with_messages(
+            "load_conversation",
+            "conversation_id",
+            "conversation",
+            conversation_id,
+            columns=self._CONVERSATION_COLUMNS,
+            source="conversations c",
+            key="c.conversation_id",
+            conversation="c.conversation_id",
+        )
+        return {"conversation": self._conversation_record(row), "messages": messages}
 
     def list_conversations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         _count(limit, "limit", 1)
@@ -634,17 +642,19 @@ class PostgresBackend:
         }
 
     def load_delegation_with_messages(self, delegation_id: str) -> dict[str, Any]:
-        _id(delegation_id, "delegation", "load_delegation_with_messages")
-        messages_of = self._MESSAGES_OF.format(conversation="child_conversation_id")
-        with self._transaction("load_delegation_with_messages") as conn:
-            row = conn.execute(
-                f"SELECT {self._DELEGATION_COLUMNS}, {messages_of} FROM delegations WHERE delegation_id = %s",
-                (delegation_id,),
-            ).fetchone()
-        if row is None:
-            raise _unknown("delegation", delegation_id, "load_delegation_with_messages")
+        what = "load_delegation_with_messages"
+        row, messages = self._load_with_messages(
+            what,
+            what,
+            "delegation",
+            delegation_id,
+            columns=self._DELEGATION_COLUMNS,
+            source="delegations",
+            key="delegation_id",
+            conversation="child_conversation_id",
+        )
         record = self._delegation_record(row)
-        record["messages"] = self._messages(row[13])
+        record["messages"] = messages
         return record
 
     def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
