@@ -188,6 +188,22 @@ def read_all(fd: int) -> bytes:
         return handle.read()
 
 
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from the descriptor's position; the caller keeps (and closes) it.
+
+    Callers that must notice a file larger than expected ask for one byte more than they accept.
+    """
+    chunks = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 @attrs.frozen(kw_only=True)
 class Existing:
     """The file a write replaces, as it is on disk just before the write."""

@@ -19,9 +19,9 @@ import attrs
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition, toolkit
 
 from ._base import FilesystemTool, fit_list, truncation, walk_note
-from ._fsio import FILE_FLAGS, printable
+from ._fsio import FILE_FLAGS, printable, read_at_most
 from ._globpat import compile_glob
-from ._read import SNIFF
+from ._read import SNIFF, open_for_reading
 from ._rules import WalkGate
 from ._walk import Walk, start
 
@@ -474,7 +474,7 @@ class Search:
                 if st.st_size > self.max_multiline:
                     self.too_large += 1
                     return
-                hits, count = scan_multiline(_read_all(fd, self.max_multiline), self.matcher, want)
+                hits, count = scan_multiline(read_at_most(fd, self.max_multiline), self.matcher, want)
             else:
                 read: Callable[[int], bytes] = lambda size: os.read(fd, size)  # noqa: E731
                 hint = st.st_size + 1
@@ -541,18 +541,6 @@ class Search:
                 self._emit(entry)
 
 
-def _read_all(fd: int, limit: int) -> bytes:
-    chunks = []
-    left = limit
-    while left > 0:
-        chunk = os.read(fd, min(left, CHUNK))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 class Grep(FilesystemTool):
     definition = load_tool_definition(__package__, "grep")
     required_access_level = AccessLevel.READ
@@ -568,15 +556,7 @@ class Grep(FilesystemTool):
         except ToolError as exc:
             if exc.code != "not_directory":
                 raise
-            from ._fsio import open_regular
-
-            fs.refuse_ignored(resolved, loc)
-            fd, st = open_regular(loc)
-            try:
-                fs.refuse_hard_link(st, loc.display)
-            except ToolError:
-                os.close(fd)
-                raise
+            fd, _ = open_for_reading(fs, loc, resolved)
             search.file(fd, loc.display)
             del fd
             return self._fit(self._finish(search, None, None), ctx)

@@ -18,7 +18,7 @@ from typing import Any
 from entropic_mcp import POLICY_FILES, AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 
 from ._base import FilesystemTool
-from ._fsio import FILE_FLAGS, Location, open_dir, os_failure, unsafe
+from ._fsio import FILE_FLAGS, Location, open_dir, os_failure, read_at_most, unsafe
 from ._rules import WalkGate
 
 #: Entries a directory move inspects before it gives up (and says to move less at once).
@@ -54,17 +54,11 @@ def _check_read(fs: Any, ctx: CallContext, parent: int, loc: Location, key: str,
     try:
         st = os.fstat(fd)
         fs.inspect_existing(loc.display)(st)
-        chunks, left = [], st.st_size + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        data = read_at_most(fd, st.st_size + 1)
     finally:
         os.close(fd)
     try:
-        fs.tracker.check(ctx.conversation_id, key, loc.display, b"".join(chunks))
+        fs.tracker.check(ctx.conversation_id, key, loc.display, data)
     except ToolError as exc:
         raise ToolError(exc.code, exc.message.replace("write or edit it", verb), **exc.extra) from None
     return st

@@ -15,6 +15,8 @@ import attrs
 import orjson
 from entropic_mcp import ToolError, ToolResult
 
+from ._fsio import read_at_most
+
 #: (magic prefix, offset of the prefix, MIME type)
 SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
@@ -53,15 +55,7 @@ def media_result(fs: Any, fd: int, st: os.stat_result, loc: Any, resolved: Any) 
             f"({limit}) under [servers.filesystem]; it was not read. Ask the user to raise the limit "
             "if you need it",
         )
-    chunks = []
-    left = limit + 1
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    data = b"".join(chunks)
+    data = read_at_most(fd, limit + 1)
     if len(data) > limit:
         raise ToolError("too_large", f"{loc.display} grew past max_media_bytes ({limit}) while it was read")
     info = {"path": loc.display, "mime_type": mime, "size": len(data)}

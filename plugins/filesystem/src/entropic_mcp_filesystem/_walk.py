@@ -117,10 +117,6 @@ class Walk:
             self._names[key] = NameRules.for_stack(entropic, stack)
         return self._names[key]
 
-    @property
-    def cut_short(self) -> bool:
-        return self.truncated or self.stopped
-
     def walk(
         self,
         top_fd: int,
