@@ -66,6 +66,12 @@ def _invalid(name: str, expected: str, value: object) -> ToolError:
     return ToolError("invalid_args", f"'{name}' must be {expected}, got {shown}; fix the argument and call again")
 
 
+def _require(name: str, expected: str, required: bool) -> None:
+    """Raise when a ``required`` argument is absent (or null); return when it may be left out."""
+    if required:
+        raise ToolError("invalid_args", f"missing required argument '{name}' ({expected})")
+
+
 @overload
 def text(
     args: Mapping[str, Any],
@@ -123,8 +129,7 @@ def text(
     if value is None:
         if default is not None:
             return default
-        if required:
-            raise ToolError("invalid_args", f"missing required argument '{name}' (a string)")
+        _require(name, "a string", required)
         return None
     if not isinstance(value, str):
         raise _invalid(name, "a string", value)
@@ -180,8 +185,8 @@ def integer(
     """An integer argument within ``minimum``..``maximum`` (``3.0`` counts as 3; booleans never do)."""
     value = args.get(name)
     if value is None:
-        if default is None and required:
-            raise ToolError("invalid_args", f"missing required argument '{name}' (an integer)")
+        if default is None:
+            _require(name, "an integer", required)
         return default
     number_ = _as_integer(value)
     if number_ is None:
@@ -258,8 +263,7 @@ def strings(
     """A list of non-empty strings (each checked as ``text`` does); ``[]`` when absent."""
     value = args.get(name)
     if value is None:
-        if required:
-            raise ToolError("invalid_args", f"missing required argument '{name}' (a list of strings)")
+        _require(name, "a list of strings", required)
         return []
     if not isinstance(value, list):
         raise _invalid(name, "a list of strings", value)

@@ -21,7 +21,32 @@ _LOCK = threading.Lock()
 _SHARED: PoolLoop | None = None
 
 
-class PoolLoop:
+class _Handoff:
+    """Hands coroutines to ``loop`` from other threads; ``thread`` is the one that may not wait."""
+
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    #: Named in the error when ``run_sync`` is called on ``thread`` (it would deadlock).
+    _thread_role = "the pool's own thread"
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop from any thread."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Block the calling thread (never ``thread``) until ``coro`` finishes."""
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError(f"run_sync called on {self._thread_role}")
+        future = self.submit(coro)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError from None
+
+
+class PoolLoop(_Handoff):
     """An asyncio loop running forever in a daemon thread."""
 
     def __init__(self) -> None:
@@ -40,10 +65,6 @@ class PoolLoop:
     def alive(self) -> bool:
         return self.thread.is_alive() and not self.loop.is_closed()
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule ``coro`` on the pool loop from any thread."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await ``coro`` on the pool loop from any event loop; cancelling the caller cancels it."""
         try:
@@ -53,18 +74,6 @@ class PoolLoop:
         if running is self.loop:
             return await coro
         return await asyncio.wrap_future(self.submit(coro))
-
-    def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Block the calling thread (never the pool's own) until ``coro`` finishes."""
-        if threading.current_thread() is self.thread:
-            coro.close()
-            raise RuntimeError("run_sync called on the pool's own thread")
-        future = self.submit(coro)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError from None
 
 
 def shared_loop() -> PoolLoop:
@@ -77,12 +86,14 @@ def shared_loop() -> PoolLoop:
     return _SHARED
 
 
-class LocalLoop:
+class LocalLoop(_Handoff):
     """A host's own long-lived event loop (``serve``'s), adopted so calls need no thread hop.
 
     Operations from that loop await directly; from anywhere else they are handed over as with
     ``PoolLoop``. Only a loop that outlives the pool may be adopted: when it stops, so does the pool.
     """
+
+    _thread_role = "the adopted loop's own thread"
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -92,21 +103,7 @@ class LocalLoop:
     def alive(self) -> bool:
         return self.loop.is_running() and not self.loop.is_closed()
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         if asyncio.get_running_loop() is self.loop:
             return await coro
         return await asyncio.wrap_future(self.submit(coro))
-
-    def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        if threading.current_thread() is self.thread:
-            coro.close()
-            raise RuntimeError("run_sync called on the adopted loop's own thread")
-        future = self.submit(coro)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError from None
