@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ._plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, Plugins, hookimpl
     from ._server import MCPServerBase, normalize_args
     from ._services import ToolServices
-    from ._storage import DEFAULT_SCOPE, StorageBackend, StorageBackendSpec, ToolCallRecord
+    from ._storage import DEFAULT_SCOPE, StorageBackend, StorageBackendSpec, ToolCallRecord, validate_messages
     from ._tools import ToolBase, ToolDefinition, load_tool_definition
 
 # Names resolve on first use, so a command that only lists tools never pays for the
@@ -126,6 +126,7 @@ _LAZY: dict[str, str] = {
     "load_tool_definition": "._tools",
     "normalize_args": "._server",
     "ToolServices": "._services",
+    "validate_messages": "._storage",
     "ResultKind": "._kinds",
     "POLICY_FILES": "._permissions",
     "READ_PATH_TOOLS": "._permissions",
@@ -219,4 +220,5 @@ __all__ = [
     "normalize_args",
     "path_part",
     "path_refused",
+    "validate_messages",
 ]

@@ -141,6 +141,15 @@ def backend_specs(plugins: Plugins) -> dict[str, tuple[str, StorageBackendSpec]]
     return specs
 
 
+def validate_messages(messages: Any, what: str) -> list[Any]:
+    """The rule every backend applies to ``save_messages``/``save_snapshot``: a list of objects,
+    each with a non-empty ``role`` string, storable as JSON. Returns a JSON-clean copy; anything
+    else is a StorageError naming ``what`` and the message at fault. For backend authors."""
+    from ._state import _messages
+
+    return _messages(messages, what)
+
+
 def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
     """Open the backend ``[storage] backend`` names; ``"none"`` means no storage."""
     name = config.storage.backend
@@ -160,4 +169,12 @@ def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
     return backend
 
 
-__all__ = ["DEFAULT_SCOPE", "StorageBackend", "StorageBackendSpec", "StorageError", "ToolCallRecord", "open_storage"]
+__all__ = [
+    "DEFAULT_SCOPE",
+    "StorageBackend",
+    "StorageBackendSpec",
+    "StorageError",
+    "ToolCallRecord",
+    "open_storage",
+    "validate_messages",
+]

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import psycopg
 import psycopg.errors
-from entropic_mcp import DEFAULT_SCOPE, ConfigError, StorageError, ToolCallRecord
-from entropic_mcp._storage._state import _messages as _checked_messages
+from entropic_mcp import DEFAULT_SCOPE, ConfigError, StorageError, ToolCallRecord, validate_messages
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -112,8 +111,8 @@ def _json(value: Any, what: str) -> str:
 
 
 def _messages(value: Any, what: str) -> tuple[int, str]:
-    # The core's check (same rules and errors as the other backends); it returns a JSON-clean copy.
-    out = _checked_messages(value, what)
+    # The core's rule (same errors as the other backends); it returns a JSON-clean copy.
+    out = validate_messages(value, what)
     return len(out), orjson.dumps(out).decode()
 
 
