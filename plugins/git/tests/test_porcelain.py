@@ -61,6 +61,16 @@ def test_log_records_keep_separators_in_subjects_and_drop_a_cut_record():
     assert parse_log(b"") == []
 
 
+def test_log_fields_are_utf8_with_invalid_bytes_replaced_within_their_own_record():
+    # a multi-byte sequence cut short right before the record separator
+    first = f"{SHA}\x1fJürgen\x1fj@example.com\x1f2024-01-02T03:04:05+00:00\x1fcut ".encode() + b"\xe2\x82"
+    second = f"{SHA}\x1fAda\x1fada@example.com\x1f2024-01-02T03:04:05+00:00\x1fok".encode()
+    commits = parse_log(first + b"\x00" + second + b"\x00")
+    assert commits[0]["author"] == "Jürgen"
+    assert commits[0]["subject"] == "cut \ufffd"
+    assert commits[1]["subject"] == "ok"
+
+
 def test_branches_skip_symbolic_refs_and_shorten_names():
     data = b"refs/heads/main\x00\nrefs/remotes/origin/HEAD\x00refs/remotes/origin/main\nrefs/remotes/origin/main\x00\n"
     assert parse_branches(data) == ["main", "origin/main"]

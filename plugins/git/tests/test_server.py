@@ -175,6 +175,11 @@ def test_configured_program_gets_an_argument_list_and_a_safe_environment(tmp_pat
     assert "diff --no-ext-diff --no-textconv --no-color -U3 --end-of-options HEAD --" in args[-1]
 
 
+def test_git_buffers_its_output_whatever_the_host_sets():
+    # flushing after every commit would cost a write and an event-loop wake-up per commit
+    assert git_environment({"GIT_FLUSH": "1"})["GIT_FLUSH"] == "0"
+
+
 def test_work_tree_discovery_is_cached_and_each_read_is_one_process(tmp_path, repo):
     fake = _fake_git(tmp_path, 'exec REAL_GIT "$@"\n')
     server = make_server(repo.path, git=str(fake))

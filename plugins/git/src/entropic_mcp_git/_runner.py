@@ -101,6 +101,9 @@ _FORCED_ENV = {
     # stable English messages: the server recognises a few of them (nothing to commit, ...)
     "LC_ALL": "C",
     "LANGUAGE": "C",
+    # stdout is a pipe the server reads whole: without this git flushes after every commit
+    # (log, show), and each small write costs a write call and an event-loop wake-up
+    "GIT_FLUSH": "0",
 }
 
 DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
