@@ -52,14 +52,14 @@ def parse_status(data: bytes, *, truncated: bool = False) -> dict[str, Any]:
         "untracked": [],
         "conflicted": [],
     }
-    records = data.split(b"\x00")
+    records = _decode(data).split("\x00")  # decoded once, as in parse_log
     if truncated:
         records = records[:-1]  # the last record may be cut in the middle
         result["truncated"] = True
     staged, unstaged = result["staged"], result["unstaged"]
     index = 0
     while index < len(records):
-        record = _decode(records[index])
+        record = records[index]
         index += 1
         kind = record[:1]
         if kind == "1":
@@ -72,7 +72,7 @@ def parse_status(data: bytes, *, truncated: bool = False) -> dict[str, Any]:
                     unstaged.append(_entry(fields[8], y))
         elif kind == "2":
             fields = record.split(" ", 9)
-            origin = _decode(records[index]) if index < len(records) else None
+            origin = records[index] if index < len(records) else None
             index += 1
             if len(fields) == 10:
                 x, y = fields[1][0], fields[1][1]
