@@ -338,6 +338,68 @@ def bulk_load_postgres(dsn: str, schema: str, texts: list[tuple[str, str, str]],
         conn.execute("VACUUM ANALYZE delegation_words")
 
 
+def p15_floor(dsn: str, schema: str, directory: Path, texts: list[tuple[str, str, str]]) -> None:
+    """What any durable PostgreSQL operation costs on this machine, beside SQLite's whole operation.
+
+    The floor is a one-row INSERT committed on its own (one round trip, one WAL flush): no
+    backend operation can cost less. It is measured from Python (psycopg, as the backend talks)
+    and, when ``pgbench`` is on PATH, from PostgreSQL's own C client with a prepared statement;
+    each beside the SQLite peer's operation in the same moments.
+    """
+    import os
+    import subprocess
+
+    import psycopg
+
+    rounds, per_round = 20, 100
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        table = f'"{schema}".floor_rows'
+        conn.execute(f"CREATE TABLE {table} (id uuid PRIMARY KEY, body text NOT NULL)")
+        inserts: list[float] = []
+        trips: list[float] = []
+        peer: list[float] = []
+        (directory / "floor-peer").mkdir()
+        peer_steps = p6_sqlite(directory / "floor-peer", texts[: rounds * CHUNK], peer)
+        clock = time.perf_counter
+        for _ in range(rounds):
+            for _ in range(per_round):
+                t0 = clock()
+                conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (uuid.uuid4(), "x" * 64))
+                inserts.append(clock() - t0)
+            for _ in range(per_round):
+                t0 = clock()
+                conn.execute("SELECT 1")
+                trips.append(clock() - t0)
+            sqlite = next(peer_steps)
+        sqlite.close()
+        sqlite_ms = median_ms(peer)
+        insert_ms, trip_ms = median_ms(inserts), median_ms(trips)
+        print(
+            f"P15 floor: the least any durable PostgreSQL operation costs here ({conn.pgconn.host.decode() or 'socket'})"
+        )
+        print(f"  {'SQLite full-sync, whole operation (median)':50}{sqlite_ms:.3f} ms")
+        print(f"  {'psycopg one-row INSERT + commit':50}{insert_ms:.3f} ms = {insert_ms / sqlite_ms:.2f}x SQLite")
+        print(f"  {'psycopg SELECT 1 (one round trip, no commit)':50}{trip_ms:.3f} ms")
+        pgbench = shutil.which("pgbench")
+        if pgbench is None:
+            print("  (pgbench not on PATH: the C client's floor is not measured)")
+            return
+        script = directory / "floor.sql"
+        script.write_text(f"INSERT INTO {table} VALUES (gen_random_uuid(), repeat('x', 64));\n")
+        done = subprocess.run(
+            [pgbench, "-n", "-c1", "-T3", "-M", "prepared", "-f", str(script), dsn],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PGAPPNAME": "entropic-mcp bench"},
+        )
+        found = re.search(r"latency average = ([0-9.]+) ms", done.stdout)
+        if found is None:
+            print(f"  (pgbench failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]})")
+            return
+        c_ms = float(found.group(1))
+        print(f"  {'pgbench (C, prepared) one-row INSERT + commit':50}{c_ms:.3f} ms = {c_ms / sqlite_ms:.2f}x SQLite")
+
+
 def postgres_section(
     dsn: str, count: int, directory: Path, texts: list[tuple[str, str, str]], queries: list[str]
 ) -> None:
@@ -381,6 +443,8 @@ def postgres_section(
             f"  P15 ratio postgres/SQLite at {end} (median): {ratio:.2f}x (target <= 2x)  {'PASS' if ratio <= 2 else 'FAIL'}"
         )
         print(f"  P6 flatness postgres {end}/1k: {p10 / p1:.2f}x (SQLite {s10 / s1:.2f}x)")
+
+        p15_floor(dsn, schema, directory, texts)
 
         record = ToolCallRecord(tool="demo.echo", kind="success", conversation_id="c", args={"text": "hello"})
         t0 = time.perf_counter()

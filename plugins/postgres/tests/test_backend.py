@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -269,3 +271,111 @@ def test_audit_records_are_copied_in_batches_and_on_close(pg_dsn: str, pg_schema
     first = orjson.loads(records[0][0])
     assert first["tool"] == "demo.echo" and first["args"] == {"i": 0, "blob": repr(b"\x00")}
     assert [orjson.loads(r[0])["args"]["i"] for r in records] == list(range(250))
+
+
+# -- lending connections ---------------------------------------------------------------------------
+
+
+def _backend_pids(pg_dsn: str) -> set[int]:
+    """Server processes of the stores' connections (other tests' included: compare before and after)."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'entropic-mcp' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def test_operations_one_after_another_reuse_the_warm_connection(open_pg) -> None:
+    store = open_pg(pool_min=3, pool_max=5)
+    root = store.create_conversation("root")
+    pids = set()
+    for _ in range(20):
+        store.create_conversation("x")
+        with store._transaction("probe") as conn:
+            pids.add(conn.info.backend_pid)
+    store.scope_of(root)
+    assert len(pids) == 1
+
+
+def test_a_connection_whose_operation_failed_goes_back_to_the_pool(open_pg) -> None:
+    store = open_pg(pool_min=1, pool_max=2)
+    with store._transaction("warm") as conn:
+        first = conn
+    with pytest.raises(StorageError), store._transaction("failing") as conn:
+        assert conn is first
+        conn.execute("SELECT 1/0")
+    assert store._lender._kept == []
+    # and one left inside an open transaction is never lent out as it is
+    with store._transaction("open transaction") as conn:
+        conn.execute("BEGIN")
+        conn.execute("SELECT 1")
+    assert store._lender._kept == []
+    with store._transaction("after") as conn:
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_waiting_borrower_gets_the_returned_connection(open_pg) -> None:
+    """With one connection in all, a thread waiting in the pool is handed the connection as soon as
+    the operation holding it ends — it is not kept aside for a later borrower."""
+    store = open_pg(pool_min=1, pool_max=1, pool_timeout=3)
+    root = store.create_conversation("root")
+    results: list[object] = []
+    started = threading.Event()
+
+    def other() -> None:
+        started.set()
+        try:
+            results.append(store.create_conversation("from the other thread"))
+        except Exception as exc:  # pragma: no cover - reported by the assertion below
+            results.append(exc)
+
+    with store._transaction("holding the only connection") as conn:
+        thread = threading.Thread(target=other)
+        thread.start()
+        started.wait()
+        while not store._lender._waiting:  # the other thread is now waiting in the pool
+            time.sleep(0.005)
+        conn.execute("SELECT 1")
+    thread.join(10)
+    assert len(results) == 1 and isinstance(results[0], str), results
+    assert store.load_conversation(results[0])["conversation"]["title"] == "from the other thread"
+    assert store.scope_of(root) == "default"
+
+
+def test_many_threads_on_few_connections_lose_nothing_and_never_time_out(open_pg) -> None:
+    store = open_pg(pool_min=1, pool_max=2, pool_timeout=5)
+    root = store.create_conversation("root")
+    errors: list[BaseException] = []
+    made: list[str] = []
+
+    def work() -> None:
+        try:
+            for _ in range(15):
+                delegation_id, _child = store.create_delegation(root, "lead", "coder", "task words here")
+                store.complete_delegation(delegation_id, "completed", "done words")
+                made.append(delegation_id)
+        except BaseException as exc:  # pragma: no cover - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert len(made) == 90
+    stored = {d["delegation_id"] for d in store.list_delegations(limit=200) if d["parent_id"] == root}
+    assert stored == set(made)
+
+
+def test_close_leaves_no_connection_open(pg_dsn: str, pg_schema: str) -> None:
+    before = _backend_pids(pg_dsn)
+    store = PostgresBackend(pg_dsn, schema=pg_schema, pool_min=2, pool_max=4)
+    for _ in range(5):
+        store.create_conversation("x")
+    assert store._lender._kept  # the warm connection is kept aside between operations
+    store.close()
+    deadline = time.monotonic() + 10
+    while _backend_pids(pg_dsn) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _backend_pids(pg_dsn) - before == set()

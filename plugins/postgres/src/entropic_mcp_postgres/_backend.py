@@ -30,6 +30,7 @@ import psycopg.errors
 from entropic_mcp import DEFAULT_SCOPE, ConfigError, StorageError, ToolCallRecord, validate_messages
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ._audit import AuditBuffer
@@ -116,14 +117,14 @@ def _messages(value: Any, what: str) -> tuple[int, str]:
     return len(out), orjson.dumps(out).decode()
 
 
+#: What ``str(uuid.UUID(...))`` gives: the only spelling of an id the store ever hands out.
+_CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _id(value: Any, kind: str, what: str) -> str:
     """A canonical UUID string; anything else names no record (the same error as an unknown id)."""
     _text(value, what)
-    try:
-        canonical = str(uuid.UUID(value))
-    except ValueError:
-        canonical = ""
-    if canonical != value:
+    if _CANONICAL_ID.fullmatch(value) is None:
         raise _unknown(kind, value, what)
     return value
 
@@ -281,9 +282,10 @@ class PostgresBackend:
             open=False,
         )
         self._pool.open(wait=False)
-        self._audit = AuditBuffer(self._pool.connection, batch=audit_batch, seconds=audit_flush_seconds)
-        self._indexer = SearchIndexer(self._pool.connection, delay=INDEX_DELAY)
-        self._finalizer = weakref.finalize(self, _shutdown, self._audit, self._indexer, self._pool)
+        self._lender = _Lender(self._pool)
+        self._audit = AuditBuffer(self._lender.connection, batch=audit_batch, seconds=audit_flush_seconds)
+        self._indexer = SearchIndexer(self._lender.connection, delay=INDEX_DELAY)
+        self._finalizer = weakref.finalize(self, _shutdown, self._audit, self._indexer, self._lender, self._pool)
 
     @classmethod
     def from_config(cls, config: Config) -> PostgresBackend:
@@ -339,7 +341,7 @@ class PostgresBackend:
         if self._closed:
             raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
         try:
-            with self._pool.connection() as conn:
+            with self._lender.connection() as conn:
                 yield conn
         except StorageError:
             raise
@@ -366,6 +368,7 @@ class PostgresBackend:
     def _check_pool(self) -> None:
         try:
             with contextlib.suppress(Exception):
+                self._lender.return_all()
                 self._pool.check()
         finally:
             self._checking.clear()
@@ -853,11 +856,77 @@ class PostgresBackend:
         self._finalizer()
 
 
-def _shutdown(audit: AuditBuffer, indexer: SearchIndexer, pool: ConnectionPool) -> None:
+def _shutdown(audit: AuditBuffer, indexer: SearchIndexer, lender: _Lender, pool: ConnectionPool) -> None:
     audit.cancel()
     audit.flush_quietly()
     # Whatever is still queued is indexed by the next process to start (and searched as queued
     # meanwhile); waiting here for a server that may be gone would hold up the close.
     indexer.stop()
     with contextlib.suppress(Exception):
+        lender.return_all()
+    with contextlib.suppress(Exception):
         pool.close(timeout=5)
+
+
+class _Lender:
+    """Lends the pool's connections, the one returned last first.
+
+    psycopg_pool hands out the connection idle the longest, so operations made one after another
+    rotate through every open connection, each with a server process gone cold meanwhile, and
+    pay the pool's bookkeeping each time. The lender keeps the last cleanly returned connection
+    aside for the next borrower — unless someone is already waiting in the pool, who gets it.
+    Any other connection (its operation failed, or it holds an open transaction) goes back to the
+    pool, which checks or discards it; so does the kept one every ``POOL_EVERY`` loans (the pool
+    then applies its lifetime rules), before a pool check and at close. Everything of the store
+    borrows through here, so no connection sits kept while another borrower waits.
+    """
+
+    POOL_EVERY = 1000
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._kept: list[psycopg.Connection] = []
+        self._waiting = 0
+        self._loans = 0
+
+    def take(self) -> psycopg.Connection:
+        with self._lock:
+            if self._kept:
+                return self._kept.pop()
+            self._waiting += 1
+        try:
+            return self._pool.getconn()
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+    def give_back(self, conn: psycopg.Connection, clean: bool) -> None:
+        keep = (
+            clean
+            and not self._pool.closed
+            and not conn.closed
+            and conn.info.transaction_status == TransactionStatus.IDLE
+        )
+        with self._lock:
+            self._loans += 1
+            if keep and not self._kept and not self._waiting and self._loans % self.POOL_EVERY:
+                self._kept.append(conn)
+                return
+        self._pool.putconn(conn)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        conn = self.take()
+        clean = False
+        try:
+            yield conn
+            clean = True
+        finally:
+            self.give_back(conn, clean)
+
+    def return_all(self) -> None:
+        with self._lock:
+            kept, self._kept = self._kept, []
+        for conn in kept:
+            self._pool.putconn(conn)
