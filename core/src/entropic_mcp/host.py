@@ -53,6 +53,7 @@ from ._directives import (
     TierChange,
 )
 from ._errors import StorageError
+from ._storage._records import DEFAULT_SCOPE
 
 if TYPE_CHECKING:
     from ._manager import ServerManager
@@ -205,6 +206,12 @@ class _State:
     processor: DirectiveProcessor = attrs.field(factory=DirectiveProcessor)
 
 
+def _check_scope(scope: object) -> str:
+    if not isinstance(scope, str) or not scope.strip():
+        raise ValueError(f"scope must be a non-empty string (a tenant: a project, a user, a team), got {scope!r}")
+    return scope
+
+
 # -- the host ----------------------------------------------------------------------------------------
 
 
@@ -221,6 +228,11 @@ class Host:
         max_depth: how deep delegations may nest (the root is depth 0).
         presenter: ``presenter(key, data)`` receives ``notify_presenter`` directives.
         system_prompt: the first message of every new conversation; ``{identity}`` is filled in.
+        scope: the tenant the conversations belong to (a project, a user, a team: any non-empty
+            string), unless a ``run`` names another; delegations take the scope of the
+            conversation they are made from, and ``entropic.followup`` / ``resume_delegation``
+            called in a conversation see only its scope's delegations. Only for a stored
+            conversation: without storage there are no delegation records to separate.
     """
 
     def __init__(
@@ -233,9 +245,11 @@ class Host:
         max_depth: int = 3,
         presenter: Presenter | None = None,
         system_prompt: str = DEFAULT_SYSTEM,
+        scope: str = DEFAULT_SCOPE,
     ) -> None:
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        _check_scope(scope)
         self.manager = manager
         self.model = model
         self.storage = manager.storage if storage is _UNSET else storage
@@ -243,13 +257,21 @@ class Host:
         self.max_depth = max_depth
         self.presenter = presenter
         self.system_prompt = system_prompt
+        self.scope = scope
 
     # -- entry points ------------------------------------------------------------------------------
 
-    async def run(self, task: str, *, identity: str = "lead", title: str | None = None) -> RunResult:
-        """Run a root conversation on ``task`` as ``identity`` until it completes or runs out of turns."""
+    async def run(
+        self, task: str, *, identity: str = "lead", title: str | None = None, scope: str | None = None
+    ) -> RunResult:
+        """Run a root conversation on ``task`` as ``identity`` until it completes or runs out of turns.
+
+        ``scope`` puts the conversation (and every delegation made in it) in that tenant's scope
+        instead of the host's ``scope``.
+        """
+        scope = self.scope if scope is None else _check_scope(scope)
         if self.storage is not None:
-            conversation_id = self.storage.create_conversation(title or task[:80], {"identity": identity})
+            conversation_id = self.storage.create_conversation(title or task[:80], {"identity": identity}, scope)
         else:
             conversation_id = str(uuid.uuid4())
         return await self._conversation(
@@ -262,11 +284,13 @@ class Host:
             depth=0,
         )
 
-    def run_sync(self, task: str, *, identity: str = "lead", title: str | None = None) -> RunResult:
+    def run_sync(
+        self, task: str, *, identity: str = "lead", title: str | None = None, scope: str | None = None
+    ) -> RunResult:
         """``run`` for synchronous callers (runs its own event loop)."""
 
         async def main() -> RunResult:
-            return await self.run(task, identity=identity, title=title)
+            return await self.run(task, identity=identity, title=title, scope=scope)
 
         return anyio.run(main)
 

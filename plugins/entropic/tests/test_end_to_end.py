@@ -194,3 +194,43 @@ def test_without_storage_delegation_still_runs_in_memory(make, storage):
     result = Host(manager, {"lead": lead, "researcher": researcher}).run_sync("x")
     assert result.status == "completed"
     assert result.delegations[0].persisted is False and result.delegations[0].summary == "found"
+
+
+def test_tenants_of_one_host_never_see_each_others_delegations(make):
+    """A host serving two teams on one store: each team's follow-up finds its own delegations only."""
+    manager = make(storage=True)
+
+    def followup_then_report(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return tool("entropic.complete", summary="followup said: " + messages[-1]["content"])
+
+    researcher = Script(tool("entropic.complete", summary=SUMMARY))
+    lead_a = Script(
+        tool("entropic.delegate", target="researcher", task="find where retries are configured"),
+        tool("entropic.followup", query="retries exponential"),
+        followup_then_report,
+    )
+    host = Host(manager, {"lead": lead_a, "researcher": researcher}, scope="team-a")
+    team_a = host.run_sync("sort out retries")
+    [delegation] = team_a.delegations
+    assert manager.storage.scope_of(team_a.conversation_id) == "team-a"
+    record = manager.storage.load_delegation_with_messages(delegation.delegation_id)
+    assert record["scope"] == "team-a"
+    assert manager.storage.scope_of(record["child_conversation_id"]) == "team-a"
+    assert delegation.delegation_id in team_a.summary
+
+    host.model = {"lead": Script(tool("entropic.followup", query="retries exponential"), followup_then_report)}
+    team_b = host.run_sync("what about retries?", scope="team-b")
+    assert manager.storage.scope_of(team_b.conversation_id) == "team-b"
+    assert delegation.delegation_id not in team_b.summary and SUMMARY not in team_b.summary
+    # the same question in a third run of team A still finds it
+    host.model = {"lead": Script(tool("entropic.followup", query="retries exponential"), followup_then_report)}
+    assert delegation.delegation_id in host.run_sync("again").summary
+
+
+def test_a_host_scope_must_be_a_non_empty_string(make):
+    manager = make(storage=True)
+    for bad in ("", "   ", None, 3):
+        with pytest.raises(ValueError, match="scope must be a non-empty string"):
+            Host(manager, Script(), scope=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="scope must be a non-empty string"):
+        Host(manager, Script()).run_sync("x", scope="")
