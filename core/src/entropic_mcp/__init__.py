@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         DuplicateNameError,
         EntropicMCPError,
         PluginError,
+        StateConflict,
         StorageError,
         ToolDefinitionError,
         ToolError,
@@ -56,7 +57,16 @@ if TYPE_CHECKING:
     from ._plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, Plugins, hookimpl
     from ._server import MCPServerBase, normalize_args
     from ._services import ToolServices
-    from ._storage import DEFAULT_SCOPE, StorageBackend, StorageBackendSpec, ToolCallRecord, validate_messages
+    from ._storage import (
+        DEFAULT_SCOPE,
+        MAX_STATE_BYTES,
+        StateStore,
+        StorageBackend,
+        StorageBackendSpec,
+        ToolCallRecord,
+        validate_messages,
+        validate_state,
+    )
     from ._tools import ToolBase, ToolDefinition, load_tool_definition
 
 # Names resolve on first use, so a command that only lists tools never pays for the
@@ -75,6 +85,7 @@ _LAZY: dict[str, str] = {
     "Config": "._config",
     "ConfigError": "._errors",
     "DEFAULT_SCOPE": "._storage",
+    "MAX_STATE_BYTES": "._storage",
     "ContextAnchor": "._directives",
     "Delegate": "._directives",
     "Directive": "._directives",
@@ -104,6 +115,8 @@ _LAZY: dict[str, str] = {
     "ServerManager": "._manager",
     "ServerResponse": "._envelope",
     "StopProcessing": "._directives",
+    "StateConflict": "._errors",
+    "StateStore": "._storage",
     "StorageBackend": "._storage",
     "StorageBackendSpec": "._storage",
     "StorageConfig": "._config",
@@ -127,6 +140,7 @@ _LAZY: dict[str, str] = {
     "normalize_args": "._server",
     "ToolServices": "._services",
     "validate_messages": "._storage",
+    "validate_state": "._storage",
     "ResultKind": "._kinds",
     "POLICY_FILES": "._permissions",
     "READ_PATH_TOOLS": "._permissions",
@@ -151,6 +165,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_SCOPE",
     "ENTRY_POINT_GROUP",
+    "MAX_STATE_BYTES",
     "POLICY_FILES",
     "READ_PATH_TOOLS",
     "WRITE_PATH_TOOLS",
@@ -194,6 +209,8 @@ __all__ = [
     "ResultKind",
     "ServerManager",
     "ServerResponse",
+    "StateConflict",
+    "StateStore",
     "StopProcessing",
     "StorageBackend",
     "StorageBackendSpec",
@@ -221,4 +238,5 @@ __all__ = [
     "path_part",
     "path_refused",
     "validate_messages",
+    "validate_state",
 ]

@@ -27,6 +27,11 @@ class StorageError(EntropicMCPError, RuntimeError):
     """A storage operation could not do what it says; the message has the reason."""
 
 
+class StateConflict(StorageError):
+    """``save_state`` found another version than the one the caller loaded: someone saved
+    meanwhile. Load the state again, apply the change to it again, and save again."""
+
+
 class ToolError(EntropicMCPError):
     """Raised by a tool to refuse a call with a typed error code the model can act on.
 

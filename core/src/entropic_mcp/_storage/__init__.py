@@ -114,6 +114,34 @@ class StorageBackend(Protocol):
         ...
 
 
+@runtime_checkable
+class StateStore(Protocol):
+    """Small JSON documents kept under ``(namespace, key)``: per-conversation state of a plugin
+    (``entropic.todo``'s list), shared by every worker on the store and kept across restarts.
+
+    Optional beside ``StorageBackend`` (both first-party backends have it; a plugin finding a
+    store without it keeps its state in memory). Namespaces are the plugin's (``"entropic.todo"``);
+    keys are the plugin's too — usually a conversation key, which need not name a stored
+    conversation. Changes are optimistic: every document carries a version; ``save_state`` states
+    the version it started from and fails with ``StateConflict`` when another save came first.
+    """
+
+    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
+        """``(value, version)`` stored under ``(namespace, key)`` (a copy); ``(None, 0)`` when none is."""
+        ...
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        """Store the JSON ``value`` if the stored version is still ``version`` (0: nothing stored
+        yet), durably; returns the new version. ``value`` None deletes the document (returns 0).
+        Another version stored → ``StateConflict``, nothing changed. Bad namespace, key, value
+        (not JSON, over ``MAX_STATE_BYTES`` as JSON) or version → ``StorageError``."""
+        ...
+
+
+#: The largest state document, as compact JSON: state is a plugin's working memory, not a file store.
+MAX_STATE_BYTES = 1 << 20
+
+
 StorageFactory = Callable[["Config"], StorageBackend]
 
 
@@ -150,6 +178,46 @@ def validate_messages(messages: Any, what: str) -> list[Any]:
     return _messages(messages, what)
 
 
+def validate_state(namespace: Any, key: Any, value: Any = None, version: Any = 0) -> str | None:
+    """The rule every backend applies to ``load_state``/``save_state``: namespace and key non-empty
+    strings (at most 1,024 characters, no NUL), ``version`` an integer >= 0, ``value`` JSON that
+    comes back unchanged (no NaN, no non-string keys, no tuples or sets) and at most
+    ``MAX_STATE_BYTES`` as compact JSON. Returns that JSON text (None for a None value: a delete);
+    anything else is a StorageError saying what to change. For backend authors."""
+    import orjson
+
+    for what, name in (("namespace", namespace), ("key", key)):
+        if not isinstance(name, str) or not name.strip():
+            raise StorageError(f"state {what} must be a non-empty string, got {name!r}")
+        if len(name) > 1024 or "\x00" in name:
+            raise StorageError(f"state {what} must be at most 1,024 characters without NUL, got {name[:40]!r}…")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise StorageError(
+            f"state version must be an integer >= 0 (the version load_state returned; 0 for none), got {version!r}"
+        )
+    if value is None:
+        return None
+    try:
+        data = orjson.dumps(value)
+    except TypeError as exc:
+        raise StorageError(
+            f"state {namespace}/{key}: the value is not JSON ({exc}); use dicts with string keys, lists, strings "
+            "and numbers"
+        ) from None
+    if orjson.loads(data) != value:
+        raise StorageError(
+            f"state {namespace}/{key}: the value would not come back unchanged from JSON (NaN or infinity, "
+            "tuples); use lists and finite numbers"
+        )
+    text = data.decode()
+    if len(data) > MAX_STATE_BYTES:
+        raise StorageError(
+            f"state {namespace}/{key}: {len(data):,} bytes of JSON, over the {MAX_STATE_BYTES:,}-byte limit "
+            "for a state document; keep working state small"
+        )
+    return text
+
+
 def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
     """Open the backend ``[storage] backend`` names; ``"none"`` means no storage."""
     name = config.storage.backend
@@ -171,10 +239,13 @@ def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
 
 __all__ = [
     "DEFAULT_SCOPE",
+    "MAX_STATE_BYTES",
+    "StateStore",
     "StorageBackend",
     "StorageBackendSpec",
     "StorageError",
     "ToolCallRecord",
     "open_storage",
     "validate_messages",
+    "validate_state",
 ]

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from .._envelope import ServerResponse
-from .._errors import StorageError
+from .._errors import StateConflict, StorageError
 from .._pipeline import CallOutcome
-from .._storage import DEFAULT_SCOPE, StorageBackend, ToolCallRecord
+from .._storage import DEFAULT_SCOPE, MAX_STATE_BYTES, StateStore, StorageBackend, ToolCallRecord
 
 Opener = Callable[[], StorageBackend]
 
@@ -579,6 +579,144 @@ class StorageContract:
         assert all(isinstance(v, int) for v in stats.values())
         assert stats["conversations"] == 4 and stats["messages"] == 2 and stats["delegations"] == 3
         assert (stats["running_delegations"], stats["completed_delegations"], stats["failed_delegations"]) == (1, 1, 1)
+
+    # -- state documents (StateStore, optional) ---------------------------------------------------
+
+    @pytest.fixture
+    def states(self, backend: StorageBackend) -> StateStore:
+        if not isinstance(backend, StateStore):
+            pytest.skip(f"{type(backend).__name__} does not implement StateStore (optional)")
+        return backend
+
+    def test_state_is_absent_until_saved_then_versioned(self, states: StateStore) -> None:
+        assert states.load_state("plugin.todo", "conversation-1") == (None, 0)
+        first = {"items": [{"content": "write the tests", "status": "pending"}], "note": "héllo ✓"}
+        assert states.save_state("plugin.todo", "conversation-1", first, 0) == 1
+        assert states.load_state("plugin.todo", "conversation-1") == (first, 1)
+        assert states.save_state("plugin.todo", "conversation-1", {"items": []}, 1) == 2
+        assert states.load_state("plugin.todo", "conversation-1") == ({"items": []}, 2)
+        for value in ([1, 2, [3]], "text", "nul \x00 inside", 7, 2.5, True, {}):
+            version = states.load_state("plugin.kinds", "k")[1]
+            states.save_state("plugin.kinds", "k", value, version)
+            assert states.load_state("plugin.kinds", "k")[0] == value
+
+    def test_state_returns_a_copy(self, states: StateStore) -> None:
+        states.save_state("plugin.todo", "c", {"items": [1]}, 0)
+        value, _ = states.load_state("plugin.todo", "c")
+        value["items"].append(2)
+        assert states.load_state("plugin.todo", "c") == ({"items": [1]}, 1)
+
+    def test_a_stale_version_is_a_conflict_and_changes_nothing(self, states: StateStore) -> None:
+        states.save_state("plugin.todo", "c", {"n": 1}, 0)
+        states.save_state("plugin.todo", "c", {"n": 2}, 1)
+        for stale in (0, 1, 3):
+            with pytest.raises(StateConflict, match="load it again"):
+                states.save_state("plugin.todo", "c", {"n": 99}, stale)
+        assert states.load_state("plugin.todo", "c") == ({"n": 2}, 2)
+        assert issubclass(StateConflict, StorageError)
+
+    def test_none_deletes_at_the_current_version_only(self, states: StateStore) -> None:
+        states.save_state("plugin.todo", "c", {"n": 1}, 0)
+        with pytest.raises(StateConflict):
+            states.save_state("plugin.todo", "c", None, 0)
+        assert states.save_state("plugin.todo", "c", None, 1) == 0
+        assert states.load_state("plugin.todo", "c") == (None, 0)
+        assert states.save_state("plugin.todo", "c", None, 0) == 0  # deleting nothing is nothing
+        assert states.save_state("plugin.todo", "c", {"n": 2}, 0) == 1
+
+    def test_namespaces_and_keys_are_separate(self, states: StateStore) -> None:
+        states.save_state("plugin.a", "k", "a", 0)
+        states.save_state("plugin.b", "k", "b", 0)
+        states.save_state("plugin.a", "k2", "a2", 0)
+        assert [
+            states.load_state(ns, key)[0] for ns, key in (("plugin.a", "k"), ("plugin.b", "k"), ("plugin.a", "k2"))
+        ] == ["a", "b", "a2"]
+        assert states.load_state("plugin.b", "k2") == (None, 0)
+
+    @pytest.mark.parametrize(
+        "namespace, key",
+        [("", "k"), ("ns", ""), ("  ", "k"), (None, "k"), ("ns", 3), ("n\x00s", "k"), ("ns", "k" * 1025)],
+    )
+    def test_state_rejects_bad_names(self, states: StateStore, namespace: Any, key: Any) -> None:
+        with pytest.raises(StorageError):
+            states.load_state(namespace, key)
+        with pytest.raises(StorageError):
+            states.save_state(namespace, key, {"n": 1}, 0)
+
+    @pytest.mark.parametrize(
+        "value", [{1, 2}, object(), {"f": float("nan")}, {"k": b"bytes"}, "x" * (MAX_STATE_BYTES + 1), (1, 2), {1: "a"}]
+    )
+    def test_state_rejects_values_that_are_not_small_json(self, states: StateStore, value: Any) -> None:
+        with pytest.raises(StorageError) as caught:
+            states.save_state("plugin.todo", "c", value, 0)
+        assert not isinstance(caught.value, StateConflict)
+        assert states.load_state("plugin.todo", "c") == (None, 0)
+
+    @pytest.mark.parametrize("version", [-1, True, 1.0, "0", None])
+    def test_state_rejects_a_bad_version(self, states: StateStore, version: Any) -> None:
+        with pytest.raises(StorageError):
+            states.save_state("plugin.todo", "c", {"n": 1}, version)
+        assert states.load_state("plugin.todo", "c") == (None, 0)
+
+    def test_state_of_unrelated_keys_survives_deleting_conversations(self, states: StateStore) -> None:
+        backend = states
+        root = backend.create_conversation("x")  # type: ignore[attr-defined]
+        states.save_state("plugin.todo", root, {"n": 1}, 0)
+        backend.delete_conversation(root)  # type: ignore[attr-defined]
+        # state is keyed by the plugin, not tied to stored conversations: the plugin removes it
+        assert states.load_state("plugin.todo", root) == ({"n": 1}, 1)
+
+    def test_concurrent_read_modify_write_loses_no_update(self, states: StateStore, open_backend: Opener) -> None:
+        handles: list[Any] = [states]
+        if self.shares_store:
+            handles.append(self._reopen(open_backend))
+        errors: list[BaseException] = []
+
+        def add(handle: Any, n: int) -> None:
+            try:
+                for i in range(15):
+                    while True:
+                        value, version = handle.load_state("plugin.todo", "shared")
+                        items = list(value or [])
+                        items.append(f"{n}-{i}")
+                        try:
+                            handle.save_state("plugin.todo", "shared", items, version)
+                            break
+                        except StateConflict:
+                            continue
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=add, args=(handles[n % len(handles)], n)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        try:
+            assert errors == []
+            value, version = states.load_state("plugin.todo", "shared")
+            assert sorted(value) == sorted(f"{n}-{i}" for n in range(4) for i in range(15))
+            assert version == 60
+        finally:
+            for handle in handles[1:]:
+                handle.close()
+
+    def test_state_survives_close_and_reopen(self, open_backend: Opener) -> None:
+        store = open_backend()
+        if not isinstance(store, StateStore):
+            store.close()
+            pytest.skip(f"{type(store).__name__} does not implement StateStore (optional)")
+        store.save_state("plugin.todo", "c", {"items": ["kept"]}, 0)
+        store.save_state("plugin.todo", "c", {"items": ["kept", "too"]}, 1)
+        store.save_state("plugin.todo", "gone", {"x": 1}, 0)
+        store.save_state("plugin.todo", "gone", None, 1)
+        store.close()
+        reopened = self._reopen(open_backend)
+        try:
+            assert reopened.load_state("plugin.todo", "c") == ({"items": ["kept", "too"]}, 2)  # type: ignore[attr-defined]
+            assert reopened.load_state("plugin.todo", "gone") == (None, 0)  # type: ignore[attr-defined]
+        finally:
+            reopened.close()
 
     # -- lifecycle and sharing ---------------------------------------------------------------------
 
