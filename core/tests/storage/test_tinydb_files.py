@@ -67,6 +67,33 @@ def test_compaction_writes_a_tinydb_readable_snapshot_and_a_fresh_journal(tmp_pa
     reopened.close()
 
 
+def test_state_documents_survive_compaction_and_stores_made_before_them_gain_them(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = TinyDBBackend(store, compact_bytes=2_000)
+    backend.save_state("entropic.todo", "conversation-a", {"items": ["before"]}, 0)
+    _fill(backend, 10)  # compacts
+    assert (store / "snapshot.json").is_file()
+    assert backend.save_state("entropic.todo", "conversation-a", {"items": ["before", "after"]}, 1) == 2
+    backend.close()
+    with TinyDB(store / "snapshot.json", access_mode="r") as db:
+        assert [doc["key"] for doc in db.table("states").all()] == ["conversation-a"]
+    reopened = TinyDBBackend(store)
+    assert reopened.load_state("entropic.todo", "conversation-a") == ({"items": ["before", "after"]}, 2)
+    reopened.close()
+    # a snapshot written before state documents existed has no "states" table
+    data = orjson.loads((store / "snapshot.json").read_bytes())
+    del data["states"]
+    data["_meta"]["1"]["next_ids"].pop("states", None)
+    for name in _journals(store):
+        (store / name).write_bytes(b"")
+    (store / "snapshot.json").write_bytes(orjson.dumps(data))
+    older = TinyDBBackend(store)
+    assert older.load_state("entropic.todo", "conversation-a") == (None, 0)
+    assert older.save_state("entropic.todo", "conversation-a", ["fresh"], 0) == 1
+    assert older.stats()["delegations"] == len(data["delegations"]) > 0
+    older.close()
+
+
 def test_a_torn_last_line_is_ignored_then_cut_by_the_next_write(tmp_path: Path) -> None:
     store = tmp_path / "store"
     backend = TinyDBBackend(store)

@@ -16,11 +16,12 @@ from typing import Any
 
 import orjson
 
-from .._errors import StorageError
+from .._errors import StateConflict, StorageError
 from ._records import DEFAULT_SCOPE, check_scope
 from ._search import SearchIndex, query_words
 
-TABLES = ("conversations", "messages", "snapshots", "delegations")
+#: ``states`` holds the StateStore documents (plugin state under a namespace and a key).
+TABLES = ("conversations", "messages", "snapshots", "delegations", "states")
 STATUSES = ("completed", "failed")
 SEARCH_FIELDS = ("delegation_id", "target_tier", "task", "summary", "completed_at")
 
@@ -172,6 +173,7 @@ class StoreState:
         self.messages = self._tables["messages"]
         self.snapshots = self._tables["snapshots"]
         self.delegations = self._tables["delegations"]
+        self.states = self._tables["states"]
         self.last_time = ""
         self._reindex()
 
@@ -212,6 +214,9 @@ class StoreState:
                 done.append((doc["completed_at"], int(key), doc))
         for _, _, doc in sorted(done):
             self._index_completion(doc)
+        self._state_docs: dict[tuple[str, str], int] = {
+            (doc["namespace"], doc["key"]): int(key) for key, doc in memory["states"].items()
+        }
 
     def _index_delegation(self, doc_id: int, doc: Mapping[str, Any]) -> None:
         self._deleg[doc["delegation_id"]] = doc_id
@@ -351,6 +356,16 @@ class StoreState:
             found.append({field: doc[field] for field in SEARCH_FIELDS})
         return found
 
+    def load_state(self, namespace: Any, key: Any) -> tuple[Any, int]:
+        from . import validate_state
+
+        validate_state(namespace, key)
+        doc_id = self._state_docs.get((namespace, key))
+        if doc_id is None:
+            return None, 0
+        doc = self._memory["states"][doc_id]
+        return copy(doc["value"]), int(doc["version"])
+
     def stats(self) -> dict[str, int]:
         return {
             "conversations": len(self._conv),
@@ -454,6 +469,25 @@ class StoreState:
             "at": _now(self.last_time),
         }
 
+    def prepare_save_state(self, namespace: Any, key: Any, value: Any, version: Any) -> dict[str, Any]:
+        from . import validate_state
+
+        text = validate_state(namespace, key, value, version)
+        doc_id = self._state_docs.get((namespace, key))
+        current = 0 if doc_id is None else int(self._memory["states"][doc_id]["version"])
+        if current != version and not (text is None and doc_id is None):
+            raise StateConflict(
+                f"state {namespace}/{key} is at version {current}, not {version}: someone saved it meanwhile; "
+                "load it again, apply your change to what it holds now, and save again"
+            )
+        return {
+            "op": "save_state",
+            "namespace": namespace,
+            "key": key,
+            "value": None if text is None else orjson.loads(text),
+            "version": 0 if text is None else version + 1,
+        }
+
     # -- operations: apply -------------------------------------------------------------------------
 
     def apply(self, op: Mapping[str, Any]) -> None:
@@ -543,6 +577,20 @@ class StoreState:
         fields = {"status": op["status"], "summary": op["summary"], "completed_at": op["at"]}
         self.delegations.update(fields, doc_ids=[doc_id])
         self._index_completion(self._memory["delegations"][doc_id])
+
+    def _apply_save_state(self, op: Mapping[str, Any]) -> None:
+        where = (op["namespace"], op["key"])
+        doc_id = self._state_docs.get(where)
+        if op["value"] is None:
+            if doc_id is not None:
+                self.states.remove([doc_id])
+                del self._state_docs[where]
+        elif doc_id is None:
+            self._state_docs[where] = self.states.insert(
+                {"namespace": op["namespace"], "key": op["key"], "value": op["value"], "version": op["version"]}
+            )
+        else:
+            self.states.update({"value": op["value"], "version": op["version"]}, [doc_id])
 
     def _cascade(self, conversation_id: str) -> tuple[set[str], set[str]]:
         """The conversations and delegations deleting ``conversation_id`` removes.

@@ -62,6 +62,7 @@ _OPERATIONS = frozenset(
         "save_snapshot",
         "create_delegation",
         "complete_delegation",
+        "save_state",
     }
 )
 
@@ -528,6 +529,16 @@ class TinyDBBackend:
     def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         with self._locked():
             return self._state.list_delegations(limit, offset)
+
+    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
+        with self._locked():
+            return self._state.load_state(namespace, key)
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        with self._locked():
+            op = self._state.prepare_save_state(namespace, key, value, version)
+            self._commit(op)
+            return int(op["version"])
 
     def record_tool_call(self, record: ToolCallRecord) -> None:
         self._audit.record(check_record(record).to_dict())

@@ -100,6 +100,14 @@ class MemoryStorage:
         with self._mutex:
             return self._open().list_delegations(limit, offset)
 
+    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
+        with self._mutex:
+            return self._open().load_state(namespace, key)
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        with self._mutex:
+            return int(self._commit(self._open().prepare_save_state(namespace, key, value, version))["version"])
+
     def record_tool_call(self, record: ToolCallRecord) -> None:
         data = check_record(record).to_dict()
         with self._mutex:

@@ -595,7 +595,8 @@ class StorageContract:
         assert states.load_state("plugin.todo", "conversation-1") == (first, 1)
         assert states.save_state("plugin.todo", "conversation-1", {"items": []}, 1) == 2
         assert states.load_state("plugin.todo", "conversation-1") == ({"items": []}, 2)
-        for value in ([1, 2, [3]], "text", "nul \x00 inside", 7, 2.5, True, {}):
+        values: list[Any] = [[1, 2, [3]], "text", "nul \x00 inside", 7, 2.5, True, {}]
+        for value in values:
             version = states.load_state("plugin.kinds", "k")[1]
             states.save_state("plugin.kinds", "k", value, version)
             assert states.load_state("plugin.kinds", "k")[0] == value
@@ -693,7 +694,7 @@ class StorageContract:
         for thread in threads:
             thread.join()
         try:
-            assert errors == []
+            assert errors == [], errors
             value, version = states.load_state("plugin.todo", "shared")
             assert sorted(value) == sorted(f"{n}-{i}" for n in range(4) for i in range(15))
             assert version == 60
