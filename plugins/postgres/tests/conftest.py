@@ -60,7 +60,7 @@ def open_empty_pg(pg_dsn: str, shared_schema: str) -> Iterator[Callable[..., obj
     more than the test."""
     # DELETE, not TRUNCATE: a few rows go faster than new files for every table and index.
     with psycopg.connect(pg_dsn) as conn:
-        # the rest cascades; index_queue has no foreign key (see migration 2)
-        for table in ("conversations", "tool_calls", "search_terms", "index_queue"):
+        # the rest cascades; index_queue and states have no foreign key (migrations 2 and 3)
+        for table in ("conversations", "tool_calls", "search_terms", "index_queue", "states"):
             conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(shared_schema, table)))
     yield from _opener(pg_dsn, shared_schema)

@@ -103,6 +103,26 @@ def test_a_schema_from_a_newer_version_is_refused_and_left_alone(pg_dsn: str, op
     assert open_pg().load_conversation(root)["conversation"]["title"] == "keep me"
 
 
+def test_a_schema_at_migration_2_gains_plugin_state_at_open(pg_dsn: str, open_pg, pg_schema: str) -> None:
+    store = open_pg()
+    root = store.create_conversation("kept")
+    store.close()
+    with psycopg.connect(pg_dsn) as conn:  # as migration 2 left it
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(pg_schema, "states")))
+        conn.execute(sql.SQL("DELETE FROM {}.schema_migrations WHERE version = 3").format(sql.Identifier(pg_schema)))
+    reopened = open_pg()
+    assert reopened.version == LATEST == 3
+    with psycopg.connect(pg_dsn) as conn:
+        versions = conn.execute(
+            sql.SQL("SELECT version FROM {}.schema_migrations ORDER BY version").format(sql.Identifier(pg_schema))
+        ).fetchall()
+    assert versions == [(1,), (2,), (3,)]
+    assert reopened.load_conversation(root)["conversation"]["title"] == "kept"
+    assert reopened.load_state("entropic.todo", root) == (None, 0)
+    assert reopened.save_state("entropic.todo", root, {"items": ["nul \x00 kept"]}, 0) == 1
+    assert open_pg().load_state("entropic.todo", root) == ({"items": ["nul \x00 kept"]}, 1)
+
+
 def test_stores_in_different_schemas_do_not_see_each_other(pg_dsn: str, open_pg) -> None:
     other_schema = f"t_other_{uuid.uuid4().hex[:10]}"
     try:

@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import psycopg
 import psycopg.errors
-from entropic_mcp import DEFAULT_SCOPE, ConfigError, StorageError, ToolCallRecord, validate_messages
+from entropic_mcp import (
+    DEFAULT_SCOPE,
+    ConfigError,
+    StateConflict,
+    StorageError,
+    ToolCallRecord,
+    validate_messages,
+    validate_state,
+)
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
@@ -803,6 +811,51 @@ class PostgresBackend:
             f"FROM {source} WHERE {conditions} ORDER BY score DESC, d.completion_seq DESC LIMIT %(k)s"
         )
         return conn.execute(older.encode(), {**params, "low": low, "least": least}).fetchall()
+
+    # -- plugin state (StateStore) -----------------------------------------------------------------
+
+    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
+        validate_state(namespace, key)
+        with self._transaction("load_state") as conn:
+            row = conn.execute(
+                "SELECT value::text, version FROM states WHERE namespace = %s AND key = %s", (namespace, key)
+            ).fetchone()
+        return (None, 0) if row is None else (orjson.loads(row[0]), int(row[1]))
+
+    #: The guarded write of ``save_state``: one statement, returning a row only when the stored
+    #: version was the one given (versions start at 1, so a delete at 0 finds nothing).
+    _SAVE_STATE = {
+        "insert": "INSERT INTO states (namespace, key, version, value, updated_at) "
+        "VALUES (%(namespace)s, %(key)s, 1, %(value)s, now()) ON CONFLICT DO NOTHING RETURNING version",
+        "update": "UPDATE states SET value = %(value)s, version = version + 1, updated_at = now() "
+        "WHERE namespace = %(namespace)s AND key = %(key)s AND version = %(version)s RETURNING version",
+        "delete": "DELETE FROM states WHERE namespace = %(namespace)s AND key = %(key)s "
+        "AND version = %(version)s RETURNING 0",
+    }
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        text = validate_state(namespace, key, value, version)
+        kind = "delete" if text is None else "update" if version else "insert"
+        params = {"namespace": namespace, "key": key, "value": text, "version": version}
+        with self._transaction("save_state") as conn:
+            while True:
+                row = conn.execute(self._SAVE_STATE[kind], params).fetchone()
+                if row is not None:
+                    return int(row[0])
+                # Read after the write found another version: a concurrent writer has committed by
+                # then (the write waited for its row lock), so the message names what is stored.
+                found = conn.execute(
+                    "SELECT version FROM states WHERE namespace = %s AND key = %s", (namespace, key)
+                ).fetchone()
+                if found is None and kind == "delete":
+                    return 0  # nothing stored: nothing to delete, as in the tinydb backend
+                current = 0 if found is None else int(found[0])
+                if current != version:
+                    raise StateConflict(
+                        f"state {namespace}/{key} is at version {current}, not {version}: someone saved it "
+                        "meanwhile; load it again, apply your change to what it holds now, and save again"
+                    )
+                # Deleted and saved again between the two statements, back at ``version``: write again.
 
     # -- audit trail, stats, lifecycle -------------------------------------------------------------
 

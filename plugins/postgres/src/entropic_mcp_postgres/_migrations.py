@@ -164,6 +164,24 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE delegations DROP COLUMN task_terms, DROP COLUMN summary_terms, DROP COLUMN terms",
         ),
     ),
+    (
+        3,
+        "plugin state documents (StateStore), versioned per namespace and key",
+        (
+            # json, not jsonb: jsonb refuses \u0000 in a string, which a state document may hold.
+            # No foreign key: a key is the plugin's, not necessarily a stored conversation's.
+            """
+            CREATE TABLE states (
+                namespace text,
+                key text,
+                version bigint NOT NULL,
+                value json NOT NULL,
+                updated_at timestamptz NOT NULL,
+                PRIMARY KEY (namespace, key)
+            )
+            """,
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]
