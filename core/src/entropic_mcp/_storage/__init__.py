@@ -132,7 +132,8 @@ class StateStore(Protocol):
 
     def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
         """Store the JSON ``value`` if the stored version is still ``version`` (0: nothing stored
-        yet), durably; returns the new version. ``value`` None deletes the document (returns 0).
+        yet), durably; returns the new version. ``value`` None deletes the document (returns 0;
+        deleting what is not stored does nothing and returns 0).
         Another version stored → ``StateConflict``, nothing changed. Bad namespace, key, value
         (not JSON, over ``MAX_STATE_BYTES`` as JSON) or version → ``StorageError``."""
         ...
