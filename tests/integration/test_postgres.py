@@ -210,3 +210,54 @@ def test_http_workers_share_one_store_without_crossing_conversations(tmp_path: P
         assert sorted(rows) == sorted((root, 4, 3) for _, root, _ in conversations)
     finally:
         store.close()
+
+
+def test_http_workers_keep_one_todo_list_per_conversation(tmp_path: Path, pg: tuple[str, str]) -> None:
+    from entropic_mcp_postgres import PostgresBackend
+
+    conversations, pairs = 8, 5
+    servers = [start_http(_project(tmp_path / f"worker{n}", dsn=pg[0], schema=pg[1])) for n in range(WORKERS)]
+    try:
+        problems: list[str] = []
+
+        async def conversation(i: int) -> None:
+            meta = {CONVERSATION_KEY: f"todo-{i}"}
+            async with connect(servers[0].url, "2026-07-28") as zero, connect(servers[1].url, "2026-07-28") as one:
+
+                async def add(peer: Any, item: str) -> None:
+                    await anyio.sleep(random.random() / 50)
+                    added = await peer.call("entropic.todo", {"action": "add", "content": item}, meta=meta)
+                    if added.is_error:
+                        problems.append(f"{i}: adding {item} failed: {added.content[0].text}")
+
+                # Each pair of adds reaches both workers at once: the two race for the one list.
+                for k in range(pairs):
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(add, zero, f"{i}.{2 * k} via 0")
+                        group.start_soon(add, one, f"{i}.{2 * k + 1} via 1")
+                shown = await zero.call("entropic.inspect", {"target": "state"}, meta=meta)
+                todo = json.loads(shown.content[0].text)["state"]["todo"]
+                expected = [f"{i}.{n} via {n % 2}" for n in range(2 * pairs)]
+                if sorted(item["content"] for item in todo) != sorted(expected):
+                    problems.append(f"{i}: worker 0 shows {todo}")
+                cleared = await one.call("entropic.todo", {"action": "clear"}, meta=meta)
+                if cleared.content[0].text != "The todo list is empty.":
+                    problems.append(f"{i}: clear on worker 1 gave {cleared.content[0].text!r}")
+
+        async def load() -> None:
+            async with anyio.create_task_group() as group:
+                for i in range(conversations):
+                    group.start_soon(conversation, i)
+
+        anyio.run(load)
+        assert problems == []
+    finally:
+        for served in servers:
+            stop(served.process)
+    store = PostgresBackend(pg[0], schema=pg[1])
+    try:
+        # clear deleted every document: nothing is left under the namespace
+        left = [store.load_state("entropic.todo", f"todo-{i}") for i in range(conversations)]
+        assert left == [(None, 0)] * conversations
+    finally:
+        store.close()

@@ -7,21 +7,29 @@ from typing import Any
 
 import anyio
 import entropic_mcp_entropic
-from entropic_mcp import CallContext, CallOutcome, ServerManager, config_from_dict
+from entropic_mcp import CallContext, CallOutcome, ServerManager, StorageBackend, config_from_dict
 from entropic_mcp.testing import fresh_plugins
 
 TIERS = {"tiers": ["lead", "researcher", "coder"], "requires_context": ["coder"], "max_turns_limit": 30}
 
 
 def build(
-    root: Path, *, storage: bool = False, entropic: dict[str, Any] | None = None, plugins: tuple[object, ...] = ()
+    root: Path,
+    *,
+    storage: bool = False,
+    store: StorageBackend | None = None,
+    entropic: dict[str, Any] | None = None,
+    plugins: tuple[object, ...] = (),
 ) -> ServerManager:
+    """A manager with the entropic server; ``storage``: tinydb in ``root/store``; ``store``: this backend."""
     data: dict[str, Any] = {
         "storage": {"backend": "tinydb", "path": str(root / "store")} if storage else {"backend": "none"},
         "permissions": {"default": "allow"},
         "servers": {"entropic": TIERS if entropic is None else entropic},
     }
-    manager = ServerManager(config_from_dict(data, root=root), plugins=fresh_plugins(entropic_mcp_entropic, *plugins))
+    manager = ServerManager(
+        config_from_dict(data, root=root), plugins=fresh_plugins(entropic_mcp_entropic, *plugins), storage=store
+    )
     manager.build_servers()
     return manager
 

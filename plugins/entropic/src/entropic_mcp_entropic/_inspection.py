@@ -250,10 +250,11 @@ class InspectTool(_InspectionTool):
         if target == "state":
             if engine is not None:
                 return _jsonable(engine.state)
+            todo_lists = self.server.todo_lists
             state: dict[str, Any] = {
                 "conversation_id": ctx.conversation_id,
                 "identity": ctx.identity,
-                "todo": self.server.todo_lists.items(ctx.conversation_id),
+                "todo": todo_lists.items(ctx.conversation_id, todo_lists.store_of(ctx)),
                 "state_provider": False,
             }
             if error is not None:

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from entropic_mcp import (
     AccessLevel,
     CallContext,
+    ConfigError,
     ContextAnchor,
     NotifyPresenter,
+    StateConflict,
+    StateStore,
+    StorageError,
     ToolBase,
     ToolError,
     ToolResult,
@@ -19,42 +27,151 @@ from entropic_mcp import (
 
 from ._args import choice, integer, invalid, require_object, text
 
+log = logging.getLogger("entropic_mcp.entropic")
+
 STATUSES = ("pending", "in_progress", "completed")
 MARKS = {"pending": " ", "in_progress": ">", "completed": "x"}
 MAX_ITEMS = 100
-#: Conversations whose lists are kept; the least recently used is dropped beyond this.
+#: Conversations whose lists are kept in memory; the least recently used is dropped beyond this.
 MAX_CONVERSATIONS = 4096
+#: The store's namespace for the lists; the key is the conversation key.
+NAMESPACE = "entropic.todo"
+#: Load-apply-save rounds a change tries before telling the model the list is busy.
+MAX_SAVE_ATTEMPTS = 10
+
+Items = list[dict[str, str]]
 
 
 class TodoLists:
-    """The todo lists of every conversation (a host calls ``end_conversation`` to release one)."""
+    """The todo lists of every conversation (a host calls ``end_conversation`` to release one).
+
+    A list lives in the store when the store keeps plugin state (``StateStore``): every worker on
+    the store sees the one list and a restart keeps it. Without storage, or with a backend lacking
+    ``StateStore``, lists live in this process's memory.
+    """
 
     def __init__(self) -> None:
-        self._lists: OrderedDict[str, list[dict[str, str]]] = OrderedDict()
+        self._lists: OrderedDict[str, Items] = OrderedDict()
         self._lock = threading.Lock()
+        # end_conversation gets no call context, so it deletes through the store the last call reached.
+        self._store: StateStore | None = None
 
-    def items(self, conversation_id: str) -> list[dict[str, str]]:
-        with self._lock:
-            return [dict(item) for item in self._lists.get(conversation_id, [])]
+    def store_of(self, ctx: CallContext) -> StateStore | None:
+        """The store this call's lists live in; None when they live in memory.
 
-    def change(self, conversation_id: str, apply: Any) -> list[dict[str, str]]:
-        with self._lock:
-            items = self._lists.setdefault(conversation_id, [])
-            self._lists.move_to_end(conversation_id)
-            apply(items)
-            while len(self._lists) > MAX_CONVERSATIONS:
-                self._lists.popitem(last=False)
-            return [dict(item) for item in items]
+        Raises:
+            ToolError: a store is configured but cannot be opened (nothing was read or changed).
+        """
+        try:
+            storage = ctx.services.storage
+        except (ConfigError, StorageError) as exc:
+            raise ToolError(
+                "storage_unavailable",
+                f"the todo list lives in the store, which could not be opened: {exc}. Nothing was read or "
+                "changed; fix [storage] in entropic-mcp.toml, then try again.",
+            ) from None
+        if not isinstance(storage, StateStore):
+            return None
+        self._store = storage
+        return storage
+
+    def items(self, conversation_id: str, store: StateStore | None = None) -> Items:
+        """A copy of the list, from ``store`` (see ``store_of``) or from memory when it is None."""
+        if store is None:
+            with self._lock:
+                return [dict(item) for item in self._lists.get(conversation_id, [])]
+        try:
+            return _stored_items(*store.load_state(NAMESPACE, conversation_id))
+        except StorageError as exc:
+            raise _store_failed(exc, "could not be read") from None
+
+    def change(self, conversation_id: str, apply: Callable[[Items], None], store: StateStore | None = None) -> Items:
+        """Apply ``apply`` to the list and keep the result; a ToolError from ``apply`` keeps nothing."""
+        if store is None:
+            with self._lock:
+                items = self._lists.setdefault(conversation_id, [])
+                self._lists.move_to_end(conversation_id)
+                apply(items)
+                while len(self._lists) > MAX_CONVERSATIONS:
+                    self._lists.popitem(last=False)
+                return [dict(item) for item in items]
+        try:
+            return _change_stored(store, conversation_id, apply)
+        except StateConflict:
+            raise ToolError(
+                "todo_busy",
+                f"the todo list is being changed concurrently by other calls of this conversation "
+                f"({MAX_SAVE_ATTEMPTS} attempts each found it changed meanwhile); nothing was changed. "
+                "Try again.",
+            ) from None
+        except StorageError as exc:
+            raise _store_failed(exc, "could not be changed") from None
 
     def release(self, conversation_id: str) -> None:
+        """Forget the conversation's list; in the store, delete it (a failure is logged, not raised)."""
         with self._lock:
             self._lists.pop(conversation_id, None)
+        store = self._store
+        if store is None:
+            return
+        try:
+            _change_stored(store, conversation_id, list.clear)
+        except StorageError:
+            log.warning("could not delete the todo list of conversation %r", conversation_id, exc_info=True)
 
     def __len__(self) -> int:
         return len(self._lists)
 
 
-def render(items: list[dict[str, str]]) -> str:
+def _change_stored(store: StateStore, key: str, apply: Callable[[Items], None]) -> Items:
+    """Load, apply, save; on StateConflict start again from what is stored now. An empty list is
+    deleted. Raises StateConflict after ``MAX_SAVE_ATTEMPTS`` lost races, StorageError."""
+    attempt = 1
+    while True:
+        value, version = store.load_state(NAMESPACE, key)
+        # Clearing needs nothing of what is stored, so it also removes a document it cannot read.
+        items = [] if apply is list.clear else _stored_items(value, version)
+        apply(items)
+        if not items and version == 0:
+            return items  # nothing stored, nothing to store
+        try:
+            store.save_state(NAMESPACE, key, {"items": items} if items else None, version)
+            return items
+        except StateConflict:
+            if attempt == MAX_SAVE_ATTEMPTS:
+                raise
+            # Writers that lost together would race again in step; jitter spreads them out.
+            time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+            attempt += 1
+
+
+def _stored_items(value: Any, version: int) -> Items:
+    if value is None:
+        return []
+    items = value.get("items") if isinstance(value, dict) else None
+    if not isinstance(items, list) or not all(
+        isinstance(item, dict)
+        and isinstance(item.get("content"), str)
+        and item.get("status") in STATUSES
+        and len(item) == 2
+        for item in items
+    ):
+        raise StorageError(
+            f"the stored document {NAMESPACE} (version {version}) is not a todo list "
+            '({"items": [{"content", "status"}, ...]}); clear the list to start a new one'
+        )
+    return items
+
+
+def _store_failed(exc: StorageError, what: str) -> ToolError:
+    return ToolError(
+        "storage_unavailable",
+        f"the todo list {what}: the store failed ({exc}). Nothing was changed; try again, or go on "
+        "without the list if the store stays unavailable.",
+    )
+
+
+def render(items: Items) -> str:
     """The list as the model and the anchor see it; ``""`` for an empty list (removes the anchor)."""
     if not items:
         return ""
@@ -88,7 +205,7 @@ class TodoTool(ToolBase):
         if action == "update" and content is None and status is None:
             raise invalid("todo", "'update' needs 'content' and/or 'status' to change")
 
-        def apply(items: list[dict[str, str]]) -> None:
+        def edit(items: Items) -> None:
             if action == "add":
                 if len(items) >= MAX_ITEMS:
                     raise ToolError(
@@ -97,8 +214,6 @@ class TodoTool(ToolBase):
                         "ones (action 'remove') or clear it before adding more.",
                     )
                 items.append({"content": content or "", "status": status or "pending"})
-            elif action == "clear":
-                items.clear()
             else:
                 assert index is not None
                 if index >= len(items):
@@ -117,7 +232,8 @@ class TodoTool(ToolBase):
                     if status is not None:
                         items[index]["status"] = status
 
-        items = self.lists.change(ctx.conversation_id, apply)
+        apply = list.clear if action == "clear" else edit
+        items = self.lists.change(ctx.conversation_id, apply, self.lists.store_of(ctx))
         rendering = render(items)
         return ToolResult(
             text=rendering or "The todo list is empty.",
