@@ -258,3 +258,55 @@ def test_a_bare_server_checks_arguments_against_the_compiled_schema(tmp_path):
     for odd in ({"text": "\udcff"}, {"text": "x", "n": "\udcff"}):
         anyio.run(server.execute, "echo", odd)  # an answer, never an exception
     assert server.get_tool("echo").validator is server.get_tool("echo").validator  # compiled once
+
+
+# -- ending a conversation ---------------------------------------------------------------------------
+
+
+class Keeper(MCPServerBase):
+    """Keeps something per conversation; records how it was told the conversation ended."""
+
+    name = "keeper"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.ended = []
+
+    def conversation_ended(self, ctx):
+        self.ended.append((ctx.conversation_id, ctx.services.storage))
+
+
+class OldStyle(MCPServerBase):
+    name = "oldstyle"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.ended = []
+
+    def end_conversation(self, conversation_id):
+        self.ended.append(conversation_id)
+
+
+class Broken(MCPServerBase):
+    name = "broken"
+
+    def conversation_ended(self, ctx):
+        raise RuntimeError("cannot let go")
+
+
+def test_ending_a_conversation_reaches_every_server_with_the_hosts_services(tmp_path, caplog):
+    from entropic_mcp.testing import make_manager
+
+    keeper, old, broken = Keeper(root=tmp_path), OldStyle(root=tmp_path), Broken(root=tmp_path)
+    manager = make_manager(
+        tmp_path,
+        config={"storage": {"backend": "tinydb", "path": str(tmp_path / "store")}},
+        servers=[broken, keeper, old],
+    )
+    manager.end_conversation("c1")
+    assert keeper.ended == [("c1", manager.storage)]  # the store, for state kept there
+    assert old.ended == ["c1"]  # servers overriding only end_conversation still hear of it
+    assert "server broken failed to end conversation 'c1'" in caplog.text
+    manager.end_conversation("c2", servers={"oldstyle"})
+    assert keeper.ended == [("c1", manager.storage)] and old.ended == ["c1", "c2"]
+    manager.close()

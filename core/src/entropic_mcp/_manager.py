@@ -489,11 +489,20 @@ class ServerManager:
             return False
         return all([server.set_working_dir(path) for server in self.servers.values()])
 
-    def end_conversation(self, conversation_id: str) -> None:
-        self.pipeline.end_conversation(conversation_id)
-        for server in self.servers.values():
+    def end_conversation(self, conversation_id: str, *, servers: Iterable[str] | None = None) -> None:
+        """The conversation is over: release what the pipeline and the servers keep for it.
+
+        With ``servers``, only those servers release their state (the pipeline's is kept).
+        A server failing to release is logged; the others still release theirs.
+        """
+        if servers is None:
+            self.pipeline.end_conversation(conversation_id)
+        ctx = CallContext(conversation_id=conversation_id, manager=self)
+        for name, server in self.servers.items():
+            if servers is not None and name not in servers:
+                continue
             try:
-                server.end_conversation(conversation_id)
+                server.conversation_ended(ctx)
             except Exception:
                 log.warning("server %s failed to end conversation %r", server.name, conversation_id, exc_info=True)
 

@@ -233,7 +233,16 @@ class MCPServerBase:
         return True
 
     def end_conversation(self, conversation_id: str) -> None:
-        """Release per-conversation state; servers that keep some override this."""
+        """Release per-conversation state; servers that keep some override this (or
+        ``conversation_ended``, which also reaches the host's services)."""
+
+    def conversation_ended(self, ctx: CallContext) -> None:
+        """The host ended ``ctx.conversation_id``: release what this server keeps for it.
+
+        ``ctx.services`` reaches the host's store, for state kept there (``StateStore``). The
+        default calls ``end_conversation(ctx.conversation_id)``.
+        """
+        self.end_conversation(ctx.conversation_id)
 
     def close(self) -> None:
         """Release resources; idempotent. Calls still running in worker threads are abandoned."""

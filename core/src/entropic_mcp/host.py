@@ -525,10 +525,8 @@ class Host:
         return len(old)
 
     def _clear_todos(self, state: _State) -> None:
-        for name in self.manager.tools_with("todo"):
-            server = self.manager.servers.get(name.partition(".")[0])
-            if server is not None:
-                server.end_conversation(state.conversation_id)
+        servers = {name.partition(".")[0] for name in self.manager.tools_with("todo")}
+        self.manager.end_conversation(state.conversation_id, servers=servers)
 
     # -- children ----------------------------------------------------------------------------------------
 

@@ -245,6 +245,15 @@ def test_end_conversation_deletes_the_document(workers):
     assert stored(second, "staying")[0] == {"items": [{"content": "other", "status": "pending"}]}
 
 
+def test_a_worker_that_never_served_the_conversation_ends_it_in_the_store(make):
+    store = MemoryStorage()
+    serving = make(store=store)
+    call(serving, "entropic.todo", {"action": "add", "content": "a"}, conversation="ending")
+    other = make(store=store)  # has served no call at all since it started
+    other.end_conversation("ending")
+    assert store.load_state(NAMESPACE, "ending") == (None, 0)
+
+
 def test_end_conversation_without_a_list_writes_nothing(make):
     store = Watched()
     manager = make(store=store)
@@ -332,5 +341,7 @@ def test_end_conversation_logs_a_failing_store_and_goes_on(make, caplog):
     manager = make(store=store)
     call(manager, "entropic.todo", {"action": "add", "content": "a"})
     store.failing = "load"
-    manager.servers["entropic"].end_conversation("c1")  # the reference host calls servers directly
+    manager.end_conversation("c1")
     assert "could not delete the todo list" in caplog.text
+    store.failing = "none"
+    assert manager.storage.load_state(NAMESPACE, "c1")[1] == 1  # kept: nothing half-done

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from entropic_mcp import AccessLevel, MCPServerBase
+from entropic_mcp import AccessLevel, CallContext, MCPServerBase, ToolError
 
 from ._control import CompleteTool, PhaseChangeTool, PruneContextTool
 from ._delegation_tools import DelegateTool, PipelineTool, ResumeDelegationTool
@@ -16,6 +17,7 @@ from ._tiers import Tiers
 from ._todo import TodoLists, TodoTool
 
 DELEGATION_TOOLS = ("delegate", "pipeline", "resume_delegation")
+log = logging.getLogger("entropic_mcp.entropic")
 NO_TIERS = (
     'no tiers configured: set [servers.entropic] tiers = ["lead", "researcher", ...] in entropic-mcp.toml '
     "to name the tiers a conversation can delegate to"
@@ -73,3 +75,12 @@ class EntropicServer(MCPServerBase):
 
     def end_conversation(self, conversation_id: str) -> None:
         self.todo_lists.release(conversation_id)
+
+    def conversation_ended(self, ctx: CallContext) -> None:
+        # The list may live in the store (shared by every worker): delete it there too.
+        try:
+            store = self.todo_lists.store_of(ctx)
+        except ToolError as exc:
+            log.warning("could not delete the todo list of conversation %r: %s", ctx.conversation_id, exc)
+            store = None
+        self.todo_lists.release(ctx.conversation_id, store)

@@ -53,8 +53,6 @@ class TodoLists:
     def __init__(self) -> None:
         self._lists: OrderedDict[str, Items] = OrderedDict()
         self._lock = threading.Lock()
-        # end_conversation gets no call context, so it deletes through the store the last call reached.
-        self._store: StateStore | None = None
 
     def store_of(self, ctx: CallContext) -> StateStore | None:
         """The store this call's lists live in; None when they live in memory.
@@ -70,10 +68,7 @@ class TodoLists:
                 f"the todo list lives in the store, which could not be opened: {exc}. Nothing was read or "
                 "changed; fix [storage] in entropic-mcp.toml, then try again.",
             ) from None
-        if not isinstance(storage, StateStore):
-            return None
-        self._store = storage
-        return storage
+        return storage if isinstance(storage, StateStore) else None
 
     def items(self, conversation_id: str, store: StateStore | None = None) -> Items:
         """A copy of the list, from ``store`` (see ``store_of``) or from memory when it is None."""
@@ -107,11 +102,10 @@ class TodoLists:
         except StorageError as exc:
             raise _store_failed(exc, "could not be changed") from None
 
-    def release(self, conversation_id: str) -> None:
-        """Forget the conversation's list; in the store, delete it (a failure is logged, not raised)."""
+    def release(self, conversation_id: str, store: StateStore | None = None) -> None:
+        """Forget the conversation's list; in ``store`` too, delete it (a failure is logged, not raised)."""
         with self._lock:
             self._lists.pop(conversation_id, None)
-        store = self._store
         if store is None:
             return
         try:
