@@ -211,3 +211,46 @@ async def test_always_allow_is_stored_and_not_asked_again(project: Path) -> None
     assert first.is_error is False and second.is_error is False
     assert len(asked) == 1
     assert "probe.note(same)" in (project / "entropic-mcp.local.toml").read_text()
+
+
+async def test_the_process_conversation_is_ended_when_stdin_closes(tmp_path: Path) -> None:
+    """Its todo list lived in the store; nobody can name that conversation again, so it goes.
+    A conversation the client named itself may be continued by a later process: it stays."""
+    import orjson
+    from entropic_mcp._storage._tinydb import TinyDBBackend
+
+    store = tmp_path / "store"
+    project = write_project(
+        tmp_path / "project",
+        f"""\
+[entropic_mcp]
+plugins = ["entropic"]
+[storage]
+backend = "tinydb"
+path = {str(store)!r}
+[permissions]
+default = "allow"
+""",
+    )
+    async with connect(stdio_params(project), "2026-07-28") as peer:
+        await peer.call("entropic.todo", {"action": "add", "content": "this process only"})
+        await peer.call(
+            "entropic.todo", {"action": "add", "content": "kept"}, meta={"entropic-mcp/conversation": "chat-7"}
+        )
+    keys = {
+        op["key"]
+        for line in (store / "journal-00000000.jsonl").read_bytes().splitlines()
+        if (op := orjson.loads(line))["op"] == "save_state"
+    }
+    [process_key] = keys - {"chat-7"}
+    assert process_key.startswith("stdio-")
+    assert wait_until(lambda: _loaded(TinyDBBackend, store, process_key) == (None, 0))
+    assert _loaded(TinyDBBackend, store, "chat-7") == ({"items": [{"content": "kept", "status": "pending"}]}, 1)
+
+
+def _loaded(backend_class: Any, store: Path, key: str) -> Any:
+    backend = backend_class(store)
+    try:
+        return backend.load_state("entropic.todo", key)
+    finally:
+        backend.close()

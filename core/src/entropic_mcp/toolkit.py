@@ -806,7 +806,14 @@ class _Run:
             else:
                 await self.wait(left, self.has_exited)
         _signal_group(pgid, signal.SIGKILL)
-        await self._until_exited(max(grace, 1.0))
+        limit = max(grace, 1.0)
+        await self._until_exited(limit)
+        # SIGKILL is delivered when each member next runs: on a busy machine a killed member can
+        # still show as running for a moment after the leader is gone. The call returns once
+        # none does, so "stopped" means stopped.
+        end = time.monotonic() + limit
+        while group_alive(pgid) and (left := end - time.monotonic()) > 0:
+            await self.wait(min(left, _POLL), _never)
 
     async def _until_exited(self, limit: float) -> None:
         end = time.monotonic() + limit

@@ -95,6 +95,27 @@ def test_a_word_only_a_queued_older_delegation_holds_is_found(open_pg) -> None:
     assert [r["summary"] for r in backend.search_delegations("quokka", 3)] == ["quokka fed"]
 
 
+def test_indexing_between_the_two_looks_of_one_search_misses_nothing(open_pg, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process indexes the queue after the search's first look and before its second:
+    the second look must still find what was queued when the first looked (one snapshot)."""
+    backend = _quiet(open_pg(search_window=1))
+    other = _quiet(open_pg())
+    _complete_all(backend, DELEGATIONS[:2])
+    backend.index_pending()
+    _complete_all(backend, [("feed the quokka", "quokka fed"), *DELEGATIONS[2:4]])
+    looks_older = PostgresBackend._search_older
+    indexed = []
+
+    def index_in_between(*args: object, **kwargs: object) -> object:
+        indexed.append(other.index_pending())
+        return looks_older(*args, **kwargs)
+
+    monkeypatch.setattr(PostgresBackend, "_search_older", staticmethod(index_in_between))
+    assert [r["summary"] for r in backend.search_delegations("quokka", 3)] == ["quokka fed"]
+    assert indexed == [3]  # the queue was indexed in between
+    assert [r["summary"] for r in backend.search_delegations("quokka", 3)] == ["quokka fed"]
+
+
 def test_failed_delegations_are_not_queued_and_deleted_ones_leave_the_queue(
     pg_dsn: str, pg_schema: str, open_pg
 ) -> None:

@@ -90,6 +90,9 @@ async def run_stdio_async(manager: ServerManager, *, app: ServeApp | None = None
             tg.cancel_scope.cancel()
     finally:
         await cancel_suspended(app)
+        # Nobody can name this process's own conversation again: release what it kept, in the
+        # store too (a todo list), rather than leave it there for good.
+        manager.end_conversation(app.process_conversation)
 
 
 async def run_http_async(

@@ -728,7 +728,13 @@ class PostgresBackend:
             "ORDER BY m.score DESC, m.completion_seq DESC"
         )
         with self._transaction("search_delegations") as conn:
-            rows = conn.execute(recent.encode(), params).fetchall()
+            # Both looks see one snapshot: between two statements the background indexer may
+            # move delegations from the queue into the word index, and the second look must not
+            # miss them with the words the first look found. BEGIN goes with the first look.
+            with conn.pipeline():
+                conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                cursor = conn.execute(recent.encode(), params)
+            rows = cursor.fetchall()
             low, size, expanded = rows[0][0], rows[0][1], rows[0][2]
             found = [row[3:] for row in rows if row[3] is not None]
             least = found[-1][1] if len(found) == max_results else -1
@@ -736,6 +742,7 @@ class PostgresBackend:
                 terms = orjson.loads(expanded) if expanded else []
                 found += self._search_older(conn, words, terms, params, in_scope, every_word, score, result, low, least)
                 found.sort(key=lambda row: (row[1], row[0]), reverse=True)
+            conn.execute(b"COMMIT")
         return [
             {
                 "delegation_id": str(row[2]),
