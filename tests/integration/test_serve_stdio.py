@@ -254,3 +254,15 @@ def _loaded(backend_class: Any, store: Path, key: str) -> Any:
         return backend.load_state("entropic.todo", key)
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("key", ["", "   ", "chat\x00one", "line\nbreak", "x" * 257, 42, ["a"]])
+async def test_a_bad_conversation_key_is_refused_with_what_to_send(project: Path, key: Any) -> None:
+    from mcp import MCPError
+
+    async with connect(stdio_params(project), "2026-07-28") as peer:
+        with pytest.raises(MCPError, match="printable characters") as caught:
+            await peer.call("probe.info", meta={"entropic-mcp/conversation": key})
+        assert "send e.g. a chat id" in str(caught.value)
+        ok = await peer.call("probe.info", meta={"entropic-mcp/conversation": "chat 7 — ünïcode ✓"})
+        assert ok.structured_content["conversation"] == "chat 7 — ünïcode ✓"

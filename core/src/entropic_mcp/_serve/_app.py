@@ -359,13 +359,15 @@ class ServeApp:
         meta = params.get("_meta") if isinstance(params, Mapping) else None
         if isinstance(meta, Mapping):
             key = meta.get(CONVERSATION_KEY)
-            if isinstance(key, str) and 0 < len(key) <= MAX_CONVERSATION_KEY:
+            # Printable: the key names state in the store and appears in logs and the audit trail.
+            if isinstance(key, str) and len(key) <= MAX_CONVERSATION_KEY and key.strip() and key.isprintable():
                 return key
             if key is not None:
                 raise MCPError(
                     code=INVALID_PARAMS,
                     message=(
-                        f"_meta['{CONVERSATION_KEY}'] must be a non-empty string of at most {MAX_CONVERSATION_KEY} characters"
+                        f"_meta['{CONVERSATION_KEY}'] must be a string of 1 to {MAX_CONVERSATION_KEY} printable "
+                        f"characters, not only spaces (got {key!r:.60}); send e.g. a chat id"
                     ),
                 )
         if self.transport == "stdio":
