@@ -78,7 +78,9 @@ def entropic_mcp_storage_backends() -> Any:
     Returns:
         A ``StorageBackendSpec(name=..., factory=...)`` or an iterable of them; ``None`` for
         none. All results are collected; ``[storage] backend`` picks one by name. The factory
-        is called with the ``StorageConfig`` and returns a ``StorageBackend``.
+        is called with the ``StorageConfig`` and returns a ``StorageBackend`` — one that also
+        implements ``StateStore`` (``load_state``/``save_state``) keeps plugins' per-conversation
+        state, such as ``entropic.todo`` lists, shared by every worker on the store.
 
     Example::
 
