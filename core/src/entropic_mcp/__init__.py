@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         StorageBackendSpec,
         ToolCallRecord,
         validate_messages,
+        validate_prune,
         validate_state,
     )
     from ._tools import ToolBase, ToolDefinition, load_tool_definition
@@ -140,6 +141,7 @@ _LAZY: dict[str, str] = {
     "normalize_args": "._server",
     "ToolServices": "._services",
     "validate_messages": "._storage",
+    "validate_prune": "._storage",
     "validate_state": "._storage",
     "ResultKind": "._kinds",
     "POLICY_FILES": "._permissions",
@@ -238,5 +240,6 @@ __all__ = [
     "path_part",
     "path_refused",
     "validate_messages",
+    "validate_prune",
     "validate_state",
 ]

@@ -144,3 +144,34 @@ def test_config_given_with_the_global_option(filled: dict[str, str], project: Pa
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["delegations"] == 2
+
+
+def test_prune_state_deletes_old_documents_of_one_namespace(project: Path) -> None:
+    import time
+
+    backend = TinyDBBackend(project / "store")
+    backend.save_state("entropic.todo", "chat-1", {"items": []}, 0)
+    backend.save_state("other.plugin", "chat-1", {"x": 1}, 0)
+    backend.close()
+    kept = invoke("storage", "prune-state", "entropic.todo", "--older-than", "1", "--json")
+    assert kept.exit_code == 0, kept.output
+    assert json.loads(kept.output) == {"namespace": "entropic.todo", "pruned": 0}
+    time.sleep(0.02)
+    pruned = invoke("storage", "prune-state", "entropic.todo", "--older-than", "0")
+    assert pruned.exit_code == 0 and "pruned 1 entropic.todo document older than 0 days" in pruned.output
+    backend = TinyDBBackend(project / "store")
+    assert backend.load_state("entropic.todo", "chat-1") == (None, 0)
+    assert backend.load_state("other.plugin", "chat-1") == ({"x": 1}, 1)
+    backend.close()
+
+
+@pytest.mark.parametrize("args", [["--older-than", "-1"], [], ["--older-than", "soon"]])
+def test_prune_state_needs_an_age(project: Path, args: list[str]) -> None:
+    result = invoke("storage", "prune-state", "entropic.todo", *args)
+    assert result.exit_code == 2 and "--older-than" in result.output
+
+
+def test_prune_state_of_a_store_not_made_yet_prunes_nothing(project: Path) -> None:
+    result = invoke("storage", "prune-state", "entropic.todo", "--older-than", "30")
+    assert result.exit_code == 0 and "pruned 0" in result.output
+    assert not (project / "store").exists()

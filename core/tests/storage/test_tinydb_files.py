@@ -465,3 +465,21 @@ def test_the_store_directory_keeps_itself_out_of_git(tmp_path):
         check=True,
     ).stdout
     assert status == ""
+
+
+def test_a_prune_is_journalled_and_replayed_by_other_handles(tmp_path: Path) -> None:
+    import time
+
+    store = tmp_path / "store"
+    first, second = TinyDBBackend(store), TinyDBBackend(store)
+    first.save_state("entropic.todo", "gone", {"items": []}, 0)
+    first.save_state("entropic.todo", "also-gone", {"items": []}, 0)
+    time.sleep(0.02)
+    assert second.prune_states("entropic.todo", 0) == 2
+    assert first.load_state("entropic.todo", "gone") == (None, 0)
+    first.save_state("entropic.todo", "fresh", {"items": []}, 0)
+    first.close()
+    second.close()
+    reopened = TinyDBBackend(store)
+    assert [reopened.load_state("entropic.todo", key)[1] for key in ("gone", "also-gone", "fresh")] == [0, 0, 1]
+    reopened.close()

@@ -138,6 +138,11 @@ class StateStore(Protocol):
         (not JSON, over ``MAX_STATE_BYTES`` as JSON) or version → ``StorageError``."""
         ...
 
+    def prune_states(self, namespace: str, older_than: float) -> int:
+        """Delete the namespace's documents not saved for ``older_than`` seconds (>= 0); returns
+        how many. For state whose conversations never say they ended (a client's own keys)."""
+        ...
+
 
 #: The largest state document, as compact JSON: state is a plugin's working memory, not a file store.
 MAX_STATE_BYTES = 1 << 20
@@ -219,6 +224,22 @@ def validate_state(namespace: Any, key: Any, value: Any = None, version: Any = 0
     return text
 
 
+def validate_prune(namespace: Any, older_than: Any) -> float:
+    """The rule every backend applies to ``prune_states``: the namespace as for ``validate_state``,
+    ``older_than`` a finite number of seconds >= 0. Returns it as a float. For backend authors."""
+    import math
+
+    validate_state(namespace, "prune")
+    if (
+        isinstance(older_than, bool)
+        or not isinstance(older_than, (int, float))
+        or not math.isfinite(older_than)
+        or older_than < 0
+    ):
+        raise StorageError(f"prune_states: older_than must be a number of seconds >= 0, got {older_than!r}")
+    return float(older_than)
+
+
 def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
     """Open the backend ``[storage] backend`` names; ``"none"`` means no storage."""
     name = config.storage.backend
@@ -248,5 +269,6 @@ __all__ = [
     "ToolCallRecord",
     "open_storage",
     "validate_messages",
+    "validate_prune",
     "validate_state",
 ]

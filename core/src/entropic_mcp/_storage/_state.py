@@ -486,7 +486,22 @@ class StoreState:
             "key": key,
             "value": None if text is None else orjson.loads(text),
             "version": 0 if text is None else version + 1,
+            "at": _now(self.last_time),
         }
+
+    def prepare_prune_states(self, namespace: Any, older_than: Any) -> dict[str, Any]:
+        from . import validate_prune
+
+        cutoff = (datetime.now(UTC) - timedelta(seconds=validate_prune(namespace, older_than))).isoformat(
+            timespec="microseconds"
+        )
+        rows = self._memory["states"]
+        keys = sorted(
+            key
+            for (doc_namespace, key), doc_id in self._state_docs.items()
+            if doc_namespace == namespace and rows[doc_id].get("saved_at", "") < cutoff
+        )
+        return {"op": "prune_states", "namespace": namespace, "keys": keys}
 
     # -- operations: apply -------------------------------------------------------------------------
 
@@ -587,10 +602,22 @@ class StoreState:
                 del self._state_docs[where]
         elif doc_id is None:
             self._state_docs[where] = self.states.insert(
-                {"namespace": op["namespace"], "key": op["key"], "value": op["value"], "version": op["version"]}
+                {
+                    "namespace": op["namespace"],
+                    "key": op["key"],
+                    "value": op["value"],
+                    "version": op["version"],
+                    "saved_at": op.get("at", ""),
+                }
             )
         else:
-            self.states.update({"value": op["value"], "version": op["version"]}, [doc_id])
+            self.states.update({"value": op["value"], "version": op["version"], "saved_at": op.get("at", "")}, [doc_id])
+
+    def _apply_prune_states(self, op: Mapping[str, Any]) -> None:
+        for key in op["keys"]:
+            doc_id = self._state_docs.pop((op["namespace"], key), None)
+            if doc_id is not None:
+                self.states.remove([doc_id])
 
     def _cascade(self, conversation_id: str) -> tuple[set[str], set[str]]:
         """The conversations and delegations deleting ``conversation_id`` removes.

@@ -63,6 +63,7 @@ _OPERATIONS = frozenset(
         "create_delegation",
         "complete_delegation",
         "save_state",
+        "prune_states",
     }
 )
 
@@ -539,6 +540,13 @@ class TinyDBBackend:
             op = self._state.prepare_save_state(namespace, key, value, version)
             self._commit(op)
             return int(op["version"])
+
+    def prune_states(self, namespace: str, older_than: float) -> int:
+        with self._locked():
+            op = self._state.prepare_prune_states(namespace, older_than)
+            if op["keys"]:
+                self._commit(op)
+            return len(op["keys"])
 
     def record_tool_call(self, record: ToolCallRecord) -> None:
         self._audit.record(check_record(record).to_dict())

@@ -17,7 +17,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("entropic_mcp.cli._config:config", "Print the effective configuration and its sources."),
     "check-plugin": ("entropic_mcp.cli._check:check_plugin", "Run the conformance checks against a plugin."),
     "new-plugin": ("entropic_mcp.cli._scaffold:new_plugin", "Create a working, tested plugin to build on."),
-    "storage": ("entropic_mcp.cli._storage:storage", "Look into the store: conversations, delegations, search."),
+    "storage": (
+        "entropic_mcp.cli._storage:storage",
+        "Look into the store: conversations, delegations, search; prune old plugin state.",
+    ),
     "serve": ("entropic_mcp.cli._serve:serve", "Serve every tool over MCP (stdio or Streamable HTTP)."),
     "demo": ("entropic_mcp.cli._serve:demo", "Start serve and drive it with a real MCP client."),
 }

@@ -1,4 +1,4 @@
-"""``entropic-mcp storage``: look into the configured store (read-only)."""
+"""``entropic-mcp storage``: look into the configured store (read-only but for ``prune-state``)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def _content(message: Any) -> str:
 
 @click.group()
 def storage() -> None:
-    """Look into the store: conversations, delegations, search, show."""
+    """Look into the store: conversations, delegations, search, show; prune old plugin state."""
 
 
 @storage.command()
@@ -249,3 +249,32 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         echo_json(counts)
         return
     table("store", ["what", "count"], [[key, str(value)] for key, value in counts.items()])
+
+
+@storage.command("prune-state")
+@click.argument("namespace")
+@click.option(
+    "--older-than",
+    "days",
+    type=click.FloatRange(min=0),
+    required=True,
+    help="Delete documents not saved for this many days (0: every document of the namespace).",
+)
+@_JSON
+@click.pass_context
+def prune_state(ctx: click.Context, namespace: str, days: float, as_json: bool) -> None:
+    """Delete a plugin's state documents not saved for a while (e.g. entropic.todo lists).
+
+    Lists of conversations that never say they ended (an HTTP client's own conversation keys)
+    stay in the store until pruned.
+    """
+    from .._storage import StateStore
+
+    with _store(ctx) as backend:
+        if backend is not None and not isinstance(backend, StateStore):
+            raise CLIError(f"the {type(backend).__name__} store keeps no plugin state (it lacks StateStore)")
+        pruned = 0 if backend is None else backend.prune_states(namespace, days * 86400)
+    if as_json:
+        echo_json({"namespace": namespace, "pruned": pruned})
+        return
+    click.echo(f"pruned {pruned} {namespace} document{'' if pruned == 1 else 's'} older than {days:g} days")

@@ -108,6 +108,10 @@ class MemoryStorage:
         with self._mutex:
             return int(self._commit(self._open().prepare_save_state(namespace, key, value, version))["version"])
 
+    def prune_states(self, namespace: str, older_than: float) -> int:
+        with self._mutex:
+            return len(self._commit(self._open().prepare_prune_states(namespace, older_than))["keys"])
+
     def record_tool_call(self, record: ToolCallRecord) -> None:
         data = check_record(record).to_dict()
         with self._mutex:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -666,6 +667,40 @@ class StorageContract:
         backend.delete_conversation(root)  # type: ignore[attr-defined]
         # state is keyed by the plugin, not tied to stored conversations: the plugin removes it
         assert states.load_state("plugin.todo", root) == ({"n": 1}, 1)
+
+    def test_prune_removes_the_namespaces_documents_older_than_asked(self, states: StateStore) -> None:
+        states.save_state("plugin.todo", "old-1", {"n": 1}, 0)
+        states.save_state("plugin.todo", "old-2", {"n": 2}, 0)
+        states.save_state("plugin.todo", "old-2", {"n": 3}, 1)
+        states.save_state("plugin.other", "kept", {"n": 4}, 0)
+        assert states.prune_states("plugin.todo", 3600) == 0  # nothing is an hour old
+        assert states.load_state("plugin.todo", "old-1") == ({"n": 1}, 1)
+        time.sleep(0.02)
+        assert states.prune_states("plugin.todo", 0) == 2
+        assert states.load_state("plugin.todo", "old-1") == (None, 0)
+        assert states.load_state("plugin.todo", "old-2") == (None, 0)
+        assert states.load_state("plugin.other", "kept") == ({"n": 4}, 1)
+        assert states.prune_states("plugin.todo", 0) == 0
+        assert states.save_state("plugin.todo", "old-1", {"n": 5}, 0) == 1  # a pruned key starts afresh
+
+    @pytest.mark.parametrize(
+        "namespace, older_than",
+        [
+            ("", 1),
+            (None, 1),
+            ("ns", -1),
+            ("ns", float("nan")),
+            ("ns", float("inf")),
+            ("ns", True),
+            ("ns", "1"),
+            ("ns", None),
+        ],
+    )
+    def test_prune_rejects_bad_arguments(self, states: StateStore, namespace: Any, older_than: Any) -> None:
+        states.save_state("ns", "k", {"n": 1}, 0)
+        with pytest.raises(StorageError):
+            states.prune_states(namespace, older_than)
+        assert states.load_state("ns", "k") == ({"n": 1}, 1)
 
     def test_concurrent_read_modify_write_loses_no_update(self, states: StateStore, open_backend: Opener) -> None:
         handles: list[Any] = [states]

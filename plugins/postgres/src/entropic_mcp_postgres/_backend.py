@@ -34,6 +34,7 @@ from entropic_mcp import (
     StorageError,
     ToolCallRecord,
     validate_messages,
+    validate_prune,
     validate_state,
 )
 from psycopg import sql
@@ -863,6 +864,16 @@ class PostgresBackend:
                         "meanwhile; load it again, apply your change to what it holds now, and save again"
                     )
                 # Deleted and saved again between the two statements, back at ``version``: write again.
+
+    def prune_states(self, namespace: str, older_than: float) -> int:
+        seconds = validate_prune(namespace, older_than)
+        with self._transaction("prune_states") as conn:
+            row = conn.execute(
+                "WITH gone AS (DELETE FROM states WHERE namespace = %s "
+                "AND updated_at < now() - make_interval(secs => %s) RETURNING 1) SELECT count(*) FROM gone",
+                (namespace, seconds),
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
     # -- audit trail, stats, lifecycle -------------------------------------------------------------
 
