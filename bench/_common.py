@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -50,3 +51,17 @@ def report(name: str, rows: list[tuple[str, str, str, str, str]]) -> None:
     print(f"\n{name}\n{text}\n")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
+
+
+def source_file(rng: random.Random, lines: int, words: tuple[str, ...]) -> str:
+    """Python-like source: functions, docstrings, assignments with comments (~55 bytes a line)."""
+    out = []
+    for i in range(lines):
+        a, b, c = rng.choice(words), rng.choice(words), rng.choice(words)
+        if i % 12 == 0:
+            out.append(f"def {a}_{b}_{i}({c}, {b}=None):")
+        elif i % 12 == 1:
+            out.append(f'    """Compute the {a} of {b} from {c}."""')
+        else:
+            out.append(f"    {a}_{i % 7} = {b}.{c}({a}, {i}) + len({c}_{b})  # {a} {b}")
+    return "\n".join(out) + "\n"

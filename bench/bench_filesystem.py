@@ -1,8 +1,7 @@
 """P9 and P10 of performance.md: filesystem.grep vs GNU grep -rn, filesystem.glob vs git ls-files.
 
 Run: ``python bench/bench_filesystem.py`` (trees are generated once under /tmp and reused);
-``--bytes``: bytes per read/edit/grep result over MCP against the reference filesystem server
-(``@modelcontextprotocol/server-filesystem``, installed once with npm under /tmp/ref-fs).
+bytes per result over MCP are ``bench_mcp_bytes.py``'s.
 Prints, for each target, the peer's median, ours, and the ratio (target <= 2.0x), in one run.
 Our figures are full in-process tool calls through ``ServerManager.call`` (pipeline included),
 repeated on one server as an agent's session repeats them; P10 also prints the first call of a
@@ -23,6 +22,10 @@ import time
 from pathlib import Path
 
 import anyio
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import source_file
 from entropic_mcp import CallContext, ServerManager, config_from_dict
 from entropic_mcp_filesystem import FilesystemServer
 
@@ -53,19 +56,6 @@ WORDS = (
 )
 
 
-def _body(rng: random.Random, lines: int) -> str:
-    out = []
-    for i in range(lines):
-        a, b, c = rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS)
-        if i % 12 == 0:
-            out.append(f"def {a}_{b}_{i}({c}, {b}=None):")
-        elif i % 12 == 1:
-            out.append(f'    """Compute the {a} of {b} from {c}."""')
-        else:
-            out.append(f"    {a}_{i % 7} = {b}.{c}({a}, {i}) + len({c}_{b})  # {a} {b}")
-    return "\n".join(out) + "\n"
-
-
 def make_grep_tree(root: Path, files: int = 10_000, matches: int = 60) -> None:
     """10,000 source-like files (~3 KB each) in 100 directories; ``matches`` lines match the pattern."""
     marker = root / ".complete"
@@ -77,7 +67,7 @@ def make_grep_tree(root: Path, files: int = 10_000, matches: int = 60) -> None:
     for n in range(files):
         directory = root / f"pkg{n // 1000}" / f"mod{(n // 100) % 10}"
         directory.mkdir(parents=True, exist_ok=True)
-        text = _body(rng, 48)
+        text = source_file(rng, 48, WORDS)
         if n in hits:
             text += f"def handle_request_{n}(request):\n    return request\n"
         (directory / f"file_{n}.py").write_text(text)
@@ -234,103 +224,10 @@ def bench_glob(repeat: int) -> tuple[float, float, int, int]:
     return peer_time, our_time, int(peer_count), int(our_count)  # type: ignore[arg-type]
 
 
-# -- bytes per result over MCP (issue 17) -------------------------------------------------------
-
-REFERENCE_FS = Path(os.environ.get("ENTROPIC_MCP_BENCH_REFERENCE_FS", "/tmp/ref-fs"))
-REFERENCE_PACKAGE = "@modelcontextprotocol/server-filesystem"
-
-
-def _reference_server() -> Path:
-    """The reference MCP filesystem server (npm), installed once under REFERENCE_FS."""
-    entry = REFERENCE_FS / "node_modules" / ".bin" / "mcp-server-filesystem"
-    if not entry.exists():
-        REFERENCE_FS.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(REFERENCE_FS), REFERENCE_PACKAGE],
-            check=True,
-        )
-    return entry
-
-
-def _wire_bytes(result: object) -> int:
-    """Bytes of a CallToolResult as JSON on the wire (the client's model, re-serialised)."""
-    dump = result.model_dump_json(by_alias=True, exclude_none=True)  # type: ignore[attr-defined]
-    return len(dump.encode())
-
-
-def bench_bytes() -> list[tuple[str, int, int, int]]:
-    """(what, content bytes, reference server bytes, our bytes) for a read, an edit and a grep."""
-    from mcp import Client, StdioServerParameters
-
-    project = Path("/tmp/entropic-bench-fs-bytes")
-    shutil.rmtree(project, ignore_errors=True)
-    project.mkdir(parents=True)
-    rng = random.Random(17)
-    body = _body(rng, 200)
-    (project / "module.py").write_text(body)
-    (project / "entropic-mcp.toml").write_text(
-        '[entropic_mcp]\nplugins = ["filesystem"]\n[storage]\nbackend = "none"\n[permissions]\ndefault = "allow"\n'
-    )
-    first_def = next(line for line in body.splitlines() if line.startswith("def "))
-    edit_old, edit_new = first_def, first_def.replace("def ", "def renamed_", 1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
-    ours = StdioServerParameters(
-        command=str(Path(sys.executable).with_name("entropic-mcp")), args=["serve"], cwd=str(project), env=env
-    )
-    reference = StdioServerParameters(command="node", args=[str(_reference_server()), str(project)], env=env)
-    pattern = "def "
-    matches = [f"module.py:{n}:{line}" for n, line in enumerate(body.splitlines(), 1) if pattern in line]
-
-    async def run() -> list[tuple[str, int, int, int]]:
-        rows = []
-        async with Client(reference, read_timeout_seconds=60) as ref:
-            ref_read = await ref.call_tool("read_text_file", {"path": str(project / "module.py")})
-            ref_edit = await ref.call_tool(
-                "edit_file",
-                {"path": str(project / "module.py"), "edits": [{"oldText": edit_old, "newText": edit_new}]},
-            )
-            ref_undo = await ref.call_tool(
-                "edit_file",
-                {"path": str(project / "module.py"), "edits": [{"oldText": edit_new, "newText": edit_old}]},
-            )
-            assert not ref_undo.is_error
-        async with Client(ours, read_timeout_seconds=60) as client:
-            our_read = await client.call_tool("filesystem.read_file", {"path": "module.py"})
-            our_edit = await client.call_tool(
-                "filesystem.edit_file", {"path": "module.py", "old_string": edit_old, "new_string": edit_new}
-            )
-            our_grep = await client.call_tool("filesystem.grep", {"pattern": pattern, "head_limit": 1000})
-            our_files = await client.call_tool(
-                "filesystem.grep", {"pattern": pattern, "output_mode": "files_with_matches"}
-            )
-        rows.append(("read_file, 200 lines", len(body.encode()), _wire_bytes(ref_read), _wire_bytes(our_read)))
-        rows.append(
-            ("edit_file, one line", len(edit_old) + len(edit_new), _wire_bytes(ref_edit), _wire_bytes(our_edit))
-        )
-        grep_text = "\n".join(matches)
-        rows.append((f"grep content, {len(matches)} lines", len(grep_text.encode()), 0, _wire_bytes(our_grep)))
-        rows.append(("grep files_with_matches", len(b"module.py"), 0, _wire_bytes(our_files)))
-        return rows
-
-    return anyio.run(run)
-
-
-def main_bytes() -> int:
-    print(f"{'what':34} {'content':>8} {'reference':>10} {'ours':>8} {'ours/ref':>9}")
-    for what, content, ref, ours in bench_bytes():
-        ratio = f"{ours / ref:8.2f}x" if ref else "       —"
-        print(f"{what:34} {content:8d} {ref or '—':>10} {ours:8d} {ratio}")
-    print("(bytes of each CallToolResult as JSON; the reference server has no content search)")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--bytes", action="store_true", help="bytes per result over MCP vs the reference server")
     args = parser.parse_args(argv)
-    if args.bytes:
-        return main_bytes()
     rows = []
     peer, ours, peer_n, our_n = bench_grep(args.repeat)
     rows.append(("P9", "grep, 10,000 files", "GNU grep -rn", peer, ours, peer_n, our_n))

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import report
+from _common import report, source_file
 
 HERE = Path(__file__).parent
 PEERS = Path(os.environ.get("ENTROPIC_MCP_BENCH_PEERS", HERE / ".peers"))
@@ -56,33 +56,19 @@ WORDS = ("alpha", "beta", "gamma", "delta", "value", "result", "config", "item",
 # -- the content -------------------------------------------------------------------------------------
 
 
-def source_file(rng: random.Random, lines: int) -> str:
-    """Python-like source: functions, docstrings, assignments with comments (~55 bytes a line)."""
-    out = []
-    for i in range(lines):
-        a, b, c = rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS)
-        if i % 12 == 0:
-            out.append(f"def {a}_{b}_{i}({c}, {b}=None):")
-        elif i % 12 == 1:
-            out.append(f'    """Compute the {a} of {b} from {c}."""')
-        else:
-            out.append(f"    {a}_{i % 7} = {b}.{c}({a}, {i}) + len({c}_{b})  # {a} {b}")
-    return "\n".join(out) + "\n"
-
-
 def make_project(root: Path) -> dict[str, str]:
     """The project both servers see; returns the edit's old and new text."""
     shutil.rmtree(root, ignore_errors=True)
     rng = random.Random(17)
     (root / "tree").mkdir(parents=True)
-    body = source_file(rng, 200)
+    body = source_file(rng, 200, WORDS)
     (root / "module.py").write_text(body, encoding="utf-8")
     (root / "ours.py").write_text(body, encoding="utf-8")
     (root / "theirs.py").write_text(body, encoding="utf-8")
     for n in range(12):
         directory = root / "tree" / ("api", "core", "util")[n % 3]
         directory.mkdir(exist_ok=True)
-        text = source_file(rng, 30)
+        text = source_file(rng, 30, WORDS)
         if n % 2 == 0:  # half the files hold two matches
             text += (
                 f"def handle_request(request):\n    return request\n\n\ndef parse_{n}_request(raw):\n    return raw\n"
