@@ -120,3 +120,39 @@ def test_writes_into_git_internals_are_refused_reads_are_not(fs, root):
     assert fs.ok("read_file", {"format": "json", "path": ".git/config"})["lines"] == ["[core]"]
     error = fs.error("edit_file", {"path": ".git/config", "old_string": "[core]", "new_string": "[x]"})
     assert error["error"] == "ignored"
+
+
+#: Arguments naming a target inside .git, for every tool that writes; a new writing tool must be added.
+GIT_TARGETS = {
+    "write_file": [{"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}],
+    "edit_file": [{"path": ".git/config", "old_string": "[core]", "new_string": "[x]"}],
+    "create_directory": [{"path": ".git/hooks/new"}],
+    "delete_file": [{"path": ".git/config"}],
+    "move_file": [
+        {"source": ".git/config", "destination": "config-copy"},
+        {"source": "plain.txt", "destination": ".git/hooks/pre-commit"},
+    ],
+}
+
+
+def test_every_writing_tool_refuses_targets_inside_git(fs, root):
+    from entropic_mcp import AccessLevel
+
+    writing = {name for name, tool in fs.server._tools.items() if tool.required_access_level >= AccessLevel.WRITE}
+    assert writing == set(GIT_TARGETS), "a writing tool is missing from GIT_TARGETS"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / "plain.txt").write_text("x\n")
+    fs.ok("read_file", {"path": "plain.txt"})
+    fs.ok("read_file", {"path": ".git/config"})
+    for tool, calls in GIT_TARGETS.items():
+        for args in calls:
+            for spelling in ("", "./", "sub/../"):
+                spelled = {
+                    k: (spelling + v if k in ("path", "source", "destination") and ".git" in v else v)
+                    for k, v in args.items()
+                }
+                assert fs.error(tool, spelled)["error"] == "ignored", (tool, spelled)
+    assert (root / ".git" / "config").read_text() == "[core]\n"
+    assert sorted(p.name for p in (root / ".git" / "hooks").iterdir()) == []
+    assert (root / "plain.txt").read_text() == "x\n"

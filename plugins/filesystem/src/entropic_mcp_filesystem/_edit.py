@@ -179,7 +179,6 @@ class EditFile(FilesystemTool):
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
         edits = parse_edits(args)
         dry_run = toolkit.flag(args, "dry_run")
-        fs.refuse_ignored(resolved, loc, write=True)
         key = str(resolved.path)
         outcome: dict[str, Any] = {}
 

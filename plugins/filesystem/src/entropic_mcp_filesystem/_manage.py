@@ -76,7 +76,6 @@ class CreateDirectory(FilesystemTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
-        fs.refuse_ignored(resolved, loc, write=True)
         if not loc.parts:
             return ToolResult.json({"path": loc.display, "created": False})
         try:
@@ -111,7 +110,6 @@ class DeleteFile(FilesystemTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
-        fs.refuse_ignored(resolved, loc, write=True)
         parent = _parent(loc)
         try:
             st = _lstat(parent, loc)
@@ -155,8 +153,6 @@ class MoveFile(FilesystemTool):
         fs = self.fs
         source, src = fs.resolve(args, ctx, tool=self.name, access="write", argument="source")
         target, dst = fs.resolve(args, ctx, tool=self.name, access="write", argument="destination")
-        fs.refuse_ignored(source, src, write=True)
-        fs.refuse_ignored(target, dst, write=True)
         if source.path == target.path:
             raise ToolError("invalid_args", f"source and destination are the same path ({src.display})")
         if target.path.is_relative_to(source.path):

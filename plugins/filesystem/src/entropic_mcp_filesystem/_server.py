@@ -209,7 +209,23 @@ class FilesystemServer(MCPServerBase):
         args: Mapping[str, Any] | None = None,
     ) -> tuple[ResolvedPath, Location]:
         """Resolve one path value of the call ``args``: the pinned canonical path when the
-        permission stage judged it (see ``_pins``), else a fresh resolution."""
+        permission stage judged it (see ``_pins``), else a fresh resolution. A path to write is
+        also checked against ``.entropicignore`` and ``.git`` here, so no writing tool can skip it."""
+        resolved, loc = self._resolve_value(raw, ctx, tool=tool, access=access, argument=argument, args=args)
+        if access == "write":
+            self.refuse_ignored(resolved, loc, write=True)
+        return resolved, loc
+
+    def _resolve_value(
+        self,
+        raw: object,
+        ctx: CallContext,
+        *,
+        tool: str,
+        access: Literal["read", "write"],
+        argument: str,
+        args: Mapping[str, Any] | None,
+    ) -> tuple[ResolvedPath, Location]:
         pinned = None
         if isinstance(raw, str) and args is not None:
             pinned = take(args, (str(self.root), tool, argument, raw))

@@ -39,7 +39,6 @@ class WriteFile(FilesystemTool):
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
         content = file_text(args, "content")
-        fs.refuse_ignored(resolved, loc, write=True)
         key = str(resolved.path)
         written_data = b""
 
