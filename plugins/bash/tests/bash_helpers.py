@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import psutil
 from entropic_mcp import ServerManager, config_from_dict
 from entropic_mcp_bash import BashServer
 
@@ -30,3 +32,24 @@ def make_manager(
         root=root,
     )
     return ServerManager(config, servers=[server]), server
+
+
+def gone(pid: int) -> bool:
+    """Not running: no such process, or a zombie waiting for init (not our child)."""
+    try:
+        process = psutil.Process(pid)
+        return process.status() == psutil.STATUS_ZOMBIE and process.ppid() != os.getpid()
+    except psutil.NoSuchProcess:
+        return True
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run (zombies do not)."""
+    members = []
+    for process in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(process.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members

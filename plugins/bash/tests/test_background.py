@@ -3,29 +3,19 @@ and the working directory that persists per conversation — all through the rea
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
-import psutil
 import pytest
-from bash_helpers import make_manager
+from bash_helpers import gone, make_manager
 from entropic_mcp import CallContext, ServerManager
 from entropic_mcp_bash import BashServer
 
 #: Upper bound on how long a poll loop waits for a run to change (never an assertion on time).
 PATIENCE = 20.0
-
-
-def gone(pid: int) -> bool:
-    try:
-        process = psutil.Process(pid)
-        return process.status() == psutil.STATUS_ZOMBIE and process.ppid() != os.getpid()
-    except psutil.NoSuchProcess:
-        return True
 
 
 class Session:

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import psutil
 import pytest
-from bash_helpers import make_manager
+from bash_helpers import gone, live_group_members, make_manager
 from entropic_mcp import CallContext, ToolError
 
 
@@ -30,26 +30,6 @@ def run(
     manager, _ = make_manager(root, bash=bash, grace=grace, pipeline=pipeline)
     result = manager.call_sync("bash.execute", {"command": command, **args}, ctx or CallContext(conversation_id="c"))
     return result.kind, orjson.loads(result.response.result)
-
-
-def gone(pid: int) -> bool:
-    """Not running: no such process, or a zombie waiting for init (not our child)."""
-    try:
-        process = psutil.Process(pid)
-        return process.status() == psutil.STATUS_ZOMBIE and process.ppid() != os.getpid()
-    except psutil.NoSuchProcess:
-        return True
-
-
-def live_group_members(pgid: int) -> list[int]:
-    members = []
-    for process in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
-                members.append(process.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return members
 
 
 def test_non_zero_exit_is_a_normal_result(root: Path) -> None:
