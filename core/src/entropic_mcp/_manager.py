@@ -439,6 +439,11 @@ class ServerManager:
                     self._storage_opened = True
         return self._storage
 
+    @property
+    def storage_is_open(self) -> bool:
+        """Whether the configured store has been opened (or was given); ``storage`` opens it."""
+        return self._storage_opened
+
     def audit(self, outcome: CallOutcome) -> None:
         """Write the outcome whole to the audit trail of the configured store (opened on first use)."""
         if self._storage_opened:

@@ -57,6 +57,13 @@ class ToolServices:
         """
         return None if self._manager is None else self._manager.storage
 
+    @property
+    def storage_if_open(self) -> StorageBackend | None:
+        """The configured store if something has opened it already, else None — for clean-up
+        (a conversation ending), which must not open a store, or create one, to find nothing."""
+        manager = self._manager
+        return manager.storage if manager is not None and manager.storage_is_open else None
+
     def approve_outside_root(self, request: OutsideRootRequest) -> bool | None:
         """Ask the host's approvers about one path outside the root (None: nobody answered)."""
         return None if self._manager is None else self._manager.approve_outside_root(request)

@@ -345,3 +345,15 @@ def test_end_conversation_logs_a_failing_store_and_goes_on(make, caplog):
     assert "could not delete the todo list" in caplog.text
     store.failing = "none"
     assert manager.storage.load_state(NAMESPACE, "c1")[1] == 1  # kept: nothing half-done
+
+
+def test_ending_a_conversation_never_opens_or_creates_a_store(make, tmp_path):
+    """A process that never opened its store stored no list; clean-up must not create the store."""
+    manager = make(storage=True)
+    manager.end_conversation("c1")
+    assert not manager.storage_is_open
+    assert not (tmp_path / "store").exists()
+    call(manager, "entropic.todo", {"action": "add", "content": "a"})
+    assert manager.storage_is_open
+    manager.end_conversation("c1")
+    assert stored(manager) == (None, 0)

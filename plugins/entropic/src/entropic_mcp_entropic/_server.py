@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from entropic_mcp import AccessLevel, CallContext, MCPServerBase, ToolError
+from entropic_mcp import AccessLevel, CallContext, MCPServerBase, StateStore
 
 from ._control import CompleteTool, PhaseChangeTool, PruneContextTool
 from ._delegation_tools import DelegateTool, PipelineTool, ResumeDelegationTool
@@ -17,7 +16,6 @@ from ._tiers import Tiers
 from ._todo import TodoLists, TodoTool
 
 DELEGATION_TOOLS = ("delegate", "pipeline", "resume_delegation")
-log = logging.getLogger("entropic_mcp.entropic")
 NO_TIERS = (
     'no tiers configured: set [servers.entropic] tiers = ["lead", "researcher", ...] in entropic-mcp.toml '
     "to name the tiers a conversation can delegate to"
@@ -77,10 +75,7 @@ class EntropicServer(MCPServerBase):
         self.todo_lists.release(conversation_id)
 
     def conversation_ended(self, ctx: CallContext) -> None:
-        # The list may live in the store (shared by every worker): delete it there too.
-        try:
-            store = self.todo_lists.store_of(ctx)
-        except ToolError as exc:
-            log.warning("could not delete the todo list of conversation %r: %s", ctx.conversation_id, exc)
-            store = None
-        self.todo_lists.release(ctx.conversation_id, store)
+        # The list may live in the store (shared by every worker): delete it there too — if the
+        # store is open; a process that never opened it has stored no list of its own.
+        store = ctx.services.storage_if_open
+        self.todo_lists.release(ctx.conversation_id, store if isinstance(store, StateStore) else None)
