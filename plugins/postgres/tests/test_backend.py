@@ -317,6 +317,50 @@ def test_operations_one_after_another_reuse_the_warm_connection(open_pg) -> None
     assert len(pids) == 1
 
 
+def test_background_work_meanwhile_leaves_the_warm_connection_to_the_operations(open_pg) -> None:
+    """The audit buffer and the indexer borrow while operations run (what made the test above
+    fail under load): they get a pool connection, and the operations keep their warm one."""
+    store = open_pg(pool_min=3, pool_max=5)
+    store.create_conversation("root")
+    held, release = threading.Event(), threading.Event()
+
+    def background_work() -> None:
+        with store._lender.background() as conn:
+            conn.execute("SELECT 1")
+            held.set()
+            release.wait(30)
+
+    pids = set()
+
+    def operations() -> None:
+        for _ in range(5):
+            store.create_conversation("x")
+            with store._transaction("probe") as conn:
+                pids.add(conn.info.backend_pid)
+
+    operations()
+    worker = threading.Thread(target=background_work)
+    worker.start()
+    assert held.wait(30)
+    operations()  # while the background work holds its connection
+    release.set()
+    worker.join(30)
+    operations()  # after it gave its connection back
+    store._indexer.drain()  # the indexer in this thread, between two operations
+    operations()
+    assert len(pids) == 1
+
+
+def test_background_work_takes_the_warm_connection_when_the_pool_has_no_other(open_pg) -> None:
+    store = open_pg(pool_min=1, pool_max=1, pool_timeout=3)
+    with store._transaction("warm") as conn:
+        warm = conn
+    with store._lender.background() as conn:
+        assert conn is warm
+    with store._transaction("after") as conn:
+        assert conn is warm
+
+
 def test_a_connection_whose_operation_failed_goes_back_to_the_pool(open_pg) -> None:
     store = open_pg(pool_min=1, pool_max=2)
     with store._transaction("warm") as conn:

@@ -292,8 +292,8 @@ class PostgresBackend:
         )
         self._pool.open(wait=False)
         self._lender = _Lender(self._pool)
-        self._audit = AuditBuffer(self._lender.connection, batch=audit_batch, seconds=audit_flush_seconds)
-        self._indexer = SearchIndexer(self._lender.connection, delay=INDEX_DELAY)
+        self._audit = AuditBuffer(self._lender.background, batch=audit_batch, seconds=audit_flush_seconds)
+        self._indexer = SearchIndexer(self._lender.background, delay=INDEX_DELAY)
         self._finalizer = weakref.finalize(self, _shutdown, self._audit, self._indexer, self._lender, self._pool)
 
     @classmethod
@@ -950,6 +950,11 @@ class _Lender:
     pool, which checks or discards it; so does the kept one every ``POOL_EVERY`` loans (the pool
     then applies its lifetime rules), before a pool check and at close. Everything of the store
     borrows through here, so no connection sits kept while another borrower waits.
+
+    Background work (the audit buffer, the search indexer) borrows through ``background``: an
+    idle pool connection when there is one, and the warm connection kept for the caller's next
+    operation only when the pool has nothing else. (Taking the warm one meant a call meanwhile
+    ran on a cold connection, and the warm one ended up back in the pool.)
     """
 
     POOL_EVERY = 1000
@@ -958,6 +963,7 @@ class _Lender:
         self._pool = pool
         self._lock = threading.Lock()
         self._kept: list[psycopg.Connection] = []
+        self._warm: psycopg.Connection | None = None  # the connection kept last
         self._waiting = 0
         self._loans = 0
 
@@ -983,6 +989,7 @@ class _Lender:
             self._loans += 1
             if keep and not self._kept and not self._waiting and self._loans % self.POOL_EVERY:
                 self._kept.append(conn)
+                self._warm = conn
                 return
         self._pool.putconn(conn)
 
@@ -995,6 +1002,26 @@ class _Lender:
             clean = True
         finally:
             self.give_back(conn, clean)
+
+    #: How long background work waits for an idle pool connection before it takes the warm one.
+    BACKGROUND_WAIT = 0.05
+
+    @contextlib.contextmanager
+    def background(self) -> Iterator[psycopg.Connection]:
+        """A connection for background work, leaving the warm one to the caller's operations."""
+        try:
+            conn = self._pool.getconn(timeout=self.BACKGROUND_WAIT)
+        except PoolTimeout:
+            conn = self.take()  # the pool is busy or at its size: any connection will do
+        clean = False
+        try:
+            yield conn
+            clean = True
+        finally:
+            if conn is self._warm:
+                self.give_back(conn, clean)
+            else:
+                self._pool.putconn(conn)
 
     def return_all(self) -> None:
         with self._lock:
