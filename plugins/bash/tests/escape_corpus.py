@@ -308,6 +308,17 @@ REDIRECTS = [
     "script -qc ls victim",
     "cat > victim <<< x",
     "x=$(pwd); cd /; echo x > $x/victim",
+    # issue 21: continuations inside the operator and the target
+    "echo x > vic\\\ntim",
+    "echo x >vic\\\ntim",
+    "echo x \\\n> victim",
+    "echo x >\\\n> victim",
+    "echo x 1\\\n> victim",
+    'echo x > "vic\\\ntim"',
+    "printf x > vi\\\nct\\\nim",
+    "cat s.sh > vic\\\ntim",
+    "exec 3>vic\\\ntim; echo x >&3",
+    "echo x > ./\\\nvictim",
 ]
 
 
@@ -319,6 +330,12 @@ POLICY = [
     "echo x > sub/../entropic-mcp.toml",
     "echo x > ~+/entropic-mcp.toml",
     "cd sub; echo x > ../.entropicignore",
+    "echo x > entropic-mcp.local\\\n.toml",
+    "> entropic-mcp.local\\\n.toml",
+    "echo x >> entropic-mcp\\\n.toml",
+    "echo x > .entropic\\\nignore",
+    'echo x > "entropic-mcp\\\n.toml"',
+    "cd su\\\nb; echo x > ../.entropicignore",
 ]
 
 #: Programs whose own scripts run commands: checked under ``allow sed *``.
@@ -358,6 +375,89 @@ PLANTING = [
     "echo 'rm victim' >> ~/.bashrc",
     "echo x > /tmp/entropic-escape-test",
     "cd /tmp && echo x > entropic-escape-test",
+    "echo x >> .g\\\nit/config",
+    ">> .g\\\nit/config",
+    "echo '[core] fsmonitor = rm victim' >> .g\\\nit/con\\\nfig",
+    "echo 'rm victim' > .git/hoo\\\nks/pre-commit",
+    "cd .g\\\nit; echo x >> config",
+    'echo x >> ".g\\\nit/config"',
 ]
 
-CASES = EVALUATED + HEREDOCS + ENVIRONMENT + WRAPPED + UNSEEN
+
+#: Issue 21: a backslash-newline that bash deletes before splitting words, in every position a
+#: word can be split: command names, arguments, assignments, double quotes, ``$\<nl>(``,
+#: backticks, nested scripts, here-documents. ``N`` is the pair.
+N = "\\\n"
+CONTINUATIONS = [
+    # command names
+    Case(f"r{N}m victim"),
+    Case(f"r{N}m -f victim"),
+    Case(f"/bin/r{N}m victim"),
+    Case(f"/usr/bin/r{N}m victim"),
+    Case(f"{N}r{N}m{N} victim"),
+    Case(f"ls; r{N}m victim"),
+    Case(f"echo a && r{N}m victim"),
+    Case(f"false || r{N}m victim"),
+    Case(f"echo a | r{N}m victim"),
+    Case(f"(r{N}m victim)"),
+    Case(f"{{ r{N}m victim; }}"),
+    Case(f"if true; then r{N}m victim; fi"),
+    Case(f"for i in 1; do r{N}m victim; done"),
+    Case(f"case a in a) r{N}m victim;; esac"),
+    Case(f"f() {{ r{N}m victim; }}; f"),
+    Case(f"time r{N}m victim"),
+    Case(f"nice r{N}m victim"),
+    Case(f"env r{N}m victim"),
+    Case(f"command r{N}m victim"),
+    Case(f"timeout 5 r{N}m victim"),
+    Case(f"xargs r{N}m <<< victim"),
+    Case(f"e{N}val 'rm victim'"),
+    Case(f"eval 'r{N}m victim'"),
+    Case(f"eval r{N}m victim"),
+    Case(f"ba{N}sh -c 'rm victim'"),
+    Case(f"bash -{N}c 'rm victim'"),
+    Case(f"bash -c 'r{N}m victim'"),
+    Case(f'bash -c "r{N}m victim"'),
+    Case(f"sh -c 'ls; r{N}m victim'"),
+    Case(f"ls # a comment {N}r{N}m victim"),
+    Case(f"echo '{N}'; r{N}m victim"),
+    # inside double quotes and $<pair>(
+    Case(f'echo "${N}(rm victim)"'),
+    Case(f'echo "${N}(rm -f victim)"'),
+    Case(f'echo "$({N}rm victim)"'),
+    Case(f'echo "${N}(r{N}m victim)"'),
+    Case(f'ls "${N}(rm victim)"'),
+    Case(f'printf %s "${N}(rm victim)"'),
+    Case(f'echo "a${N}(rm victim)b"'),
+    Case(f'echo "{N}${N}(rm victim)"'),
+    Case(f'echo "${{x:-${N}(rm victim)}}"'),
+    Case(f"echo ${N}(rm victim)"),
+    Case(f"ls ${N}(rm victim)"),
+    Case(f"echo x${N}(rm victim)"),
+    Case(f"git status ${N}(rm victim)"),
+    Case(f"echo <{N}(rm victim)"),
+    Case(f"echo `r{N}m victim`"),
+    Case(f'echo "`r{N}m victim`"'),
+    Case(f"echo `echo 'a{N}b'; r{N}m victim`"),
+    # assignments
+    Case(f'x="${N}(rm victim)"'),
+    Case(f"x=${N}(rm victim)"),
+    Case(f"x=1 r{N}m victim"),
+    Case(f"P{N}ATH=. ls"),
+    Case(f"PA{N}TH=.{N} ls"),
+    Case(f"export PA{N}TH=.; ls"),
+    Case(f"BASH_E{N}NV=s.sh bash -c :"),
+    Case(f"declare P{N}ATH=.; ls"),
+    # here-documents: unquoted bodies are joined; a quoted body is data, what follows is code
+    Case(f"cat <<EOF\n${N}(rm victim)\nEOF"),
+    Case(f"cat <<EOF\n`r{N}m victim`\nEOF"),
+    Case(f"cat <<E{N}OF\n$(rm victim)\nEOF"),
+    Case(f"cat <{N}<EOF\n${N}(rm victim)\nEOF"),
+    Case(f"cat <<'EOF'\nx{N}\nEOF\nr{N}m victim"),
+    Case(f"cat <<EOF\nx\nEO{N}F\nr{N}m victim"),
+    Case(f"cat <<-EOF\n\tx\n\tEO{N}F\nr{N}m victim"),
+    Case(f"cat <<EOF; r{N}m victim\nbody\nEOF"),
+    Case(f"cat <<<${N}(rm victim)"),
+]
+
+CASES = EVALUATED + HEREDOCS + ENVIRONMENT + WRAPPED + UNSEEN + CONTINUATIONS

@@ -14,7 +14,7 @@ import pytest
 from bash_helpers import make_manager
 from entropic_mcp import CallContext, ServerManager
 from entropic_mcp_bash import BashServer
-from escape_corpus import CASES, PLANTING, POLICY, REDIRECTS, SED, Case
+from escape_corpus import CASES, CONTINUATIONS, PLANTING, POLICY, REDIRECTS, SED, Case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,6 +59,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "entropic-mcp.toml").write_text(PRECIOUS)
     (root / "entropic-mcp.local.toml").write_text(PRECIOUS)
     (root / ".entropicignore").write_text(PRECIOUS)
+    (root / "secrets").mkdir()
+    (root / "secrets" / "key").write_text(PRECIOUS)
     return root
 
 
@@ -104,7 +106,8 @@ LIVE = [c for c in CASES + SED if c.live]
 
 
 def test_the_corpus_is_large() -> None:
-    assert len(CASES) + len(SED) + len(REDIRECTS) + len(POLICY) + len(PLANTING) >= 250
+    assert len(CASES) + len(SED) + len(REDIRECTS) + len(POLICY) + len(PLANTING) >= 330
+    assert len(CONTINUATIONS) >= 60
 
 
 @pytest.mark.parametrize("case", LIVE, ids=_ids(LIVE))
@@ -298,3 +301,66 @@ def test_a_hard_linked_target_is_asked_about(project: Path, tmp_path: Path) -> N
     rules = {"default": "allow", "allow": ["bash.execute", "bash.execute:*"]}
     assert run_checked(project, "echo x > innocent.txt", rules) == "rejected_permission"
     assert outside.read_text() == PRECIOUS
+
+
+#: Issue 21's rules: only echo, printf and git status allowed; rm and writes to secrets/ denied.
+ISSUE_21 = {
+    "default": "deny",
+    "allow": ["bash.execute:echo *", "bash.execute:printf *", "bash.execute:git status *"],
+    "deny": ["bash.execute:rm *", "filesystem.write_file:secrets/*"],
+}
+N = "\\\n"
+SECRET_WRITES = [
+    f"echo x > sec{N}rets/key",
+    f"echo x > secrets/k{N}ey",
+    f"printf x >> se{N}crets/key",
+    f"echo x > sec{N}rets{N}/key",
+    f"echo x > ./sec{N}rets/key",
+    f"echo x >{N} secrets/key",
+    f'echo x > "sec{N}rets/key"',
+    f"cd sec{N}rets && echo x > key",
+]
+
+
+@pytest.mark.parametrize("command", SECRET_WRITES, ids=[c.replace(N, "<nl>") for c in SECRET_WRITES])
+def test_a_continuation_in_a_target_does_not_hide_a_denied_write(project: Path, command: str) -> None:
+    run_plain(project, command)
+    assert not intact(project, "secrets/key"), "the case does not overwrite the key in plain bash"
+    (project / "secrets" / "key").write_text(PRECIOUS)
+    for rules in (ISSUE_21, {"default": "allow", "deny": ["filesystem.write_file:secrets/*"]}):
+        assert run_checked(project, command, rules) == "rejected_permission"
+        assert intact(project, "secrets/key")
+
+
+@pytest.mark.parametrize(
+    ("command", "program"), [(f"r{N}m x", "rm x"), (f"ls{N}of", "lsof"), (f"git sta{N}tus", "git status")]
+)
+def test_rules_see_the_joined_command_name(project: Path, command: str, program: str) -> None:
+    _, server = make_manager(project)
+    names = {name for part in server.permission_parts("execute", {"command": command}) for name in part.names}
+    assert f"bash.execute:{program}" in names
+
+
+def test_a_split_name_does_not_match_the_rule_of_its_first_half(project: Path) -> None:
+    assert run_checked(project, f"ls{N}of", {"default": "deny", "allow": ["bash.execute:ls *"]}) == (
+        "rejected_permission"
+    )
+    assert run_checked(project, f"r{N}m victim", ISSUE_21 | {"default": "allow"}) == "rejected_permission"
+    assert intact(project)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo 'a\\\nb'",
+        "echo $'a\\\nb'",
+        "echo hi # a comment \\\necho there",
+        "printf x <<'EOF'\na\\\nb\nEOF",
+        f"echo a{N}b",
+        f'echo "a{N}b"',
+        f"git st{N}atus --short",
+        f"printf '%s\\n' x{N}y",
+    ],
+)
+def test_continuations_bash_keeps_or_joins_harmlessly_stay_allowed(project: Path, command: str) -> None:
+    assert run_checked(project, command, ISSUE_21) == "ok"

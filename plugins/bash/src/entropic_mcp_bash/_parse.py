@@ -18,6 +18,8 @@ import attrs
 import tree_sitter
 import tree_sitter_bash
 
+from ._continuations import Joined, join
+
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 #: A tree-sitter parser is not safe to share between threads (hosts may check calls in several).
 _PARSER_LOCK = threading.Lock()
@@ -478,18 +480,44 @@ def _test_check(node: tree_sitter.Node, reader: _Reader) -> Item | None:
     return None
 
 
+def _misplaced_continuations(joined: Joined, source: bytes, root: tree_sitter.Node) -> list[Item]:
+    """A Flag for each backslash-newline kept in ``joined`` that the grammar does not place inside
+    a single-quoted string, a comment or a quoted here-document body (where bash keeps it too)."""
+    flags: list[Item] = []
+    for offset in joined.kept:
+        at = len(joined.text[:offset].encode("utf-8", errors="surrogatepass"))
+        node: tree_sitter.Node | None = root.descendant_for_byte_range(at, at + 1)
+        while node is not None and node.type not in ("raw_string", "ansi_c_string", "comment", "heredoc_body"):
+            node = node.parent
+        if node is not None and node.type == "heredoc_body":
+            start = next((c for c in node.parent.children if c.type == "heredoc_start"), None) if node.parent else None
+            if start is None or not re.search(rb"['\"\\]", source[start.start_byte : start.end_byte]):
+                node = None
+        if node is None:
+            flags.append(
+                Flag(
+                    text=joined.text[max(0, offset - 30) : offset + 30],
+                    reason="line continuation whose quoting the analysis could not confirm",
+                )
+            )
+    return flags
+
+
 def parse(text: str) -> Script:
     """Every simple command, file redirection, assignment and flag in ``text``, in source order.
 
     Never raises: text tree-sitter cannot parse gives ``complete=False`` with whatever parts
-    it recovered.
+    it recovered. Line continuations are removed first, the way bash removes them: every text
+    in the result is the joined one (``r\\<newline>m x`` is the command ``rm x``).
     """
+    joined = join(text)
+    text = joined.text
     source = text.encode("utf-8", errors="surrogatepass")
     with _PARSER_LOCK:
         tree = _PARSER.parse(_parser_input(text, source))
     reader = _Reader(source)
     root = tree.root_node
-    items: list[Item] = []
+    items: list[Item] = _misplaced_continuations(joined, source, root)
     # An explicit stack, not recursion: deeply nested input must not hit the recursion limit.
     stack = [root]
     while stack:
