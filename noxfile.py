@@ -38,6 +38,14 @@ def integration(session: nox.Session) -> None:
     # A published external MCP server, listed and called through serve (test_external_serve.py).
     session.install("mcp-server-git>=2026.10")
     session.run("pytest", "tests", "-m", "not slow", *session.posargs)
+    # The core's checks that need every package installed (they skip in the core's own session;
+    # .ci/allowed-skips.toml names this session as what holds them).
+    session.run(
+        "pytest",
+        "core/tests/test_packaging.py",
+        "core/tests/test_cli.py::test_check_plugin_reports_each_broken_plugin_by_plugin_hook_and_file[first_party_name]",
+        *session.posargs,
+    )
 
 
 @nox.session(default=False)
