@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +10,7 @@ from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_t
 
 from ._base import FilesystemTool, fit_list, truncation, walk_note
 from ._fsio import Location, printable
-from ._globpat import compile_glob
+from ._globpat import Matcher, compile_glob
 from ._rules import WalkGate
 from ._walk import NameDir, Walk, start
 
@@ -53,8 +52,8 @@ class Glob(FilesystemTool):
                 return lead + rel
 
         suffixes = pattern.name_suffixes
-        name_regex = pattern.name_regex
-        path_match = pattern.regex.match
+        name_matcher = pattern.name_matcher
+        path_match = pattern.matcher.match
         found: list[str] = []
         extend = found.extend
         try:
@@ -64,11 +63,11 @@ class Glob(FilesystemTool):
                 # The matches of one directory depend only on its (cached) names: remembered with them.
                 if suffixes is not None:
                     extend(directory.derived(("suffixes", suffixes), _by_suffix(directory, suffixes)))
-                elif name_regex is not None:
-                    extend(directory.derived(("name", name_regex.pattern), _by_name(directory, name_regex)))
+                elif name_matcher is not None:
+                    extend(directory.derived(("name", name_matcher.key), _by_name(directory, name_matcher)))
                 else:
                     join = directory.join
-                    matched = [n for n in directory.names if path_match(to_match(join(n))) is not None]
+                    matched = [n for n in directory.names if path_match(to_match(join(n)))]
                     if matched:
                         extend(join(n) for n in directory.kept(matched))
         finally:
@@ -120,10 +119,10 @@ def _by_suffix(directory: NameDir, suffixes: tuple[str, ...]) -> Callable[[], li
     return compute
 
 
-def _by_name(directory: NameDir, regex: re.Pattern[str]) -> Callable[[], list[str]]:
+def _by_name(directory: NameDir, matcher: Matcher) -> Callable[[], list[str]]:
     def compute() -> list[str]:
-        match = regex.match
-        matched = [n for n in directory.names if match(n) is not None]
+        match = matcher.match
+        matched = [n for n in directory.names if match(n)]
         if not matched:
             return matched
         lead = directory.rel + "/" if directory.rel else ""

@@ -1,14 +1,28 @@
-"""Glob patterns as regular expressions: ``*`` ``?`` ``[...]`` ``**`` and ``{a,b}``."""
+"""Glob patterns matched in linear time: ``*`` ``?`` ``[...]`` ``**`` and ``{a,b}``.
+
+A glob is translated to an RE2 expression (no lookaround, no backreferences), so matching a
+name costs time proportional to its length whatever the pattern: ``*a*a*a*a*a*a*b`` against a
+100-character name, which Python's backtracking ``re`` took minutes over while holding the
+interpreter, answers at once. The text before translation is bounded too (length and brace
+groups), so nothing a model sends makes compiling slow.
+"""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 
 import attrs
 from entropic_mcp import ToolError
 
 MAX_ALTERNATIVES = 256
+#: Longest pattern accepted (a path is at most 4096 bytes on Linux).
+MAX_PATTERN_CHARS = 4096
+#: Most ``{`` in one pattern: each group with a comma at least doubles the alternatives.
+MAX_BRACES = 64
 SPECIAL = frozenset("*?[{\\")
+#: One character of a name: never the separator.
+ANY = "[^/]"
+REPLACEMENT = "\ufffd"
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -80,57 +94,156 @@ def _class_end(pattern: str, start: int) -> int:
         i += 1
     if i < len(pattern) and pattern[i] == "]":
         i += 1
-    while i < len(pattern):
-        if pattern[i] == "]":
-            return i
-        if pattern[i] == "/":
-            return -1
-        i += 1
-    return -1
+    # str.find, not a loop over characters: a pattern of many '[' stays cheap to parse.
+    close = pattern.find("]", i)
+    slash = pattern.find("/", i, close if close >= 0 else len(pattern))
+    return -1 if close < 0 or slash >= 0 else close
 
 
-def _segment(segment: str) -> str:
+def _char(ch: str) -> str:
+    """``ch`` as an RE2 literal (inside or outside a class)."""
+    if ch.isascii() and (ch.isalnum() or ch == "_"):
+        return ch
+    code = ord(ch)
+    if 0xD800 <= code <= 0xDFFF:
+        code = 0xFFFD  # a lone surrogate (an undecodable byte of a name): see Matcher
+    return f"\\x{{{code:X}}}"
+
+
+def _class(body: str, negate: bool, argument: str) -> str:
+    """The RE2 class for the glob class ``[body]``: ``a-z`` ranges, everything else literal, never ``/``.
+
+    A range may span ``/`` (``[!-0]``): it is split around it rather than checked with a
+    lookahead, which RE2 does not have.
+    """
+    ranges: list[tuple[int, int]] = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            lo, hi = ord(body[i]), ord(body[i + 2])
+            if lo > hi:
+                raise ToolError(
+                    "invalid_args",
+                    f"'{argument}' has the character range [{body[i : i + 3]}], whose ends are in the wrong "
+                    f"order; write it as [{body[i + 2]}-{body[i]}]",
+                )
+            ranges.append((lo, hi))
+            i += 3
+        else:
+            ranges.append((ord(body[i]), ord(body[i])))
+            i += 1
+    slash = ord("/")
+    items = []
+    for lo, hi in ranges:
+        for a, b in ((lo, min(hi, slash - 1)), (max(lo, slash + 1), hi)):
+            if a <= b:
+                items.append(_char(chr(a)) if a == b else f"{_char(chr(a))}-{_char(chr(b))}")
+    if negate:
+        return "[^/" + "".join(items) + "]"
+    return "[" + "".join(items) + "]" if items else "[^\\x00-\\x{10FFFF}]"
+
+
+def _segment(segment: str, argument: str) -> str:
     out, i = [], 0
     while i < len(segment):
         ch = segment[i]
         if ch == "*":
             while i + 1 < len(segment) and segment[i + 1] == "*":
                 i += 1
-            out.append("[^/]*")
+            out.append(ANY + "*")
         elif ch == "?":
-            out.append("[^/]")
+            out.append(ANY)
         elif ch == "[":
             end = _class_end(segment, i)
             if end < 0:
-                out.append(re.escape(ch))
+                out.append(_char(ch))
             else:
                 body = segment[i + 1 : end]
                 negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("^", "\\^")
-                # '-' ranges keep their meaning; a class never matches '/'.
-                out.append(f"[^/{body}]" if negate else f"(?:(?!/)[{body}])")
+                out.append(_class(body[1:] if negate else body, negate, argument))
                 i = end
         elif ch == "\\" and i + 1 < len(segment):
             i += 1
-            out.append(re.escape(segment[i]))
+            out.append(_char(segment[i]))
         else:
-            out.append(re.escape(ch))
+            out.append(_char(ch))
         i += 1
     return "".join(out)
 
 
-def _translate_one(pattern: str) -> str:
+def _translate_one(pattern: str, argument: str) -> str:
     segments = pattern.split("/")
     out = []
     last = len(segments) - 1
     for index, segment in enumerate(segments):
         if segment == "**":
-            out.append(".+" if index == last else "(?:[^/]+/)*")
+            out.append("(?s:.+)" if index == last else f"(?:{ANY}+/)*")
         else:
-            out.append(_segment(segment) + ("/" if index < last else ""))
+            out.append(_segment(segment, argument) + ("/" if index < last else ""))
     return "".join(out)
+
+
+class Matcher:
+    """A compiled RE2 expression that must match a whole text: ``match(text) -> bool``.
+
+    Names that are not valid UTF-8 reach Python with lone surrogates (one per undecodable byte);
+    they are matched with U+FFFD in their place, so ``?`` still matches one such byte.
+    """
+
+    __slots__ = ("key", "match")
+
+    def __init__(self, expression: str, argument: str) -> None:
+        import re2
+
+        options = re2.Options()
+        options.log_errors = False
+        options.never_capture = True
+        try:
+            compiled = re2.compile(expression, options)
+        except re2.error as exc:
+            reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+            raise ToolError(
+                "invalid_args",
+                f"'{argument}' is too large or complex to match ({reason}); use a shorter pattern "
+                "or fewer {a,b} alternatives",
+            ) from None
+        #: What the pattern means: equal keys match the same texts (a cache key).
+        self.key = expression
+        self.match = _anchored(compiled)
+
+
+def _anchored(compiled: object) -> Callable[[str], bool]:
+    import re2
+
+    raw = getattr(compiled, "_regexp", None)
+    anchor = getattr(getattr(getattr(re2, "_re2", None), "RE2", None), "Anchor", None)
+    if raw is not None and hasattr(raw, "Match") and anchor is not None:
+        # Called once per name of a walk: RE2's Match directly, without building match objects.
+        match_raw, both = raw.Match, anchor.ANCHOR_BOTH
+
+        def match(text: str) -> bool:
+            try:
+                data = text.encode()
+            except UnicodeEncodeError:
+                data = _replace_surrogates(text).encode()
+            return bool(match_raw(both, data, 0, len(data))[0][0] >= 0)
+
+        return match
+
+    fullmatch = compiled.fullmatch  # type: ignore[attr-defined]
+
+    def match_slow(text: str) -> bool:
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = _replace_surrogates(text)
+        return fullmatch(text) is not None
+
+    return match_slow
+
+
+def _replace_surrogates(text: str) -> str:
+    return "".join(REPLACEMENT if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
 
 
 @attrs.frozen(kw_only=True)
@@ -138,9 +251,9 @@ class GlobPattern:
     """A compiled glob: ``match(path)`` on paths relative to the search directory."""
 
     source: str
-    regex: re.Pattern[str]
+    matcher: Matcher
     #: Matches the file name alone when every alternative is ``**/<name pattern>``.
-    name_regex: re.Pattern[str] | None
+    name_matcher: Matcher | None
     #: When every alternative is ``**/*<literal>``: the literal suffixes (``str.endswith`` is enough).
     name_suffixes: tuple[str, ...] | None
     #: Literal leading directories: the walk starts there.
@@ -149,7 +262,7 @@ class GlobPattern:
     max_depth: int | None
 
     def match(self, path: str) -> bool:
-        return self.regex.match(path) is not None
+        return self.matcher.match(path)
 
 
 def _literal(segment: str) -> bool:
@@ -163,6 +276,19 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
         pattern = pattern[2:]
     if not pattern:
         raise ToolError("invalid_args", f"'{argument}' is empty; pass a glob such as \"**/*.py\"")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ToolError(
+            "invalid_args",
+            f"'{argument}' is {len(pattern)} characters long, more than {MAX_PATTERN_CHARS}; pass a shorter glob "
+            "(several calls, or a sub-directory as 'path')",
+        )
+    if pattern.count("{") > MAX_BRACES:
+        raise ToolError(
+            "invalid_args",
+            f"'{argument}' has more than {MAX_BRACES} '{{'; use fewer {{a,b}} groups (or escape as \\{{)",
+        )
+    if "\x00" in pattern:
+        raise ToolError("invalid_args", f"'{argument}' contains a NUL character, which no path has; remove it")
     if pattern.startswith("/"):
         raise ToolError(
             "invalid_args",
@@ -175,15 +301,12 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
             raise ToolError(
                 "invalid_args", f"'{argument}' must not contain '..' segments; pass the directory as 'path'"
             )
-    try:
-        regex = re.compile("(?:" + "|".join(f"(?:{_translate_one(a)})" for a in alternatives) + r")\Z")
-    except re.error as exc:
-        raise ToolError("invalid_args", f"'{argument}' is not a valid glob ({exc}); check its [...] classes") from None
-    name_regex = None
+    matcher = Matcher("|".join(f"(?:{_translate_one(a, argument)})" for a in alternatives), argument)
+    name_matcher = None
     if all(a.startswith("**/") and "/" not in a[3:] and a[3:] != "**" for a in alternatives):
-        name_regex = re.compile("(?:" + "|".join(f"(?:{_segment(a[3:])})" for a in alternatives) + r")\Z")
+        name_matcher = Matcher("|".join(f"(?:{_segment(a[3:], argument)})" for a in alternatives), argument)
     suffixes: tuple[str, ...] | None = None
-    if name_regex is not None and all(a[3:4] == "*" and a[4:] and _literal(a[4:]) for a in alternatives):
+    if name_matcher is not None and all(a[3:4] == "*" and a[4:] and _literal(a[4:]) for a in alternatives):
         suffixes = tuple(a[4:] for a in alternatives)
     prefix_parts: list[str] = []
     segments = pattern.split("/")
@@ -198,8 +321,8 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
         depth = max(len(a.split("/")) for a in alternatives)
     return GlobPattern(
         source=source,
-        regex=regex,
-        name_regex=name_regex,
+        matcher=matcher,
+        name_matcher=name_matcher,
         name_suffixes=suffixes,
         prefix="/".join(prefix_parts),
         max_depth=depth,

@@ -641,16 +641,16 @@ class Grep(FilesystemTool):
         if raw is not None and raw != "":
             text = toolkit.text(args, "glob", required=True)
             named = (
-                compile_glob("**/" + text.strip("/"), argument="glob").name_regex
+                compile_glob("**/" + text.strip("/"), argument="glob").name_matcher
                 if "/" not in text.strip("/")
                 else None
             )
             if named is not None:
                 match = named.match
-                checks.append(lambda n, rel: match(n) is not None)
+                checks.append(lambda n, rel: match(n))
             else:
-                pattern = compile_glob(text, argument="glob")
-                checks.append(lambda n, rel: pattern.regex.match(rel) is not None)
+                path_match = compile_glob(text, argument="glob").matcher.match
+                checks.append(lambda n, rel: path_match(rel))
         if not checks:
             return None
         if len(checks) == 1:
