@@ -81,6 +81,17 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def wheels(session: nox.Session) -> None:
+    """Build a wheel of the core and of every first-party plugin into dist/ (nothing is published
+    to PyPI: install from these, e.g. ``pip install dist/*.whl``)."""
+    session.install("build>=1.2")
+    out = ROOT / "dist"
+    for package in PACKAGES:
+        if package != "plugins/_template":  # what new-plugin copies, not a product
+            session.run("python", "-m", "build", "--wheel", "--outdir", str(out), package)
+
+
+@nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Run every benchmark against its peers; writes bench/results/*.txt."""
     install_all(session)
