@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+import time
 from typing import Any
 
 import attrs
@@ -17,9 +20,32 @@ from ._write import in_style, line_style
 MAX_DIFF_LINES = 120
 MAX_REPORTED_LINES = 50
 MAX_EDITS = 100
+#: Lines of context around each change in the diff.
+DIFF_CONTEXT = 2
+#: The changed region (old and new lines together) that is compared line by line at most.
+DIFF_MAX_LINES = 20_000
+#: Time the comparison may take; difflib is quadratic on repetitive lines (a 270 kB file took 40 s).
+DIFF_SECONDS = 1.0
 
 
-def replace(body: str, old: str, new: str, *, replace_all: bool, display: str) -> tuple[str, int]:
+def too_large(display: str, size: int, limit: int) -> ToolError:
+    return ToolError(
+        "too_large",
+        f"the edit would make {display} {size} bytes or more, more than max_edit_bytes ({limit}) under "
+        "[servers.filesystem]; nothing was written. Make a smaller change (fewer replacements or a "
+        "shorter new_string), or ask the user to raise max_edit_bytes in the [servers.filesystem] "
+        "table of entropic-mcp.toml",
+        limit=limit,
+    )
+
+
+def stop_if_cancelled(cancelled: threading.Event | None, display: str) -> None:
+    """Stop a call whose deadline passed (or that was cancelled) before it writes anything."""
+    if cancelled is not None and cancelled.is_set():
+        raise ToolError("cancelled", f"the edit of {display} was cancelled (or ran out of time); nothing was written")
+
+
+def replace(body: str, old: str, new: str, *, replace_all: bool, display: str, limit: int) -> tuple[str, int]:
     count = body.count(old)
     if count == 0:
         raise ToolError(
@@ -44,6 +70,10 @@ def replace(body: str, old: str, new: str, *, replace_all: bool, display: str) -
             count=count,
             lines=lines,
         )
+    # Characters never outnumber UTF-8 bytes: a result this long is too large before it is built.
+    size = len(body) + (count if replace_all else 1) * (len(new) - len(old))
+    if size > limit:
+        raise too_large(display, size, limit)
     return body.replace(old, new, -1 if replace_all else 1), count if replace_all else 1
 
 
@@ -63,15 +93,100 @@ def insert(body: str, new: str, after: int) -> str:
     return body[: at + 1] + block + body[at + 1 :]
 
 
-def unified(before: str, after: str, display: str) -> str:
+class _TooSlow(Exception):
+    """The comparison passed its time budget."""
+
+
+@functools.cache
+def _bounded_matcher() -> type:
     import difflib  # only edits pay for it, not start-up
 
-    lines = list(
-        difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{display}", f"b/{display}", n=2, lineterm="")
-    )
+    class Bounded(difflib.SequenceMatcher):  # type: ignore[type-arg]
+        """A SequenceMatcher that gives up at a deadline or when the call is cancelled.
+
+        ``find_longest_match`` is where the quadratic time goes; each call is short once the
+        compared region is bounded, so checking before each one keeps the whole bounded.
+        """
+
+        def __init__(self, a: list[str], b: list[str], deadline: float, cancelled: threading.Event | None) -> None:
+            self.deadline = deadline
+            self.cancelled = cancelled
+            super().__init__(None, a, b)
+
+        def find_longest_match(self, alo: int = 0, ahi: Any = None, blo: int = 0, bhi: Any = None) -> Any:
+            if time.monotonic() > self.deadline or (self.cancelled is not None and self.cancelled.is_set()):
+                raise _TooSlow
+            return super().find_longest_match(alo, ahi, blo, bhi)
+
+    return Bounded
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's line range as unified diffs write it (``3``, ``3,4``, or ``2,0`` for none)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start if not length else start + 1},{length}"
+
+
+@attrs.frozen(kw_only=True)
+class Diff:
+    """The diff an edit reports: ``text``, and why it is only a summary (``omitted``, else None)."""
+
+    text: str
+    omitted: str | None = None
+
+
+def unified(before: str, after: str, display: str, *, cancelled: threading.Event | None = None) -> Diff:
+    """A unified diff of the change, in bounded time: the common head and tail are skipped in
+    linear time and the rest compared line by line within ``DIFF_MAX_LINES`` and ``DIFF_SECONDS``;
+    past either the diff is a summary naming the changed lines."""
+    a, b = before.splitlines(), after.splitlines()
+    shortest = min(len(a), len(b))
+    head = 0
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    if head == len(a) == len(b):
+        return Diff(text="")
+    lo = max(0, head - DIFF_CONTEXT)
+    keep = max(0, tail - DIFF_CONTEXT)
+    sub_a, sub_b = a[lo : len(a) - keep], b[lo : len(b) - keep]
+    reason = None
+    if len(sub_a) + len(sub_b) > DIFF_MAX_LINES:
+        reason = f"the changed part has more than {DIFF_MAX_LINES} lines"
+    else:
+        matcher = _bounded_matcher()(sub_a, sub_b, time.monotonic() + DIFF_SECONDS, cancelled)
+        try:
+            groups = list(matcher.get_grouped_opcodes(DIFF_CONTEXT))
+        except _TooSlow:
+            stop_if_cancelled(cancelled, display)
+            reason = f"comparing the changed lines took longer than {DIFF_SECONDS:g} s"
+    if reason is not None:
+        last_old, last_new = len(a) - tail, len(b) - tail
+        return Diff(
+            text=f"(diff not shown: {reason}; the change lies within lines {head + 1}-{last_old} of the old "
+            f"file and {head + 1}-{last_new} of the new one; read them with filesystem.read_file "
+            f"offset={head + 1})",
+            omitted=reason,
+        )
+    lines = [f"--- a/{display}", f"+++ b/{display}"]
+    for group in groups:
+        first, last = group[0], group[-1]
+        lines.append(f"@@ -{_range(first[1] + lo, last[2] + lo)} +{_range(first[3] + lo, last[4] + lo)} @@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines.extend(" " + line for line in sub_a[i1:i2])
+                continue
+            lines.extend("-" + line for line in sub_a[i1:i2])
+            lines.extend("+" + line for line in sub_b[j1:j2])
+        if len(lines) > MAX_DIFF_LINES:
+            break
     if len(lines) > MAX_DIFF_LINES:
-        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more diff lines)"]
-    return "\n".join(lines)
+        lines = [*lines[:MAX_DIFF_LINES], "... (more diff lines)"]
+    return Diff(text="\n".join(lines))
 
 
 @attrs.frozen(kw_only=True)
@@ -135,10 +250,22 @@ def args_of(args: dict[str, Any]) -> dict[str, Any]:
     return {k: args[k] for k in ("old_string", "new_string", "replace_all", "insert_line") if k in args}
 
 
-def apply_edits(body: str, edits: list[Edit], style: str, display: str) -> tuple[str, int]:
-    """All edits in order on ``body`` (each sees the result of the ones before); all or nothing."""
+def apply_edits(
+    body: str,
+    edits: list[Edit],
+    style: str,
+    display: str,
+    *,
+    limit: int,
+    cancelled: threading.Event | None = None,
+) -> tuple[str, int]:
+    """All edits in order on ``body`` (each sees the result of the ones before); all or nothing.
+
+    No intermediate result grows past ``limit`` characters (``max_edit_bytes``).
+    """
     total = 0
     for index, edit in enumerate(edits):
+        stop_if_cancelled(cancelled, display)
         try:
             if edit.old is not None:
                 body, count = replace(
@@ -147,9 +274,12 @@ def apply_edits(body: str, edits: list[Edit], style: str, display: str) -> tuple
                     in_style(edit.new, style),
                     replace_all=edit.replace_all,
                     display=display,
+                    limit=limit,
                 )
             else:
                 assert edit.after is not None
+                if len(body) + len(edit.new) + 1 > limit:
+                    raise too_large(display, len(body) + len(edit.new), limit)
                 body, count = insert(body, in_style(edit.new, style), edit.after), 1
         except ToolError as exc:
             if len(edits) == 1:
@@ -180,6 +310,7 @@ class EditFile(FilesystemTool):
         edits = parse_edits(args)
         dry_run = toolkit.flag(args, "dry_run")
         key = str(resolved.path)
+        cancelled = ctx.cancelled
         outcome: dict[str, Any] = {}
 
         def render(existing: Existing | None) -> bytes:
@@ -199,22 +330,32 @@ class EditFile(FilesystemTool):
             style = line_style(text)
             body = text.replace("\r\n", "\n") if style == "crlf" else text
             model_style = "lf" if style == "crlf" else style
-            changed, count = apply_edits(body, edits, model_style, loc.display)
-            outcome["replacements"] = count
-            outcome["diff"] = unified(body, changed, loc.display)
+            limit = fs.settings.max_edit_bytes
+            changed, count = apply_edits(body, edits, model_style, loc.display, limit=limit, cancelled=cancelled)
             result = in_style(changed, "crlf") if style == "crlf" else changed
-            outcome["data"] = result.encode("utf-8")
+            data = result.encode("utf-8")
+            if len(data) > limit:
+                raise too_large(loc.display, len(data), limit)
+            outcome["replacements"] = count
+            diff = unified(body, changed, loc.display, cancelled=cancelled)
+            outcome["diff"] = diff.text
+            if diff.omitted is not None:
+                outcome["diff_omitted"] = diff.omitted
+            outcome["data"] = data
             if dry_run:
                 raise _DryRun
-            return outcome["data"]
+            stop_if_cancelled(cancelled, loc.display)
+            return data
 
         try:
             written = write_atomic(loc, render, inspect=fs.inspect_existing(loc.display))
         except _DryRun:
-            return ToolResult.json(
-                {"path": loc.display, "replacements": outcome["replacements"], "diff": outcome["diff"], "dry_run": True}
-            )
+            return ToolResult.json({"path": loc.display, **_shown(outcome), "dry_run": True})
         fs.tracker.record(
             ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(outcome["data"])
         )
-        return ToolResult.json({"path": loc.display, "replacements": outcome["replacements"], "diff": outcome["diff"]})
+        return ToolResult.json({"path": loc.display, **_shown(outcome)})
+
+
+def _shown(outcome: dict[str, Any]) -> dict[str, Any]:
+    return {k: outcome[k] for k in ("replacements", "diff", "diff_omitted") if k in outcome}

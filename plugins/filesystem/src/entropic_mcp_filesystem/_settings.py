@@ -24,7 +24,8 @@ class Limits:
     read_page_lines: int = attrs.field(default=2000, metadata={"min": 1})
     #: Characters of one line read_file shows before a continuation marker.
     max_line_chars: int = attrs.field(default=2000, metadata={"min": 80})
-    #: Largest existing file write_file and edit_file replace (they read it whole to check it).
+    #: Largest existing file write_file and edit_file replace (they read it whole to check it), and
+    #: largest file an edit may produce (refused before anything is written).
     max_edit_bytes: int = attrs.field(default=10 * 1024 * KIB, metadata={"min": 1 * KIB})
     #: Largest image or PDF read_file returns as MCP content.
     max_media_bytes: int = attrs.field(default=5 * 1024 * KIB, metadata={"min": 1 * KIB})
