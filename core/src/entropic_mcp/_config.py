@@ -105,6 +105,7 @@ class Config:
     identities: Mapping[str, IdentityConfig] = attrs.field(factory=dict)
     servers: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     external: Mapping[str, ExternalServerConfig] = attrs.field(factory=dict)
+    sandbox: SandboxConfig = attrs.field(factory=lambda: SandboxConfig())
     path: Path | None = None
     local_path: Path | None = None
     sources: Mapping[str, str] = attrs.field(factory=dict)
@@ -371,6 +372,48 @@ def import_mcp_json(path: Path, configured: Mapping[str, ExternalServerConfig]) 
     return found
 
 
+# -- [sandbox]: the OS sandbox of the programs tools start (entropic_mcp._sandbox) --------------
+
+
+@attrs.frozen(kw_only=True)
+class SandboxOverride:
+    """``[sandbox.servers.<name>]``: one server's changes to ``[sandbox]`` (None: as there)."""
+
+    mode: str | None = None
+    network: bool | None = None
+    writable: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class SandboxConfig:
+    mode: str = "auto"
+    network: bool = False
+    writable: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    servers: Mapping[str, SandboxOverride] = attrs.field(factory=dict)
+
+
+SANDBOX_MODES = ("auto", "required", "off")
+
+
+def _sandbox_servers(value: Any, where: str) -> dict[str, SandboxOverride]:
+    checks: dict[str, Check] = {
+        "mode": _choice(*SANDBOX_MODES),
+        "network": _bool,
+        "writable": _strings,
+        "deny_read": _strings,
+    }
+    found = {}
+    for name, table in _table(value, where).items():
+        table = _table(table, f"{where}.{name}")
+        unknown = sorted(set(table) - set(checks))
+        if unknown:
+            raise ConfigError(f"{where}.{name}: unknown key(s) {unknown}; expected one of: {', '.join(checks)}")
+        found[name] = SandboxOverride(**{key: checks[key](v, f"{where}.{name}.{key}") for key, v in table.items()})
+    return found
+
+
 SECTIONS: dict[str, dict[str, Check]] = {
     "entropic_mcp": {"root": _str, "plugins": _strings, "import_mcp_json": _bool_or_path},
     "storage": {"backend": _str, "path": _str, "options": _table},
@@ -401,6 +444,13 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "allowed_origins": _strings,
         "event_loop": _choice("auto", "uvloop", "asyncio"),
         "structured_content": _choice("declared", "json"),
+    },
+    "sandbox": {
+        "mode": _choice(*SANDBOX_MODES),
+        "network": _bool,
+        "writable": _strings,
+        "deny_read": _strings,
+        "servers": _sandbox_servers,
     },
 }
 #: Lists that accumulate across the project and local file instead of being replaced.
@@ -540,6 +590,7 @@ def build_config(
         identities=section("identities"),
         servers=section("servers"),
         external=external,
+        sandbox=SandboxConfig(**section("sandbox")),
         path=path,
         local_path=local_path,
         sources=sources,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 import attrs
 
 from ._errors import ConfigError, ToolError
+from ._sandbox import Sandbox
 
 if TYPE_CHECKING:  # asyncio and subprocess are imported when a program is run: a plugin reading
     # its arguments or settings does not pay for them at start-up
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # asyncio and subprocess are imported when a program is run: 
 __all__ = [
     "HeadTail",
     "ProcessResult",
+    "Sandbox",
     "choice",
     "flag",
     "group_alive",
@@ -48,6 +50,8 @@ __all__ = [
     "result_limit",
     "run_process",
     "run_process_sync",
+    "sandbox_blocked",
+    "sandbox_for",
     "settings_from_table",
     "strings",
     "text",
@@ -503,8 +507,14 @@ async def run_process(
     stdin: bytes | None = None,
     stop_at_cap: bool = False,
     on_output: Callable[[bytes], None] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (no shell) as the leader of a new process group and wait for it.
+
+    The program runs in the host's OS sandbox (``sandbox``, by default the one ``[sandbox]``
+    configures for every plugin: see docs/sandbox.md; ``sandbox_for(server)`` gives a server's
+    own): writes only under the project root and a private ``$TMPDIR``, no policy file, no path
+    a deny rule hides, no network unless allowed, and nothing left running after the call.
 
     On ``timeout`` seconds, on ``cancelled`` being set (pass ``ctx.cancelled``) or when the
     awaiting task is cancelled, the whole group gets SIGTERM, then SIGKILL after ``grace``
@@ -523,7 +533,8 @@ async def run_process(
     so a short program costs little more than its own run time.
 
     Raises:
-        ToolError: ``not_found`` when the program does not exist or cannot be run.
+        ToolError: ``not_found`` when the program does not exist or cannot be run;
+            ``sandbox_unavailable`` when ``[sandbox] mode = "required"`` and no sandbox works.
     """
     import asyncio
     import subprocess
@@ -531,18 +542,93 @@ async def run_process(
     started = time.monotonic()
     argv = tuple(argv)
     loop = asyncio.get_running_loop()
+    prepared = _sandboxed(argv, cwd=cwd, env=env, sandbox=sandbox)
     try:
         popen = subprocess.Popen(
-            argv,
+            prepared.argv,
             cwd=str(cwd),
-            env=dict(env) if env is not None else None,
+            env=prepared.env,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
             start_new_session=True,
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        prepared.close()
         raise ToolError("not_found", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        prepared.close()
+        raise
+    try:
+        return await _run_popen(
+            loop,
+            popen,
+            argv,
+            started=started,
+            timeout=timeout,
+            max_output_bytes=max_output_bytes,
+            stderr_bytes=stderr_bytes,
+            cancelled=cancelled,
+            grace=grace,
+            merge_stderr=merge_stderr,
+            stdin=stdin,
+            stop_at_cap=stop_at_cap,
+            on_output=on_output,
+        )
+    finally:
+        prepared.close()
+
+
+def sandbox_for(server: str | None = None) -> Sandbox:
+    """The OS sandbox of ``server``'s programs as ``[sandbox]`` configures it (``None``: the
+    default every plugin gets). Off when the host set none up (a server used bare, a test)."""
+    from ._sandbox import sandbox_for as lookup
+
+    return lookup(server)
+
+
+def sandbox_blocked(output: str, sandbox: Sandbox, *, exit_code: int | None) -> str | None:
+    """A note for the model when a failed run's ``output`` shows the sandbox refusing a write,
+    a read or a connection: what was blocked and which setting the user can change (else None)."""
+    from ._sandbox import blocked_note
+
+    return blocked_note(output, sandbox, exit_code=exit_code)
+
+
+def _sandboxed(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None, sandbox: Sandbox | None) -> Any:
+    from ._sandbox import sandbox_for as lookup
+
+    chosen = lookup(None) if sandbox is None else sandbox
+    if chosen.active:
+        import shutil
+
+        # Inside the sandbox a missing program is bwrap's exit 1, not an OSError: say it as before.
+        path = (env if env is not None else os.environ).get("PATH")
+        if shutil.which(argv[0], path=path) is None and not (os.sep in argv[0] and os.access(argv[0], os.X_OK)):
+            raise ToolError("not_found", f"cannot run {argv[0]!r}: No such file or directory")
+        if not Path(cwd).is_dir():
+            raise ToolError("not_found", f"cannot run {argv[0]!r}: No such file or directory: {str(cwd)!r}")
+    return chosen.prepare(argv, cwd=cwd, env=env)
+
+
+async def _run_popen(
+    loop: asyncio.AbstractEventLoop,
+    popen: subprocess.Popen[bytes],
+    argv: tuple[str, ...],
+    *,
+    started: float,
+    timeout: float,
+    max_output_bytes: int,
+    stderr_bytes: int | None,
+    cancelled: threading.Event | None,
+    grace: float,
+    merge_stderr: bool,
+    stdin: bytes | None,
+    stop_at_cap: bool,
+    on_output: Callable[[bytes], None] | None,
+) -> ProcessResult:
+    import asyncio
+
     out = HeadTail(max_output_bytes, keep_tail=not stop_at_cap)
     err = None if merge_stderr else HeadTail(max_output_bytes if stderr_bytes is None else stderr_bytes)
     run = _Run(loop, popen, out, err, stdin, on_output, stop_at_cap)

@@ -74,6 +74,9 @@ def call(
         raise click.UsageError('ARGS_JSON must be a JSON object, e.g. \'{"path": "README.md"}\'')
     approver = TerminalApprover(assume_yes=assume_yes)
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "cli-approver"))
+    from .._sandbox import install
+
+    install(manager.config, manager.permissions)  # a warning on stderr when none is available
     context = CallContext(conversation_id=conversation, identity=identity)
     try:
         outcome = anyio.run(manager.call, tool, args, context)

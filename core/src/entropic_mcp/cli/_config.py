@@ -86,6 +86,15 @@ def _flatten(config: object) -> dict[str, object]:
                 value = list(value)
             data[field.name] = value
         out[f"external.{name}"] = data
+    sandbox = config.sandbox  # type: ignore[attr-defined]
+    for field in attrs.fields(type(sandbox)):
+        value = getattr(sandbox, field.name)
+        if field.name == "servers":
+            value = {name: attrs.asdict(o) for name, o in value.items()}
+        out[f"sandbox.{field.name}"] = list(value) if isinstance(value, tuple) else value
+    from .._sandbox import HostSandbox
+
+    out["sandbox (in effect)"] = HostSandbox(config).describe()  # type: ignore[arg-type]
     return out
 
 

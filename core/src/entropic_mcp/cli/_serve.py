@@ -33,6 +33,9 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
         token_for(host or settings.host)  # refuse an unprotected address before loading any plugin
     approver = ServeApprover()
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
+    from .._sandbox import install
+
+    click.echo(f"entropic-mcp: {install(manager.config, manager.permissions).describe()}", err=True)
     if chosen == "stdio":
         from .._serve import stdio_banner
 

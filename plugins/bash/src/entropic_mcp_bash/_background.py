@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from entropic_mcp.toolkit import group_alive
+from entropic_mcp.toolkit import Sandbox, group_alive, sandbox_blocked, sandbox_for
 
 #: Seconds between the reader thread's checks of the shell, the deadline and a stop request.
 POLL = 0.1
@@ -59,6 +59,7 @@ class BackgroundRun:
         timeout: float,
         max_unread_bytes: int,
         grace: float,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.run_id = run_id
         self.command = command
@@ -78,28 +79,52 @@ class BackgroundRun:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._done = threading.Event()
-        read_fd, write_fd = os.pipe()
-        try:
-            self._proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=write_fd,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        self._fd = read_fd
+        self.sandbox = sandbox if sandbox is not None else sandbox_for("bash")
+        prepared = self.sandbox.prepare(argv, cwd=cwd, env=env)
+        self._prepared = prepared
+        self._spawned = threading.Event()
+        self._spawn_error: BaseException | None = None
+        # The watcher thread starts the shell: a sandboxed run dies with the thread that started
+        # it (bwrap's parent-death signal), and this thread lives exactly as long as the run.
+        self._thread = threading.Thread(target=self._start_and_watch, name=f"bash-{run_id}", daemon=True)
+        self._thread.start()
+        self._spawned.wait()
+        if self._spawn_error is not None:
+            prepared.close()
+            raise self._spawn_error
         with _LIVE_LOCK:
             _LIVE.add(self)
-        self._thread = threading.Thread(target=self._watch, name=f"bash-{run_id}", daemon=True)
-        self._thread.start()
+
+    def _start_and_watch(self) -> None:
+        try:
+            read_fd, write_fd = os.pipe()
+            try:
+                self._proc = subprocess.Popen(
+                    self._prepared.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=write_fd,
+                    stderr=write_fd,
+                    cwd=self.cwd,
+                    env=self._prepared.env,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except BaseException:
+                os.close(read_fd)
+                raise
+            finally:
+                os.close(write_fd)
+        except BaseException as exc:  # raised in the caller's thread by __init__
+            self._spawn_error = exc
+            self._done.set()
+            self._spawned.set()
+            return
+        self._fd = read_fd
+        self._spawned.set()
+        try:
+            self._watch()
+        finally:
+            self._prepared.close()
 
     @property
     def pid(self) -> int:
@@ -200,6 +225,7 @@ class BackgroundRun:
                 eof = not self._read_available(min(POLL, max(0.0, end - time.monotonic())))
             if reason == "exited":
                 self.exit_code = 128 - code if code < 0 else code
+                self._note_blocked()
         finally:
             if self._proc.returncode is None:
                 self._signal(signal.SIGKILL)
@@ -209,6 +235,13 @@ class BackgroundRun:
             # Reported only now: "exited", "killed" or "timeout" means every process is gone.
             self.status = reason
             self._done.set()
+
+    def _note_blocked(self) -> None:
+        with self._lock:
+            tail = bytes(self._unread[-65536:]).decode("utf-8", "replace")
+        note = sandbox_blocked(tail, self.sandbox, exit_code=self.exit_code)
+        if note is not None:
+            self._feed(f"\n{note}\n".encode())
 
     def _stop_group(self) -> None:
         """TERM the group, KILL what is left after the grace; the shell itself is reaped by the caller."""

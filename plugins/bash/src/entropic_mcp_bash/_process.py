@@ -9,8 +9,10 @@ from pathlib import Path
 
 import attrs
 from entropic_mcp import ToolError, toolkit
+from entropic_mcp.toolkit import sandbox_blocked as blocked_note
 
 from ._output import PROGRESS_INTERVAL, OutputBuffer, ProgressLines
+from ._runs import TRAILER_VARIABLE
 
 
 @attrs.frozen(kw_only=True)
@@ -22,6 +24,16 @@ class Completed:
     elapsed_ms: int
     timed_out: bool = False
     cancelled: bool = False
+
+
+def with_trailer(sandbox: toolkit.Sandbox, env: Mapping[str, str] | None) -> toolkit.Sandbox:
+    """The sandbox plus the private directory where the shell reports its last directory
+    (``CwdTrailer``): writable for the report, its start-up script read-only."""
+    report = env.get(TRAILER_VARIABLE) if env is not None else None
+    if not sandbox.active or not report:
+        return sandbox
+    directory = Path(report).parent
+    return sandbox.allowing(writable=(directory,), read_only=(directory / "start.sh",))
 
 
 class ShellRun:
@@ -45,8 +57,10 @@ class ShellRun:
         grace: float,
         progress: Callable[[float, float | None, str | None], None] | None = None,
         cancelled: threading.Event | None = None,
+        sandbox: toolkit.Sandbox | None = None,
     ) -> None:
         self.argv = list(argv)
+        self.sandbox = with_trailer(sandbox if sandbox is not None else toolkit.sandbox_for("bash"), env)
         self.cwd = cwd
         self.env = env
         self.timeout = timeout
@@ -79,6 +93,7 @@ class ShellRun:
                 cancelled=self.cancelled,
                 grace=self.grace,
                 on_output=self._on_output,
+                sandbox=self.sandbox,
             )
         except ToolError as exc:
             if exc.code != "not_found":
@@ -98,6 +113,9 @@ class ShellRun:
             if self.progress is not None:
                 self.progress.flush(final=True)
         code = done.exit_code
+        note = blocked_note(self.buffer.text(), self.sandbox, exit_code=code)
+        if note is not None:
+            self.buffer.feed(f"\n{note}\n".encode())
         return Completed(
             # bash's convention for a shell killed by signal N: 128 + N.
             exit_code=128 - code if code is not None and code < 0 else code,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import attrs
 from entropic_mcp import ToolError
-from entropic_mcp.toolkit import run_process
+from entropic_mcp.toolkit import run_process, sandbox_for
 
 from ._safety import (
     EMPTY,
@@ -423,6 +423,9 @@ class GitRunner:
                 env=env,
                 stop_at_cap=True,
                 grace=STOP_GRACE,
+                # git may write .git/config itself (branch tracking, remotes): this server reads
+                # the repository's config and neutralises it; bash's git may not write it.
+                sandbox=sandbox_for("git").allowing(network=self.network, git_config=True),
             )
         except ToolError as exc:
             if exc.code != "not_found":

