@@ -2,10 +2,9 @@
 
 from fnmatch import fnmatchcase
 
+from entropic_mcp._rulematch import RuleIndex, literal_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from entropic_mcp._rulematch import RuleIndex, literal_prefix
 
 
 def reference(rules, names):
@@ -43,9 +42,7 @@ def test_the_first_rule_in_order_wins_across_prefixes():
 
 
 def test_realistic_rule_sets_match_like_the_reference():
-    rules = [f"bash.execute:tool{i} *" for i in range(300)] + [
-        f"filesystem.write_file:dir{i}/*" for i in range(300)
-    ]
+    rules = [f"bash.execute:tool{i} *" for i in range(300)] + [f"filesystem.write_file:dir{i}/*" for i in range(300)]
     rules += ["git.status", "filesystem.read:*.env", "*:secret*", "bash.execute:ls *"]
     index = RuleIndex(rules)
     small = RuleIndex(rules, trie_from=10_000)
