@@ -15,6 +15,7 @@ import attrs
 class Case:
     command: str
     live: bool = True
+    rule: str = ""  # the narrow rule the case is checked under (option corpus)
 
 
 #: Code in strings that bash evaluates later: arithmetic, subscripts, prompts, indirection.
@@ -461,3 +462,114 @@ CONTINUATIONS = [
 ]
 
 CASES = EVALUATED + HEREDOCS + ENVIRONMENT + WRAPPED + UNSEEN + CONTINUATIONS
+
+
+#: Issue 21: options of programs the docs call read-only that write files or run programs, each
+#: checked under the program's own narrow rule. Each really removes the victim or changes a
+#: policy file, a denied file (secrets/) or git's config and hooks in plain bash.
+OPTION_WRITES = [
+    # git's diff and log machinery: --output overwrites any file
+    *(
+        Case(f"git {sub} --output={target}", rule=f"git {sub}*")
+        for sub in ("log", "show", "diff HEAD~1", "log -p", "log --oneline", "whatchanged")
+        for target in (".git/config", "entropic-mcp.toml", "secrets/key", ".entropicignore")
+    ),
+    Case("git log --output .git/config", rule="git log*"),
+    Case("git log -1 --output=entropic-mcp.local.toml", rule="git log*"),
+    Case("git log --output=.git/hooks/pre-commit", rule="git log*"),
+    Case("git log --graph --output=secrets/key", rule="git log*"),
+    Case("git show --stat --output=.git/hooks/post-checkout", rule="git show*"),
+    Case("git show HEAD --output=secrets/key", rule="git show*"),
+    Case("git diff --output=secrets/key HEAD~1", rule="git diff*"),
+    Case("git diff-tree -p HEAD --output=secrets/key", rule="git diff-tree*"),
+    Case("git format-patch -1 --output=secrets/key", rule="git format-patch*"),
+    Case("git format-patch -1 -o secrets", rule="git format-patch*"),
+    Case("git format-patch -1 --output-directory=.git/hooks", rule="git format-patch*"),
+    Case("git -C . log --output=.git/config", rule="git -C . log*"),
+    # git grep's pager runs
+    Case("git grep --open-files-in-pager='rm victim; :' rm", rule="git grep*"),
+    Case("git grep -O'rm victim; :' rm", rule="git grep*"),
+    Case("git grep -n -O 'rm victim; :' rm", rule="git grep*", live=False),  # -O takes no next word
+    Case("git grep --open-files='rm victim; :' rm", rule="git grep*"),
+    # sort -o
+    *(
+        Case(f"sort {option} s.sh", rule="sort *")
+        for option in (
+            "-o .git/config",
+            "-o secrets/key",
+            "--output=entropic-mcp.toml",
+            "--output entropic-mcp.local.toml",
+            "--out=.entropicignore",
+            "-r -o secrets/key",
+            "-ro secrets/key",
+            "-osecrets/key",
+            "-u --output=.git/config",
+        )
+    ),
+    Case("sort s.sh -o secrets/key", rule="sort *"),
+    Case("sort --output=secrets/key -n s.sh", rule="sort *"),
+    Case("sort -k 1 s.sh -o .git/hooks/pre-commit", rule="sort *"),
+    # make runs code given on its command line
+    Case("make test --eval='$(shell rm victim)'", rule="make test *"),
+    Case("make test --eval '$(shell rm victim)'", rule="make test *"),
+    Case("make test --ev='$(shell rm victim)'", rule="make test *"),
+    Case("make test 'MSG=$(shell rm victim)'", rule="make test *"),
+    Case("make --eval='$(shell rm victim)' test", rule="make *"),
+    Case("make test MSG='`rm victim`'", rule="make test *"),
+    Case("make test -f evil.mk", rule="make test *"),
+    Case("make test --file=evil.mk", rule="make test *"),
+    Case("make test --makefile=evil.mk", rule="make test *"),
+    Case("make test -fevil.mk", rule="make test *"),
+    Case("make test -C evil", rule="make test *"),
+    Case("make test --directory=evil", rule="make test *"),
+    Case("make -s test -C evil", rule="make *"),
+    # find's actions
+    Case("find . -name victim -delete", rule="find *"),
+    Case("find . -maxdepth 1 -name victim -exec rm {} \\;", rule="find *"),
+    Case("find . -maxdepth 1 -name victim -execdir rm {} +", rule="find *"),
+    Case("find . -maxdepth 0 -fprint secrets/key", rule="find *"),
+    Case("find . -maxdepth 0 -fprint0 entropic-mcp.toml", rule="find *"),
+    Case("find . -maxdepth 0 -fprintf .git/config x", rule="find *"),
+    Case("find . -maxdepth 0 -fls .entropicignore", rule="find *"),
+    # sed -i rewrites its files
+    *(
+        Case(f"sed {args}", rule="sed *")
+        for args in (
+            "-i s/p/x/ secrets/key",
+            "-i s/p/x/ entropic-mcp.toml",
+            "-i.bak s/p/x/ .entropicignore",
+            "--in-place s/p/x/ entropic-mcp.local.toml",
+            "--in-place=.orig s/p/x/ secrets/key",
+            "-ni 1d secrets/key",
+            "-Ei s/p/x/ secrets/key",
+            "-e s/p/x/ -i secrets/key",
+            "-i -e '$a x' .git/config",
+            "-i -- s/p/x/ secrets/key",
+            "s/p/x/ -i secrets/key",
+            "--in-pl s/p/x/ secrets/key",
+        )
+    ),
+    # tee writes its operands
+    Case("echo x | tee secrets/key", rule="tee *"),
+    Case("echo x | tee -a .git/config", rule="tee *"),
+    Case("echo x | tee entropic-mcp.toml", rule="tee *"),
+    Case("echo x | tee /dev/null secrets/key", rule="tee *"),
+    Case("echo x | tee -- .entropicignore", rule="tee *"),
+    Case("echo x | tee -p .git/hooks/pre-commit", rule="tee *"),
+    # awk programs run commands and write files
+    Case("awk 'BEGIN{system(\"rm victim\")}'", rule="awk *"),
+    Case('awk \'BEGIN{print "x" > "secrets/key"}\'', rule="awk *"),
+    Case('awk \'BEGIN{print "rm victim" | "sh"}\'', rule="awk *"),
+    Case("awk 'BEGIN{\"rm victim\" | getline}'", rule="awk *"),
+    Case("gawk 'BEGIN{system(\"rm victim\")}'", rule="gawk *"),
+    Case("mawk 'BEGIN{system(\"rm victim\")}'", rule="mawk *"),
+    Case("gawk -e 'BEGIN{system(\"rm victim\")}'", rule="gawk *"),
+    Case("gawk -f evil.awk", rule="gawk *"),
+    Case("gawk --source='BEGIN{system(\"rm victim\")}'", rule="gawk *"),
+    Case("awk -F: 'BEGIN{system(\"rm victim\")}'", rule="awk *"),
+    Case('awk -v x=1 \'BEGIN{printf "x" >> ".git/config"}\'', rule="awk *"),
+    # less copies its input to a log file (on a terminal only: these are not live here)
+    Case("cat s.sh | less -o secrets/key", rule="less *", live=False),
+    Case("cat s.sh | less --log-file=entropic-mcp.toml", rule="less *", live=False),
+    Case("cat s.sh | less -O .git/config", rule="less *", live=False),
+]

@@ -14,7 +14,7 @@ import pytest
 from bash_helpers import make_manager
 from entropic_mcp import CallContext, ServerManager
 from entropic_mcp_bash import BashServer
-from escape_corpus import CASES, CONTINUATIONS, PLANTING, POLICY, REDIRECTS, SED, Case
+from escape_corpus import CASES, CONTINUATIONS, OPTION_WRITES, PLANTING, POLICY, REDIRECTS, SED, Case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,6 +61,15 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / ".entropicignore").write_text(PRECIOUS)
     (root / "secrets").mkdir()
     (root / "secrets" / "key").write_text(PRECIOUS)
+    # issue 21's option corpus: two commits, a Makefile with a test target, hostile makefiles
+    (root / "Makefile").write_text("test:\n\t@echo testing $(MSG)\n")
+    (root / "evil.mk").write_text("test:\n\trm victim\n")
+    (root / "evil" / "Makefile").write_text("test:\n\trm ../victim\n")
+    (root / "evil.awk").write_text('BEGIN { system("rm victim") }\n')
+    _git(root, "add", "s.sh")
+    _git(root, "commit", "-q", "-m", "one")
+    _git(root, "add", "Makefile")
+    _git(root, "commit", "-q", "-m", "two")
     return root
 
 
@@ -364,3 +373,78 @@ def test_a_split_name_does_not_match_the_rule_of_its_first_half(project: Path) -
 )
 def test_continuations_bash_keeps_or_joins_harmlessly_stay_allowed(project: Path, command: str) -> None:
     assert run_checked(project, command, ISSUE_21) == "ok"
+
+
+#: What an option case may harm: the victim, the policy files, a denied file, git's config and hooks.
+GUARDED = ("victim", "entropic-mcp.toml", "entropic-mcp.local.toml", ".entropicignore", "secrets", ".git/config")
+
+
+def _guarded(root: Path) -> dict[str, bytes | None]:
+    state: dict[str, bytes | None] = {}
+    for name in (*GUARDED, ".git/hooks"):
+        path = root / name
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                state[str(child.relative_to(root))] = child.read_bytes() if child.is_file() else None
+        else:
+            state[name] = path.read_bytes() if path.is_file() else None
+    return state
+
+
+def _option_rules(case: Case) -> dict:
+    return {
+        "default": "deny",
+        "allow": [f"bash.execute:{case.rule}", "bash.execute:echo *", "bash.execute:cat *"],
+        "deny": ["bash.execute:rm *", "filesystem.write_file:secrets/*"],
+    }
+
+
+LIVE_OPTIONS = [c for c in OPTION_WRITES if c.live]
+
+
+def test_the_option_corpus_covers_every_modelled_program() -> None:
+    assert len(OPTION_WRITES) >= 100
+    programs = {
+        c.rule.split()[0] if not c.rule.startswith("git") else " ".join(c.rule.split()[:2]) for c in OPTION_WRITES
+    }
+    assert {"git log*", "git grep*", "sort", "make", "find", "sed", "tee", "awk", "less"} <= programs
+
+
+@pytest.mark.parametrize("case", LIVE_OPTIONS, ids=_ids(LIVE_OPTIONS))
+def test_each_option_case_really_writes_or_runs_in_plain_bash(project: Path, case: Case) -> None:
+    before = _guarded(project)
+    run_plain(project, case.command)
+    assert _guarded(project) != before, "the case harms nothing in plain bash: fix it or mark it live=False"
+
+
+@pytest.mark.parametrize("case", OPTION_WRITES, ids=_ids(OPTION_WRITES))
+def test_an_option_that_writes_or_runs_is_not_allowed_by_the_programs_narrow_rule(project: Path, case: Case) -> None:
+    before = _guarded(project)
+    assert run_checked(project, case.command, _option_rules(case)) == "rejected_permission"
+    assert _guarded(project) == before
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("git log --oneline -5", "git log*"),
+        ("git log -p --stat --format=%H -n 2 -- s.sh", "git log*"),
+        ("git show HEAD --name-only", "git show*"),
+        ("git diff HEAD~1 --stat", "git diff*"),
+        ("git status --short --branch", "git status *"),
+        ("git grep -n rm", "git grep*"),
+        ("sort -r -k 1 s.sh", "sort *"),
+        ("sort -o out.txt s.sh", "sort *"),
+        ("make test", "make test *"),
+        ("make -s test", "make *"),
+        ("find . -maxdepth 1 -name '*.sh'", "find *"),
+        ("sed -n 's/rm/x/p' s.sh", "sed *"),
+        ("sed -i s/rm/x/ s.sh", "sed *"),
+        ("echo x | tee out.txt", "tee *"),
+        ("awk '{print $1}' s.sh", "awk *"),
+        ("cat s.sh | less", "less *"),
+    ],
+)
+def test_options_that_only_read_or_write_unprotected_files_stay_allowed(project: Path, command: str, rule: str) -> None:
+    assert run_checked(project, command, _option_rules(Case(command, rule=rule))) == "ok"
+    assert intact(project)

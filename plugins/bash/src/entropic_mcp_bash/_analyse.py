@@ -17,6 +17,7 @@ from pathlib import Path
 
 import attrs
 
+from ._options import GIT_TABLES, TABLES, OptionTable, awk_problem, effects, git_subcommand, sed_in_place
 from ._parse import LITERAL_INDEX, NAME, Assignment, Command, Flag, Function, Hidden, Redirect, Word, parse
 from ._risky import (
     BUILTINS,
@@ -563,11 +564,43 @@ class _Analysis:
             problem = _git_problem(values)
         if problem is None and name in ("sed", "gsed"):
             problem = _sed_problem(values)
+        if problem is None and name in ("awk", "gawk", "mawk", "nawk", "busybox-awk"):
+            problem = awk_problem(values)
+        found: list[Finding | _StdWrite] = list(self.option_effects(name, words))
         if problem is not None:
-            found: list[Finding | _StdWrite] = [Unclear(text=text, reason=problem)]
+            found.insert(0, Unclear(text=text, reason=problem))
+        if found:
             found.append(self.invocation(name, words, name, True, understood=understood))
             return iter(found)
         return None
+
+    def option_effects(self, name: str, words: Sequence[Word]) -> Iterator[Finding | _StdWrite]:
+        """The files a program's options write (as writes) and the options that run a program or
+        that its closed option table does not know (not understood): ``_options``."""
+        args = words[1:]
+        values = [w.value for w in args]
+        label = name
+        table: OptionTable | None = TABLES.get(name)
+        if name == "git":
+            index = git_subcommand(values)
+            if index is not None:
+                table = GIT_TABLES.get(values[index] or "")
+                label = f"git {values[index]}"
+                args, values = args[index + 1 :], values[index + 1 :]
+        if name in ("sed", "gsed"):
+            files = sed_in_place(values)
+            for file in files or ():
+                yield from self.write(file, _source(words))
+        if table is None:
+            return
+        text = _source(words)
+        for effect in effects(table, values):
+            if effect.kind == "write":
+                yield from self.write(effect.value, text)
+            elif effect.kind == "run":
+                yield Unclear(text=text, reason=f"{label} {effect.option} runs a program")
+            else:
+                yield Unclear(text=text, reason=f"{label}: {effect.option} is not in its option table")
 
     def tool_runner(
         self, name: str, words: Sequence[Word], depth: int, *, understood: bool
@@ -882,6 +915,8 @@ class _Analysis:
                     yield Unclear(text=_source(words), reason="find -exec without its end")
                 yield from self.words(words[i + 1 : end], depth + 1, understood=understood)
                 i = end
+            elif value == "-delete":
+                yield Unclear(text=_source(words), reason="find -delete removes what it matches")
             elif value in FIND_WRITES and i + 1 < len(words):
                 yield from self.write(words[i + 1].value, words[i + 1].text)
                 i += 1
