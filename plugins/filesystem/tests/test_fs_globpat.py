@@ -156,3 +156,27 @@ def test_an_unclosed_class_stays_a_literal_bracket():
     # As in fnmatch and the shell (and as before): '[' without its ']' is an ordinary character.
     assert compile_glob("[abc").match("[abc") is True
     assert compile_glob("[abc").match("a") is False
+
+
+NAME_CHARS = st.sampled_from([*"ab-]!.{},", "é", "\udcff", "\n"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(PATTERN_CHARS, min_size=1, max_size=8).map("".join),
+    st.lists(st.lists(NAME_CHARS, max_size=6).map("".join), max_size=12),
+)
+def test_selecting_from_many_texts_at_once_agrees_with_matching_each(pattern, texts):
+    try:
+        compiled = compile_glob(pattern)
+    except ToolError:
+        return
+    for matcher in filter(None, (compiled.matcher, compiled.name_matcher)):
+        assert matcher.select(texts) == [i for i, t in enumerate(texts) if matcher.match(t)], (pattern, texts)
+
+
+def test_a_pattern_matching_the_empty_text_selects_only_texts_it_matches():
+    # {,b} matches "" and "b": the gap between two texts that do not match is not a match.
+    matcher = compile_glob("{,b}").matcher
+    assert matcher.select(["a", "c", "b", "", "d"]) == [2, 3]
+    assert matcher.select([]) == []

@@ -53,7 +53,7 @@ class Glob(FilesystemTool):
 
         suffixes = pattern.name_suffixes
         name_matcher = pattern.name_matcher
-        path_match = pattern.matcher.match
+        path_select = pattern.matcher.select
         found: list[str] = []
         extend = found.extend
         try:
@@ -66,8 +66,9 @@ class Glob(FilesystemTool):
                 elif name_matcher is not None:
                     extend(directory.derived(("name", name_matcher.key), _by_name(directory, name_matcher)))
                 else:
-                    join = directory.join
-                    matched = [n for n in directory.names if path_match(to_match(join(n)))]
+                    names, join = directory.names, directory.join
+                    lead = to_match(join(""))  # what every name of this directory is matched after
+                    matched = [names[i] for i in path_select([lead + n for n in names])]
                     if matched:
                         extend(join(n) for n in directory.kept(matched))
         finally:
@@ -121,8 +122,8 @@ def _by_suffix(directory: NameDir, suffixes: tuple[str, ...]) -> Callable[[], li
 
 def _by_name(directory: NameDir, matcher: Matcher) -> Callable[[], list[str]]:
     def compute() -> list[str]:
-        match = matcher.match
-        matched = [n for n in directory.names if match(n)]
+        names = directory.names
+        matched = [names[i] for i in matcher.select(names)]
         if not matched:
             return matched
         lead = directory.rel + "/" if directory.rel else ""
