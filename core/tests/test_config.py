@@ -7,13 +7,18 @@ def write(path, text):
     return path
 
 
-def test_defaults_without_a_file(tmp_path):
+def test_defaults_without_a_file(tmp_path, user_data_dir):
     config = load_config(cwd=tmp_path)
     assert config.path is None
     assert config.root == tmp_path.resolve()
     assert config.permissions.default == "ask"
     assert config.storage.backend == "tinydb"
-    assert config.storage_path == tmp_path.resolve() / ".entropic-mcp/store"
+    # Outside the project, in the per-user data directory, one store per project root.
+    assert config.storage_path.parent.parent == user_data_dir.resolve() / "projects"
+    assert config.storage_path.name == "store" and not config.storage_path.is_relative_to(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert load_config(cwd=other).storage_path != config.storage_path
 
 
 def test_found_in_the_working_directory_and_root_is_relative_to_the_file(tmp_path):

@@ -105,3 +105,93 @@ def test_path_refused_names_the_rule_and_never_the_default(tmp_path):
         assert path_refused(ctx, "read", "private/notes") == "filesystem.grep:private/*"
         assert path_refused(ctx, "read", "src/a.py") is None
     assert path_refused(CallContext(), "read", "secrets/key") is None
+
+
+# -- protected by identity: the files actually loaded and the store, whatever their names ---------
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    """A project served with ``--config policy.toml`` and its store inside the project."""
+    from entropic_mcp._config import load_config
+
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "policy.toml").write_text('[storage]\npath = "store"\n[permissions]\ndefault = "allow"\n')
+    (project / "store").mkdir()
+    (project / "store" / "tool_calls.jsonl").write_text("{}\n")
+    manager = ServerManager.from_config(load_config(project / "policy.toml"), load_entry_points=False)
+    yield project, manager
+    manager.close()
+
+
+def _write(manager, path, *also):
+    return manager.permissions.judge([path_part("write", path, tool="write_file", also=also)], read_only=False)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["policy.toml", "sub/../policy.toml", "./policy.toml", "link.toml", "sub", "POLICY.TOML", "{root}/policy.toml"],
+)
+def test_the_loaded_config_is_protected_whatever_its_name_and_spelling(loaded, spelling):
+    project, manager = loaded
+    (project / "link.toml").symlink_to("policy.toml")
+    (project / "sub" / "policy.toml").unlink(missing_ok=True)
+    if spelling == "sub":
+        # A directory holding the active config can be neither moved nor deleted.
+        (project / "sub").rmdir()
+        (project / "sub").symlink_to(project)
+    verdict = _write(manager, spelling.replace("{root}", str(project)))
+    assert (verdict.decision, verdict.verdicts[0].kind) == ("deny", "protected")
+
+
+def test_a_hard_link_to_the_loaded_config_is_protected(loaded):
+    project, manager = loaded
+    (project / "alias.txt").hardlink_to(project / "policy.toml")
+    assert _write(manager, "alias.txt").verdicts[0].kind == "protected"
+
+
+def test_a_link_flipped_after_a_verdict_is_judged_afresh(loaded):
+    project, manager = loaded
+    (project / "notes.txt").write_text("")
+    (project / "flip").symlink_to("notes.txt")
+    assert _write(manager, "flip").decision == "allow"
+    (project / "flip").unlink()
+    (project / "flip").symlink_to("policy.toml")
+    assert _write(manager, "flip").decision == "deny"
+
+
+@pytest.mark.parametrize("access", ["read", "write"])
+def test_no_rule_opens_the_store(loaded, access):
+    project, manager = loaded
+    manager.permissions.add("allow", ["filesystem.read:store/*", "filesystem.write:store/*"])
+    for spelling in ("store/tool_calls.jsonl", "store", "sub/../store/x", str(project / "store" / "new")):
+        part = path_part(access, spelling, tool="read_file" if access == "read" else "write_file")
+        verdict = manager.permissions.judge([part], read_only=access == "read")
+        assert (verdict.decision, verdict.verdicts[0].kind) == ("deny", "private"), spelling
+        assert not verdict.always_effective
+
+
+def test_walking_tools_and_writers_hear_why(loaded):
+    project, manager = loaded
+    services = CallContext(manager=manager).services
+    assert services.path_refused("read", "store/tool_calls.jsonl") == "entropic-mcp's store or data directory"
+    assert services.write_refused("policy.toml") == "a protected policy file"
+    assert services.write_refused("notes.txt") is None
+    assert project / "store" in services.private_dirs
+
+
+def test_the_per_user_data_directory_is_private(loaded, user_data_dir):
+    _, manager = loaded
+    target = str(user_data_dir / "approved-mcp-json.json")
+    assert manager.permissions.judge([path_part("write", target, tool="write_file")], read_only=False).decision == (
+        "deny"
+    )
+
+
+def test_config_lists_what_it_loaded(loaded):
+    project, manager = loaded
+    files = manager.config.policy_files
+    assert project / "policy.toml" in files and project / "entropic-mcp.local.toml" in files
+    assert project / ".mcp.json" in files and project / ".entropicignore" in files
+    assert project / "store" in manager.config.private_dirs

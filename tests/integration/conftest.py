@@ -39,6 +39,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def user_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The per-user data directory serve uses (default stores, .mcp.json approvals): a fresh one,
+    never the real ~/.local/share (serve_env passes XDG_DATA_HOME on)."""
+    path = tmp_path_factory.mktemp("xdg-data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(path))
+    return path
+
+
 def write_project(root: Path, config: str = BASE_CONFIG) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "entropic-mcp.toml").write_text(config, encoding="utf-8")

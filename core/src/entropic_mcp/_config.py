@@ -43,7 +43,8 @@ class PipelineConfig:
 @attrs.frozen(kw_only=True)
 class StorageConfig:
     backend: str = "tinydb"
-    path: Path = Path(".entropic-mcp/store")
+    #: None: the per-user data directory, keyed by project (``_userdata.default_store_path``).
+    path: Path | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
 
 
@@ -112,7 +113,37 @@ class Config:
 
     @property
     def storage_path(self) -> Path:
-        return self.storage.path if self.storage.path.is_absolute() else self.root / self.storage.path
+        path = self.storage.path
+        if path is None:
+            from ._userdata import default_store_path
+
+            return default_store_path(self.root)
+        return path if path.is_absolute() else self.root / path
+
+    @property
+    def policy_files(self) -> tuple[Path, ...]:
+        """The files that decide what tools may do, whatever their names: every config file
+        loaded (``--config`` included), the local file beside it, the ``.mcp.json`` file and the
+        root's ``.entropicignore``. No tool may change them (only an allow rule naming one opens it)."""
+        files = [Path(p) for text in self.sources.values() for p in text.split(" + ") if not p.startswith("<")]
+        files += [p for p in (self.path, self.local_path, self.mcp_json) if p is not None]
+        files += [self.root / ".mcp.json", self.root / ".entropicignore"]
+        return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in files))
+
+    @property
+    def private_dirs(self) -> tuple[Path, ...]:
+        """Directories no tool may read or write: the store's and the per-user data directory
+        (approvals, every project's default store)."""
+        from ._userdata import data_dir
+
+        dirs = [data_dir()]
+        if self.storage.backend != "none":
+            dirs.append(self.storage_path)
+        return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in dirs))
+    #: The ``.mcp.json`` file import_mcp_json reads (None: not importing), and whether the user
+    #: approved its current contents (unapproved: none of its servers run).
+    mcp_json: Path | None = None
+    mcp_json_approved: bool = True
 
     def server_table(self, name: str) -> Mapping[str, Any]:
         return self.servers.get(name, {})
@@ -327,24 +358,37 @@ def external_server(name: str, table: Any, path: Path | str, *, section: str = "
     return ExternalServerConfig(**fields)
 
 
-def import_mcp_json(path: Path, configured: Mapping[str, ExternalServerConfig]) -> dict[str, ExternalServerConfig]:
+def read_mcp_json(path: Path) -> bytes:
+    """The bytes of an import_mcp_json file (what is approved is exactly what is parsed)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: import_mcp_json: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: import_mcp_json: cannot read: {exc}") from None
+
+
+def import_mcp_json(
+    path: Path, configured: Mapping[str, ExternalServerConfig], *, content: bytes | None = None
+) -> dict[str, ExternalServerConfig]:
     """The ``mcpServers`` of a Claude / Cursor ``.mcp.json`` as external servers.
 
     Entries that would shadow a configured name, that use a transport entropic-mcp does not
     speak (SSE) or whose name is not a valid server name are skipped with a warning; keys
-    other tools define (``disabled``, ``autoApprove``, ...) are ignored.
+    other tools define (``disabled``, ``autoApprove``, ...) are ignored. ``content``: the file's
+    bytes, already read (read here when None). Approval is the caller's business.
     """
     import json
     import logging
 
     log = logging.getLogger("entropic_mcp")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: import_mcp_json: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        data = json.loads(content.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: import_mcp_json: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
+    if content is None:
+        content = read_mcp_json(path)
         raise ConfigError(f"{path}: invalid JSON: {exc}") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):
@@ -578,12 +622,14 @@ def build_config(
     external: dict[str, ExternalServerConfig] = section("external")
     wanted = flat.get(("entropic_mcp", "import_mcp_json"), False)
     if wanted:
-        mcp_json = root / ".mcp.json" if wanted is True else (base_dir / Path(str(wanted)).expanduser())
-        external.update(import_mcp_json(mcp_json.resolve(), external))
+        mcp_json = (root / ".mcp.json" if wanted is True else (base_dir / Path(str(wanted)).expanduser())).resolve()
+        approved = _import_approved(mcp_json, external)
     return Config(
         root=root,
         plugins=plugins,
         storage=StorageConfig(**storage),
+    mcp_json: Path | None = None
+    approved = True
         permissions=PermissionsConfig(**section("permissions")),
         pipeline=PipelineConfig(**section("pipeline")),
         serve=ServeConfig(**section("serve")),
@@ -595,3 +641,35 @@ def build_config(
         local_path=local_path,
         sources=sources,
     )
+        mcp_json=mcp_json,
+        mcp_json_approved=approved,
+
+
+#: The command that approves a .mcp.json file (named in the warning an unapproved file gets).
+APPROVE_COMMAND = "entropic-mcp external approve"
+
+
+def _import_approved(path: Path, external: dict[str, ExternalServerConfig]) -> bool:
+    """Add the servers of the .mcp.json at ``path`` to ``external`` if the user approved exactly
+    its contents; otherwise add none and say so in one line. Returns whether it was approved.
+
+    An agent that can write files could otherwise write a .mcp.json whose command the next
+    ``serve`` runs; like Claude Code's project servers, a project's file runs only once the user
+    has approved its contents, recorded outside the project.
+    """
+    import logging
+
+    from ._userdata import is_approved
+
+    content = read_mcp_json(path)
+    if not is_approved(path, content):
+        logging.getLogger("entropic_mcp").warning(
+            "%s is not approved (new, or changed since it was approved), so none of its servers run; "
+            "review it, then run: %s %s",
+            path,
+            APPROVE_COMMAND,
+            path,
+        )
+        return False
+    external.update(import_mcp_json(path, external, content=content))
+    return True

@@ -23,7 +23,7 @@ from ._errors import ConfigError, DuplicateNameError
 from ._hooks import HookFault, HookRefusal, Hooks, _as_list
 from ._keys import AccessKeys
 from ._outcome import BatchOutcome, CallOutcome
-from ._permissions import PermissionPart, PermissionRules
+from ._permissions import PermissionPart, PermissionRules, ProtectedPaths
 from ._pipeline import CallPipeline
 from ._plugins import Plugins
 from ._schema import SchemaValidator
@@ -58,7 +58,9 @@ class ServerManager:
         self.providers: dict[str, str] = {}
         self.hooks = Hooks(self.plugins, self.providers)
         self.access_keys = AccessKeys({n: i.keys for n, i in self.config.identities.items()})
-        self.permissions = PermissionRules(self.config.permissions, self.config.local_path)
+        self.permissions = PermissionRules(
+            self.config.permissions, self.config.local_path, protected=ProtectedPaths.of(self.config)
+        )
         self._storage = storage
         self._storage_opened = storage is not None
         self._audit_unavailable = False
@@ -401,7 +403,10 @@ class ServerManager:
         if hooked is None:
             return own, own[0].store
         read_only = server_read_only(server, tool)
-        if any(v.kind in ("deny", "protected") for v in self.permissions.judge(own, read_only=read_only).verdicts):
+        if any(
+            v.kind in ("deny", "protected", "private")
+            for v in self.permissions.judge(own, read_only=read_only).verdicts
+        ):
             return own, own[0].store
         return [PermissionPart(names=(f"{server.name}.{tool}", hooked), store=hooked)], hooked
 

@@ -15,6 +15,7 @@ import attrs
 from ._config import PermissionsConfig
 
 if TYPE_CHECKING:
+    from ._config import Config
     from ._context import CallContext
 
 Decision = Literal["allow", "ask", "deny"]
@@ -35,9 +36,13 @@ class PermissionPart:
             never allows it (it asks).
         neutral: True for a part that only matters when a rule names it (a bash redirection
             checked as a file write): unmatched, it neither asks nor allows.
-        protected: True for a write to one of entropic-mcp's own policy files: denied unless an
-            allow rule names it explicitly (no default, ``allow_read``, ``auto_approve`` or
-            approval opens it — the agent must not rewrite its own permissions).
+        protected: True for a write to one of entropic-mcp's own policy files by name: denied
+            unless an allow rule names it explicitly (no default, ``allow_read``, ``auto_approve``
+            or approval opens it — the agent must not rewrite its own permissions).
+        access: ``"read"`` or ``"write"`` for a file access (``path_part``), else None.
+        paths: a file access's spellings (root-relative or absolute): the rules judge them by
+            identity against the files the host actually loaded and the store
+            (``ProtectedPaths``), whatever their names.
     """
 
     names: tuple[str, ...] = attrs.field(converter=_names)
@@ -45,6 +50,8 @@ class PermissionPart:
     understood: bool = True
     neutral: bool = False
     protected: bool = False
+    access: str | None = None
+    paths: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
 
 def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
@@ -63,7 +70,8 @@ class PartVerdict:
     part: PermissionPart
     decision: Decision | None
     rule: str | None = None
-    kind: str | None = None  # deny | ask | allow | allow_read | default | protected | not_understood
+    #: deny | ask | allow | allow_read | default | protected | private | not_understood
+    kind: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -92,18 +100,107 @@ class Verdict:
         """
         wanted = set(self.asking)
         return all(
-            v.kind not in ("ask", "not_understood") and v.part.understood and not v.part.protected
+            v.kind not in ("ask", "not_understood", "protected", "private")
+            and v.part.understood
+            and not v.part.protected
             for v in self.verdicts
             if v.part in wanted
         )
 
 
+def _key(path: str) -> str:
+    # Compared case-insensitively everywhere: on a case-insensitive file system ENTROPIC-MCP.TOML
+    # is the policy file; on a case-sensitive one, refusing a look-alike name costs nothing.
+    return os.path.normcase(path).casefold()
+
+
+def _within(key: str, directory: str) -> bool:
+    return key == directory or key.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+class ProtectedPaths:
+    """What tools may not touch, by identity rather than by name.
+
+    ``files`` (the config files actually loaded, whatever their names, the local file, the
+    ``.mcp.json``, the root's ``.entropicignore``): no tool writes them, nor moves or deletes a
+    directory holding them; only an allow rule naming the file opens one. ``private`` (the
+    store, the per-user data directory): no tool reads or writes anything in them, no rule opens
+    them. Each spelling of a path is resolved (``..``, symbolic links) when judged, so a link
+    made or flipped after the rules were read still leads to the file it names; a hard link to
+    a protected file is caught by its inode.
+
+    Args:
+        root: the project root (relative spellings are relative to it).
+        files: the protected files.
+        private: the private directories.
+    """
+
+    def __init__(self, root: Path, files: Iterable[Path] = (), private: Iterable[Path] = ()) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.files = tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in files))
+        self.private = tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in private))
+        self._file_keys = frozenset(_key(str(p)) for p in self.files)
+        self._private_keys = tuple(_key(str(p)) for p in self.private)
+
+    @classmethod
+    def of(cls, config: Config) -> ProtectedPaths:
+        """The protected set of a loaded config (``Config.policy_files``, ``Config.private_dirs``)."""
+        return cls(config.root, config.policy_files, config.private_dirs)
+
+    def _resolve(self, spelling: str) -> str | None:
+        try:
+            path = spelling if os.path.isabs(spelling) else os.path.join(self.root, spelling)
+            return os.path.realpath(path)
+        except (ValueError, OSError):
+            return None
+
+    def judge(self, access: str, spellings: Iterable[str]) -> Literal["protected", "private"] | None:
+        """``"private"`` for a path in a private directory, ``"protected"`` for a write of a
+        protected file (or of a directory holding one), else None."""
+        for spelling in spellings:
+            resolved = self._resolve(spelling)
+            if resolved is None:
+                continue
+            key = _key(resolved)
+            if any(_within(key, d) for d in self._private_keys):
+                return "private"
+            if access != "write":
+                continue
+            if key in self._file_keys or any(_within(f, key) for f in self._file_keys):
+                return "protected"
+            if any(_within(d, key) for d in self._private_keys):
+                return "private"  # moving or deleting a directory that holds the store
+            if self._same_inode(resolved):
+                return "protected"
+        return None
+
+    def _same_inode(self, path: str) -> bool:
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            return False
+        if info.st_nlink < 2:
+            return False  # not a hard link: its path (checked above) is its only name
+        for protected in self.files:
+            try:
+                other = os.stat(protected)
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
+                return True
+        return False
+
+
 class PermissionRules:
     """Compiled allow/ask/deny rules plus the "always" answers added at run time."""
 
-    def __init__(self, config: PermissionsConfig, local_path: Path | None = None) -> None:
+    def __init__(
+        self, config: PermissionsConfig, local_path: Path | None = None, *, protected: ProtectedPaths | None = None
+    ) -> None:
         self.config = config
         self.local_path = local_path
+        #: Judged by identity on every file access, before any cache (links change under it).
+        self.protected = protected
         self.lists: dict[str, list[str]] = {
             "allow": list(config.allow),
             "ask": list(config.ask),
@@ -135,6 +232,10 @@ class PermissionRules:
 
     def verdict(self, part: PermissionPart, *, read_only: bool) -> PartVerdict:
         """One part's decision and the rule behind it (cached: rules change only by ``add``)."""
+        if self.protected is not None and part.paths and part.access is not None:
+            shield = self.protected.judge(part.access, part.paths)
+            if shield is not None:
+                return self._shielded(part, shield)
         key = (part, read_only)
         try:
             return self._cache[key]
@@ -149,17 +250,28 @@ class PermissionRules:
     def decide_part(self, part: PermissionPart, *, read_only: bool) -> Decision | None:
         return self.verdict(part, read_only=read_only).decision
 
+    def _shielded(self, part: PermissionPart, shield: str) -> PartVerdict:
+        rule = self._match("deny", part.names)
+        if rule is not None:
+            return PartVerdict(part=part, decision="deny", rule=rule, kind="deny")
+        if shield == "private":
+            return PartVerdict(part=part, decision="deny", kind="private")
+        return self._policy_file(part)
+
+    def _policy_file(self, part: PermissionPart) -> PartVerdict:
+        # Only a rule that names the policy file itself opens it: `filesystem.*` does not.
+        base = part.store.rpartition("/")[2].rpartition(":")[2]
+        rule = self._match("allow", part.names)
+        if rule is not None and base and base in rule and part.understood:
+            return PartVerdict(part=part, decision="allow", rule=rule, kind="allow")
+        return PartVerdict(part=part, decision="deny", kind="protected")
+
     def _verdict(self, part: PermissionPart, *, read_only: bool) -> PartVerdict:
         rule = self._match("deny", part.names)
         if rule is not None:
             return PartVerdict(part=part, decision="deny", rule=rule, kind="deny")
         if part.protected:
-            # Only a rule that names the policy file itself opens it: `filesystem.*` does not.
-            base = part.store.rpartition("/")[2].rpartition(":")[2]
-            rule = self._match("allow", part.names)
-            if rule is not None and base and base in rule and part.understood:
-                return PartVerdict(part=part, decision="allow", rule=rule, kind="allow")
-            return PartVerdict(part=part, decision="deny", kind="protected")
+            return self._policy_file(part)
         rule = self._match("ask", part.names)
         if rule is not None:
             return PartVerdict(part=part, decision="ask", rule=rule, kind="ask")
@@ -177,6 +289,8 @@ class PermissionRules:
 
     def judge(self, parts: Sequence[PermissionPart], *, read_only: bool) -> Verdict:
         """The call's verdict: deny if any part is denied, else ask if any asks, else allow."""
+        if self.protected is not None and any(part.paths for part in parts):
+            return self._judge(parts, read_only=read_only)  # identity is judged afresh (links change)
         key = (tuple(parts), read_only)
         judged = self._judged.get(key)
         if judged is None:
@@ -207,6 +321,8 @@ class PermissionRules:
         verdict = self.verdict(part, read_only=access == "read")
         if verdict.decision in ("deny", "ask") and verdict.kind in ("deny", "ask"):
             return verdict.rule
+        if verdict.kind in REFUSALS:
+            return REFUSALS[verdict.kind]
         return None
 
     def add(self, kind: Literal["allow", "deny"], patterns: Iterable[str]) -> list[str]:
@@ -229,7 +345,12 @@ READ_PATH_TOOLS = ("read_file", "read_files", "grep", "glob", "list_directory", 
 #: Tools that change files: a write rule on a path covers every one of them (and bash redirections).
 WRITE_PATH_TOOLS = ("write_file", "edit_file", "move_file", "delete_file", "create_directory")
 #: entropic-mcp's own policy: an agent must not rewrite the rules it is held to.
-POLICY_FILES = frozenset({"entropic-mcp.toml", "entropic-mcp.local.toml", ".entropicignore"})
+POLICY_FILES = frozenset({"entropic-mcp.toml", "entropic-mcp.local.toml", ".entropicignore", ".mcp.json"})
+#: What ``path_refused`` and ``ToolServices.write_refused`` answer for a shielded path.
+REFUSALS = {
+    "protected": "a protected policy file",
+    "private": "entropic-mcp's store or data directory",
+}
 FILE_SERVER = "filesystem"
 _GLOB_SPECIAL = re.compile(r"([*?\[])")
 
@@ -278,6 +399,8 @@ def path_part(
         understood=understood,
         neutral=neutral,
         protected=access == "write" and base in POLICY_FILES,
+        access=access,
+        paths=(path, *also),
     )
 
 

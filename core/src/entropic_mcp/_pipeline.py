@@ -372,6 +372,13 @@ class CallPipeline:
         elif ask_rules:
             reason = f'the rule ask = ["{ask_rules[0]}"] matched'
         else:
+        private = [v.part for v in verdict.verdicts if v.kind == "private"]
+        if private and not rules:
+            return (
+                f"'{call.shown}' would read or change entropic-mcp's store or its per-user data "
+                f"({private[0].store.partition(':')[2]}); no tool may, whatever the rules say. Do not retry it; "
+                "the user can look into the store with 'entropic-mcp storage'."
+            )
             reason = f'no rule allows this call (default = "{manager_default(self)}")'
         request = ApprovalRequest(
             tool=call.name,

@@ -77,21 +77,32 @@ class ToolServices:
     def write_refused(self, path: str, *, also: Iterable[str] = ()) -> str | None:
         """Why a tool must not change one file without asking, or None.
 
-        The deny or ask rule matching a write of ``path``, or ``"a protected policy file"`` for
-        entropic-mcp's own policy files (only an allow rule naming the file opens them). Also
-        without a host: a bare server still protects the policy files.
+        The deny or ask rule matching a write of ``path``; ``"a protected policy file"`` for
+        entropic-mcp's own policy files — by name, and the files the host actually loaded
+        whatever their names (only an allow rule naming the file opens them); ``"entropic-mcp's
+        store or data directory"`` inside those. Also without a host: a bare server still
+        protects the policy files by name.
         """
-        from ._permissions import path_part
+        from ._permissions import REFUSALS, path_part
 
         part = path_part("write", path, also=also, neutral=True)
         if self._manager is None:
-            return "a protected policy file" if part.protected else None
+            return REFUSALS["protected"] if part.protected else None
         verdict = self._manager.permissions.verdict(part, read_only=False)
-        if verdict.decision == "deny" and verdict.kind == "protected":
-            return "a protected policy file"
+        if verdict.decision == "deny" and verdict.kind in REFUSALS:
+            return REFUSALS[verdict.kind]
         if verdict.decision in ("deny", "ask") and verdict.rule is not None:
             return verdict.rule
         return None
+
+    @property
+    def private_dirs(self) -> tuple[Path, ...]:
+        """Directories no tool may read or write (the store, entropic-mcp's per-user data), for
+        a tool that walks a tree without asking about every entry. Empty without a host."""
+        if self._manager is None:
+            return ()
+        protected = self._manager.permissions.protected
+        return () if protected is None else protected.private
 
     def rules(self, kind: Literal["allow", "ask", "deny"]) -> tuple[str, ...]:
         """The host's current rules of one kind, for a tool that screens many paths at once

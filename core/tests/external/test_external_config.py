@@ -8,10 +8,18 @@ import logging
 import pytest
 from entropic_mcp import ConfigError
 from entropic_mcp._config import load_config
+from entropic_mcp._userdata import approve
 
 
 def write(path, text):
     path.write_text(text, encoding="utf-8")
+    return path
+
+
+def approved(path, text):
+    """Write a .mcp.json and approve exactly that content, as `entropic-mcp external approve` does."""
+    write(path, text)
+    approve(path, path.read_bytes())
     return path
 
 
@@ -129,7 +137,7 @@ MCP_JSON = {
 
 @pytest.mark.parametrize("where", ["[entropic_mcp]\nimport_mcp_json = true\n", "import_mcp_json = true\n"])
 def test_import_mcp_json_reads_mcp_servers_and_skips_with_warnings(tmp_path, caplog, where):
-    write(tmp_path / ".mcp.json", json.dumps(MCP_JSON))
+    approved(tmp_path / ".mcp.json", json.dumps(MCP_JSON))
     write(tmp_path / "entropic-mcp.toml", where + '[external.fetch]\ncommand = "uvx"\nargs = ["mcp-server-fetch"]\n')
     with caplog.at_level(logging.WARNING):
         config = load_config(cwd=tmp_path)
@@ -144,7 +152,7 @@ def test_import_mcp_json_reads_mcp_servers_and_skips_with_warnings(tmp_path, cap
 
 def test_import_mcp_json_takes_a_path_relative_to_the_config_file(tmp_path):
     (tmp_path / "cfg").mkdir()
-    write(tmp_path / "cfg" / "servers.json", json.dumps({"mcpServers": {"git": {"command": "uvx"}}}))
+    approved(tmp_path / "cfg" / "servers.json", json.dumps({"mcpServers": {"git": {"command": "uvx"}}}))
     write(tmp_path / "cfg" / "entropic-mcp.toml", '[entropic_mcp]\nimport_mcp_json = "servers.json"\n')
     assert list(load_config(tmp_path / "cfg" / "entropic-mcp.toml").external) == ["git"]
 
@@ -163,12 +171,46 @@ def test_import_mcp_json_takes_a_path_relative_to_the_config_file(tmp_path):
 )
 def test_bad_mcp_json_names_the_file_and_entry(tmp_path, content, message):
     if content is not None:
-        write(tmp_path / ".mcp.json", content)
+        approved(tmp_path / ".mcp.json", content)
     write(tmp_path / "entropic-mcp.toml", "[entropic_mcp]\nimport_mcp_json = true\n")
     with pytest.raises(ConfigError) as excinfo:
         load_config(cwd=tmp_path)
     assert ".mcp.json" in str(excinfo.value)
     assert message in str(excinfo.value)
+
+
+def test_an_unapproved_mcp_json_adds_no_server_and_says_how_to_approve_it(tmp_path, caplog):
+    path = write(tmp_path / ".mcp.json", json.dumps({"mcpServers": {"git": {"command": "uvx"}}}))
+    write(tmp_path / "entropic-mcp.toml", "[entropic_mcp]\nimport_mcp_json = true\n")
+    with caplog.at_level(logging.WARNING):
+        config = load_config(cwd=tmp_path)
+    assert dict(config.external) == {}
+    assert (config.mcp_json, config.mcp_json_approved) == (path.resolve(), False)
+    [line] = [r.getMessage() for r in caplog.records if ".mcp.json" in r.getMessage()]
+    assert f"entropic-mcp external approve {path.resolve()}" in line
+
+
+def test_an_approved_mcp_json_is_unapproved_again_once_it_changes(tmp_path):
+    path = approved(tmp_path / ".mcp.json", json.dumps({"mcpServers": {"git": {"command": "uvx"}}}))
+    write(tmp_path / "entropic-mcp.toml", "[entropic_mcp]\nimport_mcp_json = true\n")
+    assert list(load_config(cwd=tmp_path).external) == ["git"]
+    write(path, json.dumps({"mcpServers": {"git": {"command": "sh", "args": ["-c", "evil"]}}}))
+    config = load_config(cwd=tmp_path)
+    assert dict(config.external) == {} and not config.mcp_json_approved
+
+
+def test_an_approval_is_kept_outside_the_project(tmp_path, user_data_dir):
+    project = tmp_path / "project"
+    project.mkdir()
+    approved(project / ".mcp.json", "{}")
+    assert [p.name for p in project.iterdir()] == [".mcp.json"]
+    assert (user_data_dir / "approved-mcp-json.json").is_file()
+
+
+def test_an_unapproved_mcp_json_that_would_not_load_does_not_stop_the_host(tmp_path):
+    write(tmp_path / ".mcp.json", "{not json")
+    write(tmp_path / "entropic-mcp.toml", "[entropic_mcp]\nimport_mcp_json = true\n")
+    assert not load_config(cwd=tmp_path).mcp_json_approved
 
 
 def test_servers_table_for_an_external_server_is_refused(tmp_path):

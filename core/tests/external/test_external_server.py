@@ -241,6 +241,9 @@ def test_a_server_imported_from_mcp_json_runs(tmp_path):
         json.dumps({"mcpServers": {"imported": {"command": sys.executable, "args": [str(FAULT_SERVER)]}}}),
         encoding="utf-8",
     )
+    from entropic_mcp._userdata import approve
+
+    approve(tmp_path / ".mcp.json", (tmp_path / ".mcp.json").read_bytes())
     (tmp_path / "entropic-mcp.toml").write_text(
         '[entropic_mcp]\nplugins = []\nimport_mcp_json = true\n[storage]\nbackend = "none"\n', encoding="utf-8"
     )

@@ -353,7 +353,7 @@ def test_bad_options_are_config_errors_naming_the_key(tmp_path: Path, options: d
         TinyDBBackend.from_config(config)
 
 
-def test_the_manager_opens_tinydb_by_default_and_audits_calls(tmp_path: Path) -> None:
+def test_the_manager_opens_tinydb_by_default_and_audits_calls(tmp_path: Path, user_data_dir: Path) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1]))
     try:
         from demo_server import DemoServer  # type: ignore[import-not-found]
@@ -362,10 +362,12 @@ def test_the_manager_opens_tinydb_by_default_and_audits_calls(tmp_path: Path) ->
     config = config_from_dict({"permissions": {"default": "allow"}}, root=tmp_path)
     manager = ServerManager(config, servers=[DemoServer(root=tmp_path)])
     storage = manager.storage
-    assert isinstance(storage, TinyDBBackend) and storage.path == tmp_path / ".entropic-mcp" / "store"
+    [store] = user_data_dir.glob("projects/*/store")  # outside the project: no tool may read it
+    assert isinstance(storage, TinyDBBackend) and storage.path == store
     manager.call_sync("demo.echo", {"text": "hi"})
     manager.close()
-    lines = (tmp_path / ".entropic-mcp" / "store" / "tool_calls.jsonl").read_bytes().splitlines()
+    assert list(tmp_path.iterdir()) == []
+    lines = (store / "tool_calls.jsonl").read_bytes().splitlines()
     record = orjson.loads(lines[-1])
     assert record["tool"] == "demo.echo" and record["args"] == {"text": "hi"}
 

@@ -21,6 +21,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "entropic_mcp.cli._storage:storage",
         "Look into the store: conversations, delegations, search; prune old plugin state.",
     ),
+    "external": (
+        "entropic_mcp.cli._external:external",
+        "External MCP servers: approve a project's .mcp.json, list what runs.",
+    ),
     "serve": ("entropic_mcp.cli._serve:serve", "Serve every tool over MCP (stdio or Streamable HTTP)."),
     "demo": ("entropic_mcp.cli._serve:demo", "Start serve and drive it with a real MCP client."),
 }

@@ -18,7 +18,8 @@ root = "."                      # the project root every server is confined to
 
 [storage]
 backend = "tinydb"              # embedded, nothing to run; "none" disables storage
-path = ".entropic-mcp/store"
+# path = "/somewhere/store"     # default: outside the project, in your per-user data directory
+                                # (~/.local/share/entropic-mcp/projects/<key>/store); no tool reads it
 
 [permissions]
 default = "ask"                 # when no rule matches: "ask" | "allow" | "deny"
@@ -68,6 +69,7 @@ def _flatten(config: object) -> dict[str, object]:
         for field in attrs.fields(type(record)):
             value = getattr(record, field.name)
             out[f"{section}.{field.name}"] = str(value) if isinstance(value, Path) else value
+    out["storage.path"] = str(config.storage_path)  # type: ignore[attr-defined]  # the default is per project
     for name, identity in config.identities.items():  # type: ignore[attr-defined]
         out[f"identities.{name}"] = {k: v.name for k, v in identity.keys.items()}
     for name, table in config.servers.items():  # type: ignore[attr-defined]
