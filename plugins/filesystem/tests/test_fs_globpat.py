@@ -143,6 +143,7 @@ def test_classes_and_odd_names(pattern, path, expected):
         ("a\x00b", ("NUL",)),
         ("x" * (MAX_PATTERN_CHARS + 1), ("characters long", "shorter")),
         ("{a}" * 70, ("fewer",)),
+        ("{a,b}" * 8 + "*a" * 1000, ("256 alternatives", "fewer")),
     ],
 )
 def test_patterns_that_cannot_be_matched_get_a_clear_error(pattern, words):

@@ -19,6 +19,8 @@ MAX_ALTERNATIVES = 256
 MAX_PATTERN_CHARS = 4096
 #: Most ``{`` in one pattern: each group with a comma at least doubles the alternatives.
 MAX_BRACES = 64
+#: Most characters the alternatives of one pattern add up to (translating and compiling cost this).
+MAX_EXPANDED_CHARS = 65_536
 SPECIAL = frozenset("*?[{\\")
 #: One character of a name: never the separator, nor the NUL that ``Matcher.select`` puts between texts.
 ANY = "[^/\\x00]"
@@ -336,6 +338,13 @@ def compile_glob(pattern: str, *, argument: str = "pattern") -> GlobPattern:
             "to search another directory pass it as 'path'",
         )
     alternatives = expand_braces(pattern)
+    expanded = sum(map(len, alternatives))
+    if expanded > MAX_EXPANDED_CHARS:
+        raise ToolError(
+            "invalid_args",
+            f"'{argument}' expands to {len(alternatives)} alternatives of {expanded} characters in all, more "
+            f"than {MAX_EXPANDED_CHARS}; use fewer {{a,b}} groups or shorter alternatives",
+        )
     for alternative in alternatives:
         if ".." in alternative.split("/"):
             raise ToolError(
