@@ -932,6 +932,11 @@ class _Analysis:
         rest, ok, writes, assigned, moved = stripped
         if moved:
             self.cwds = None  # the command runs elsewhere: relative targets are unknown from here on
+        own = [w.value or "" for w in words[1 : len(words) - len(rest)]]
+        if _clears_environment(name, own):
+            # The run's environment carries git's config neutralisation (_gitsafe): a command
+            # that drops it may run what a hostile repository's config names.
+            yield Unclear(text=_source(words), reason=f"{name} clears or unsets the environment")
         for path in writes:
             yield from self.write(path, path or _source(words))
         for assignment in assigned:
@@ -1129,6 +1134,19 @@ def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list
     if i + spec.positional >= n:
         return None
     return list(words[i + spec.positional :]), True, writes, assigned, moved
+
+
+def _clears_environment(name: str, options: Sequence[str]) -> bool:
+    """``env -i``, ``env -u NAME``, ``env -``, ``exec -c``: the command loses the run's environment."""
+    letters = {"env": "iu", "exec": "c"}.get(name, "")
+    for option in options:
+        if option.startswith("--"):
+            cleared = name == "env" and option.partition("=")[0] in ("--ignore-environment", "--unset")
+        else:
+            cleared = (option == "-" and name == "env") or any(c in option[1:] for c in letters)
+        if cleared:
+            return True
+    return False
 
 
 def _shadows(name: str) -> bool:

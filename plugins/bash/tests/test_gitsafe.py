@@ -1,0 +1,131 @@
+"""Issue 21: a bash run's git gets the git server's config neutralisation (``_gitsafe``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from bash_helpers import make_manager
+from entropic_mcp import CallContext
+from entropic_mcp_bash import _gitsafe
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=_clean_env())
+
+
+@pytest.fixture
+def hostile(root: Path) -> Path:
+    """A repository whose config runs programs: an fsmonitor, a textconv driver, a pager."""
+    _git(root, "init", "-q")
+    _git(root, "config", "user.email", "t@example.com")
+    _git(root, "config", "user.name", "t")
+    (root / "a.bin").write_text("one\n")
+    (root / ".gitattributes").write_text("*.bin diff=evil\n")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "one")
+    (root / "a.bin").write_text("two\n")
+    with (root / ".git" / "config").open("a") as fh:
+        fh.write("[core]\n\tfsmonitor = touch fsmonitor-ran; false\n")
+        fh.write('[diff "evil"]\n\ttextconv = "touch textconv-ran; cat"\n')
+    return root
+
+
+def _plain(root: Path, command: str) -> None:
+    subprocess.run(["bash", "-c", command], cwd=root, env=_clean_env(), capture_output=True, timeout=30, check=False)
+
+
+@pytest.mark.parametrize(
+    ("command", "rule", "marker"),
+    [
+        ("git status", "git status *", "fsmonitor-ran"),
+        ("git status --short", "git status *", "fsmonitor-ran"),
+        ("git diff", "git diff*", "textconv-ran"),
+        ("git log -p -1", "git log*", "textconv-ran"),
+        ("bash -c 'git status'", "git status *", "fsmonitor-ran"),
+    ],
+)
+def test_an_allowed_git_command_does_not_run_what_the_repository_config_names(
+    hostile: Path, command: str, rule: str, marker: str
+) -> None:
+    _plain(hostile, "git status; git diff; git log -p -1 >/dev/null")
+    assert (hostile / marker).exists(), "the hostile config does not run in plain bash"
+    (hostile / "fsmonitor-ran").unlink(missing_ok=True)
+    (hostile / "textconv-ran").unlink(missing_ok=True)
+    manager, _ = make_manager(
+        hostile, permissions={"default": "deny", "allow": [f"bash.execute:{rule}", "bash.execute:bash -c *"]}
+    )
+    try:
+        result = manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c"))
+    finally:
+        manager.close()
+    assert result.kind == "ok"
+    assert not (hostile / marker).exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "env -i git status",
+        "env -u GIT_CONFIG_COUNT git status",
+        "env --unset=GIT_CONFIG_COUNT git status",
+        "env - git status",
+        "exec -c git status",
+        "GIT_CONFIG_COUNT=0 git status",
+        "unset GIT_CONFIG_COUNT; git status",
+        "export GIT_CONFIG_COUNT=0; git status",
+    ],
+)
+def test_a_command_that_drops_the_neutralisation_is_not_allowed(hostile: Path, command: str) -> None:
+    manager, _ = make_manager(
+        hostile,
+        permissions={
+            "default": "deny",
+            "allow": [
+                "bash.execute:git status *",
+                "bash.execute:env *",
+                "bash.execute:exec *",
+                "bash.execute:unset *",
+                "bash.execute:export *",
+            ],
+        },
+    )
+    try:
+        result = manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c"))
+    finally:
+        manager.close()
+    assert result.kind == "rejected_permission"
+    assert not (hostile / "fsmonitor-ran").exists()
+
+
+def test_overrides_come_after_the_entries_the_environment_already_has(hostile: Path) -> None:
+    env = _clean_env() | {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "me"}
+    result = _gitsafe.with_git_overrides(env, [hostile])
+    assert result["GIT_CONFIG_KEY_0"] == "user.name"
+    assert result["GIT_CONFIG_KEY_1"] == "core.pager"
+    keys = {
+        result[f"GIT_CONFIG_KEY_{i}"]: result[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(result["GIT_CONFIG_COUNT"]))
+    }
+    assert keys["core.fsmonitor"] == "false"
+    assert keys["diff.evil.textconv"] == ""
+
+
+def test_the_lists_cover_the_git_servers() -> None:
+    safety = pytest.importorskip("entropic_mcp_git._safety", reason="the git plugin is not installed")
+    output_shape = {"color.ui", "core.quotepath", "log.showRoot"}  # the git server's output, not safety
+    theirs = {entry.partition("=")[0] for entry in safety.STATIC_CONFIG} - output_shape
+    ours = {entry.partition("=")[0] for entry in _gitsafe.STATIC_CONFIG}
+    assert theirs <= ours
+    assert set(safety.DYNAMIC_KEYS) <= set(_gitsafe.DYNAMIC_KEYS)
+    for section, variables in safety.DYNAMIC_KEYS.items():
+        assert set(variables) <= set(_gitsafe.DYNAMIC_KEYS[section]), section
+    for section, triggers in safety._TRIGGERS.items():
+        for variable in triggers:
+            key = f"{section}.x.{variable}"
+            assert _gitsafe.dynamic_overrides([key]) == safety.overrides_for([key]), key
