@@ -53,7 +53,7 @@ async def names(c: Any) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_external_tools_are_served_with_directives_stripped(tmp_path, mode):
-    project = project_with(tmp_path, fault_table())
+    project = project_with(tmp_path, fault_table() + "trust_annotations = true\n")
     async with client(project, mode) as c:
         listed = {tool.name: tool for tool in (await c.list_tools(cache_mode="bypass")).tools}
         assert {"f.echo", "f.write", "f.directive"} <= set(listed)

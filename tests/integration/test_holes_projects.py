@@ -227,3 +227,61 @@ async def test_the_default_store_lives_outside_the_project(tmp_path: Path, data_
         result = await peer.call("filesystem.read_file", {"path": str(journals[0])})
     assert not (project / ".entropic-mcp").exists()
     assert result.is_error and "store" in text(result), text(result)
+
+
+# -- external servers: hints, names, big results ---------------------------------------------------
+
+
+def external_project(tmp_path: Path, extra: str = "", *, plugins: str = "[]", trust: bool = False) -> Path:
+    quoted = f'"{FAULT_SERVER}"'
+    table = f'[external.f]\ncommand = "{sys.executable}"\nargs = [{quoted}]\ncall_timeout_seconds = 20\n' + (
+        "trust_annotations = true\n" if trust else ""
+    )
+    config = (
+        f'[entropic_mcp]\nplugins = {plugins}\n[storage]\nbackend = "none"\n'
+        '[permissions]\ndefault = "deny"\nallow_read = true\nallow = ["f.big"]\n[pipeline]\nmax_result_bytes = 4096\n'
+        + table
+        + extra
+    )
+    return make_project(tmp_path, config)
+
+
+async def test_an_external_servers_own_read_only_hint_allows_nothing(tmp_path: Path, data_home: Path) -> None:
+    project = external_project(tmp_path)
+    async with connect(params(project, data_home), ERA) as peer:
+        listed = {tool.name: tool for tool in await peer.list_all()}
+        result = await peer.call("f.wipe", {})
+    assert listed["f.wipe"].annotations.read_only_hint is False
+    assert result.is_error and "wiped" not in text(result), text(result)
+
+
+async def test_trust_annotations_lets_the_servers_hints_count(tmp_path: Path, data_home: Path) -> None:
+    project = external_project(tmp_path, trust=True)
+    async with connect(params(project, data_home), ERA) as peer:
+        result = await peer.call("f.wipe", {})
+    assert (result.is_error, text(result)) == (False, "wiped")
+
+
+async def test_an_external_name_taken_by_a_plugin_fails_that_entry_alone(tmp_path: Path, data_home: Path) -> None:
+    clash = f'[external.filesystem]\ncommand = "{sys.executable}"\nargs = ["{FAULT_SERVER}"]\n'
+    project = external_project(tmp_path, clash, plugins='["filesystem"]')
+    names: list[str] = []
+
+    async def listing(client: Any) -> None:
+        names[:] = [tool.name for tool in (await client.list_tools(cache_mode="bypass")).tools]
+
+    stderr = await stderr_of(project, data_home, listing)
+    assert "f.echo" in names and "filesystem.read_file" in names
+    assert "filesystem.echo" not in names
+    assert "[external.filesystem]" in stderr
+
+
+async def test_a_structured_external_result_over_the_cap_reaches_the_client(tmp_path: Path, data_home: Path) -> None:
+    project = external_project(tmp_path)
+    async with connect(params(project, data_home), ERA) as peer:
+        small = await peer.call("f.big", {"size": 10})
+        big = await peer.call("f.big", {"size": 100_000})
+    assert small.structured_content == {"data": "x" * 10}
+    assert big.is_error
+    assert "max_result_bytes" in text(big)
+    assert len(text(big).encode()) < 8192

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,7 +52,37 @@ class ExternalServers:
         return servers
 
 
+EXTERNAL_PLUGIN = "builtin-external"
+
+
+def drop_taken_external(found: dict[str, list[tuple[str, Any]]]) -> None:
+    """Drop (and close) each ``[external.<name>]`` server whose name another plugin's server has.
+
+    One such entry used to fail the whole built-in plugin, taking every external server with
+    it; now that entry alone is left out, with a message naming it and the remedy.
+    """
+    log = logging.getLogger("entropic_mcp")
+    for name, entries in found.items():
+        others = [plugin for plugin, _ in entries if plugin != EXTERNAL_PLUGIN]
+        if not others or len(others) == len(entries):
+            continue
+        for plugin, server in entries:
+            if plugin != EXTERNAL_PLUGIN:
+                continue
+            server.close()
+            source = getattr(getattr(server, "config", None), "source", "") or "the config"
+            log.error(
+                "[external.%s] in %s is not started: the server name %r is taken by plugin %s; rename the entry "
+                "(its tools are called <name>.<tool>)",
+                name,
+                source,
+                name,
+                ", ".join(repr(p) for p in others),
+            )
+        found[name] = [(plugin, server) for plugin, server in entries if plugin != EXTERNAL_PLUGIN]
+
+
 def builtin_plugins() -> Iterator[tuple[str, object]]:
     yield "builtin-tinydb", TinyDBStorage()
     yield "builtin-delegation", DelegationHandlers()
-    yield "builtin-external", ExternalServers()
+    yield EXTERNAL_PLUGIN, ExternalServers()

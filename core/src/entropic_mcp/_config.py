@@ -90,6 +90,10 @@ class ExternalServerConfig:
     list_ttl_seconds: float | None = None
     backoff_initial_seconds: float = 0.5
     backoff_max_seconds: float = 30.0
+    #: Whether the server's own annotations (``readOnlyHint``) decide a tool's access level.
+    #: MCP calls hints from an untrusted server untrusted: by default every tool not named in
+    #: ``access`` or ``read_only_tools`` is a WRITE tool, whatever it says of itself.
+    trust_annotations: bool = False
     source: str = ""
 
 
@@ -110,6 +114,10 @@ class Config:
     path: Path | None = None
     local_path: Path | None = None
     sources: Mapping[str, str] = attrs.field(factory=dict)
+    #: The ``.mcp.json`` file import_mcp_json reads (None: not importing), and whether the user
+    #: approved its current contents (unapproved: none of its servers run).
+    mcp_json: Path | None = None
+    mcp_json_approved: bool = True
 
     @property
     def storage_path(self) -> Path:
@@ -140,10 +148,6 @@ class Config:
         if self.storage.backend != "none":
             dirs.append(self.storage_path)
         return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in dirs))
-    #: The ``.mcp.json`` file import_mcp_json reads (None: not importing), and whether the user
-    #: approved its current contents (unapproved: none of its servers run).
-    mcp_json: Path | None = None
-    mcp_json_approved: bool = True
 
     def server_table(self, name: str) -> Mapping[str, Any]:
         return self.servers.get(name, {})
@@ -301,6 +305,7 @@ EXTERNAL_KEYS = (
     "plan",
     "access",
     "read_only_tools",
+    "trust_annotations",
     *_EXTERNAL_NUMBERS,
 )
 
@@ -352,6 +357,8 @@ def external_server(name: str, table: Any, path: Path | str, *, section: str = "
     for tool in _strings(table.get("read_only_tools", []), f"{where}.read_only_tools"):
         access.setdefault(tool, AccessLevel.READ)
     fields["access"] = access
+    if "trust_annotations" in table:
+        fields["trust_annotations"] = _bool(table["trust_annotations"], f"{where}.trust_annotations")
     for key, check in _EXTERNAL_NUMBERS.items():
         if key in table:
             fields[key] = check(table[key], f"{where}.{key}")
@@ -382,13 +389,13 @@ def import_mcp_json(
     import logging
 
     log = logging.getLogger("entropic_mcp")
+    if content is None:
+        content = read_mcp_json(path)
     try:
         data = json.loads(content.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: import_mcp_json: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
-    if content is None:
-        content = read_mcp_json(path)
         raise ConfigError(f"{path}: invalid JSON: {exc}") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):
@@ -621,6 +628,8 @@ def build_config(
     plugins = flat.get(("entropic_mcp", "plugins"))
     external: dict[str, ExternalServerConfig] = section("external")
     wanted = flat.get(("entropic_mcp", "import_mcp_json"), False)
+    mcp_json: Path | None = None
+    approved = True
     if wanted:
         mcp_json = (root / ".mcp.json" if wanted is True else (base_dir / Path(str(wanted)).expanduser())).resolve()
         approved = _import_approved(mcp_json, external)
@@ -628,8 +637,6 @@ def build_config(
         root=root,
         plugins=plugins,
         storage=StorageConfig(**storage),
-    mcp_json: Path | None = None
-    approved = True
         permissions=PermissionsConfig(**section("permissions")),
         pipeline=PipelineConfig(**section("pipeline")),
         serve=ServeConfig(**section("serve")),
@@ -640,9 +647,9 @@ def build_config(
         path=path,
         local_path=local_path,
         sources=sources,
-    )
         mcp_json=mcp_json,
         mcp_json_approved=approved,
+    )
 
 
 #: The command that approves a .mcp.json file (named in the warning an unapproved file gets).

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._access import AccessLevel
+from ._builtins import drop_taken_external
 from ._calls import OutsideRootRequest
 from ._config import Config, PluginConfig, config_from_dict
 from ._context import CallContext
@@ -138,6 +139,7 @@ class ServerManager:
                 continue
             for server in results:
                 found.setdefault(server.name, []).append((plugin_name, server))
+        drop_taken_external(found)
         failed: set[str] = set()
         for name, entries in sorted(found.items()):
             if len(entries) < 2:

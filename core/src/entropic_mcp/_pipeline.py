@@ -346,6 +346,13 @@ class CallPipeline:
 
     def _denied_message(self, call: _Call, verdict: Verdict) -> str:
         rules = verdict.rules()
+        private = [v.part for v in verdict.verdicts if v.kind == "private"]
+        if private and not rules:
+            return (
+                f"'{call.shown}' would read or change entropic-mcp's store or its per-user data "
+                f"({private[0].store.partition(':')[2]}); no tool may, whatever the rules say. Do not retry it; "
+                "the user can look into the store with 'entropic-mcp storage'."
+            )
         protected = [v.part for v in verdict.verdicts if v.kind == "protected"]
         if protected and not rules:
             target = protected[0].store.partition(":")[2]
@@ -372,13 +379,6 @@ class CallPipeline:
         elif ask_rules:
             reason = f'the rule ask = ["{ask_rules[0]}"] matched'
         else:
-        private = [v.part for v in verdict.verdicts if v.kind == "private"]
-        if private and not rules:
-            return (
-                f"'{call.shown}' would read or change entropic-mcp's store or its per-user data "
-                f"({private[0].store.partition(':')[2]}); no tool may, whatever the rules say. Do not retry it; "
-                "the user can look into the store with 'entropic-mcp storage'."
-            )
             reason = f'no rule allows this call (default = "{manager_default(self)}")'
         request = ApprovalRequest(
             tool=call.name,

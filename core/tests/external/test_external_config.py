@@ -223,3 +223,13 @@ def test_servers_table_for_an_external_server_is_refused(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"\[servers.f\] does not apply to the external server"):
         ServerManager.from_config(load_config(cwd=tmp_path), load_entry_points=False).close()
+
+
+def test_trust_annotations_is_off_unless_set_and_takes_only_a_boolean(tmp_path):
+    path = write(tmp_path / "entropic-mcp.toml", '[external.a]\ncommand = "x"\n[external.b]\ncommand = "x"\n')
+    path.write_text(path.read_text() + "trust_annotations = true\n")
+    external = load_config(path).external
+    assert (external["a"].trust_annotations, external["b"].trust_annotations) == (False, True)
+    write(path, '[external.a]\ncommand = "x"\ntrust_annotations = "yes"\n')
+    with pytest.raises(ConfigError, match="external.a.trust_annotations: expected true or false"):
+        load_config(path)

@@ -17,8 +17,8 @@ def result_json(response):
     return orjson.loads(response.result)
 
 
-def test_tools_are_listed_with_the_server_prefix_and_access_from_hints(managers):
-    manager = managers()
+def test_tools_are_listed_with_the_server_prefix_and_access_from_trusted_hints(managers):
+    manager = managers(trust_annotations=True)
     tools = {tool["name"]: tool for tool in manager.list_tools()}
     assert {"f.echo", "f.write", "f.crash", "f.directive"} <= set(tools)
     assert tools["f.echo"]["annotations"]["readOnlyHint"] is True
@@ -27,6 +27,16 @@ def test_tools_are_listed_with_the_server_prefix_and_access_from_hints(managers)
     assert manager.access_level("f.echo") == AccessLevel.READ
     assert manager.access_level("f.write") == AccessLevel.WRITE
     assert manager.access_level("f.counter") == AccessLevel.WRITE  # no hint: the safe default
+
+
+def test_an_untrusted_servers_hints_decide_nothing(managers):
+    """MCP: annotations from an untrusted server are untrusted. ``wipe`` says it is read-only."""
+    manager = managers()
+    tools = {tool["name"]: tool for tool in manager.list_tools()}
+    for name in ("echo", "wipe", "write"):
+        assert manager.access_level(f"f.{name}") == AccessLevel.WRITE
+        assert tools[f"f.{name}"]["annotations"]["readOnlyHint"] is False
+        assert "destructiveHint" not in tools[f"f.{name}"]["annotations"]
 
 
 def test_config_overrides_the_servers_hints(managers):
@@ -81,7 +91,7 @@ async def test_directives_from_an_external_server_are_always_stripped(managers):
 async def test_arguments_go_through_the_pipeline_schema_and_permissions(tmp_path):
     manager = build(
         tmp_path,
-        {"f": external()},
+        {"f": external(trust_annotations=True)},
         permissions={"default": "allow", "deny": ["f.write"]},
         identities={"reader": {"keys": {"f.*": "READ"}}},
     )
@@ -251,5 +261,57 @@ def test_a_server_imported_from_mcp_json_runs(tmp_path):
     try:
         assert "imported.echo" in [tool["name"] for tool in manager.list_tools()]
         assert manager.providers["imported"] == "builtin-external"
+    finally:
+        manager.close()
+
+
+async def test_structured_content_over_the_cap_is_an_error_that_says_so(tmp_path):
+    """A cut JSON object is no structured content: the official client raises on a success
+    without it when the tool declares an outputSchema."""
+    manager = build(tmp_path, {"f": external()}, pipeline={"max_result_bytes": 4096})
+    try:
+        small = await manager.call("f.big", {"size": 10})
+        big = await manager.call("f.big", {"size": 100_000})
+    finally:
+        manager.close()
+    assert small.response.structured == {"data": "x" * 10} and not small.response.is_error
+    assert big.response.is_error and big.response.structured is None
+    body = result_json(big.response)
+    assert body["error"] == "result_too_large" and "max_result_bytes = 4096" in body["message"]
+
+
+def test_a_long_text_beside_structured_content_that_fits_becomes_that_content():
+    from entropic_mcp import ServerResponse
+    from entropic_mcp._external._server import bounded
+
+    response = ServerResponse._make("y" * 10_000, (), False, {"data": "short"})
+    kept = bounded(response, "f", "t", 4096)
+    assert (kept.result, kept.structured) == ('{"data":"short"}', {"data": "short"})
+    assert bounded(response, "f", "t", 0) is response
+
+
+def test_a_plugin_server_keeps_its_name_and_only_the_clashing_external_entry_is_left_out(tmp_path, caplog):
+    import logging
+
+    from entropic_mcp import MCPServerBase, Plugins, ServerManager, config_from_dict, hookimpl
+
+    class Owner:
+        @hookimpl
+        def entropic_mcp_servers(self, config):
+            return MCPServerBase("f", root=config.root)
+
+    data = {
+        "entropic_mcp": {"plugins": ["f"]},
+        "storage": {"backend": "none"},
+        "external": {"f": external(), "g": external()},
+    }
+    plugins = Plugins(strict=True)  # the clash fails no plugin, so strict mode has nothing to stop
+    plugins.register(Owner(), "f")
+    with caplog.at_level(logging.ERROR):
+        manager = ServerManager.from_config(config_from_dict(data, root=tmp_path), plugins=plugins)
+    try:
+        assert manager.providers["f"] == "f" and manager.providers["g"] == "builtin-external"
+        assert "[external.f] in <dict> is not started: the server name 'f' is taken by plugin 'f'" in caplog.text
+        assert manager.plugins.infos["builtin-external"].status != "failed"
     finally:
         manager.close()

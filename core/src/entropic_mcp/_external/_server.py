@@ -35,19 +35,29 @@ PIPELINE_GRACE_SECONDS = 5.0
 _CLOSING: set[Any] = set()
 
 
+#: Hints about what a tool does that only a trusted server's word settles (``trust_annotations``).
+UNTRUSTED_HINTS = ("destructiveHint", "idempotentHint")
+
+
 class ExternalTool(ToolBase):
     """One tool of an external server: its definition and hints as the server listed them."""
 
-    def __init__(self, definition: ToolDefinition, level: AccessLevel, hints: Mapping[str, Any]) -> None:
+    def __init__(
+        self, definition: ToolDefinition, level: AccessLevel, hints: Mapping[str, Any], *, trusted: bool = False
+    ) -> None:
         super().__init__(definition)
         self.required_access_level = level  # type: ignore[misc]  # per tool, from hints and config
         self.hints = dict(hints)
+        self.trusted = trusted
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> str:  # pragma: no cover - ExternalServer runs calls
         raise RuntimeError("external tools are run by their ExternalServer")
 
     def annotations(self) -> dict[str, Any]:
-        data = {key: value for key, value in self.hints.items() if key != "readOnlyHint"}
+        # What the tool does is our word (its access level), not the server's: a client that
+        # auto-approves on readOnlyHint or destructiveHint must not act on an untrusted claim.
+        untrusted = () if self.trusted else UNTRUSTED_HINTS
+        data = {key: value for key, value in self.hints.items() if key != "readOnlyHint" and key not in untrusted}
         data["readOnlyHint"] = self.required_access_level <= AccessLevel.READ
         if self.definition.title and "title" not in data:
             data["title"] = self.definition.title
@@ -97,6 +107,33 @@ def to_response(server: str, tool: str, result: Any) -> ServerResponse:
     if not parts and structured is not None:
         text = dumps(structured)
     return ServerResponse._make(text, (), bool(result.is_error), None if result.is_error else structured)
+
+
+def bounded(response: ServerResponse, server: str, tool: str, limit: int) -> ServerResponse:
+    """An external result within ``[pipeline] max_result_bytes``, structured content included.
+
+    The pipeline cuts a long text; a cut JSON object is no structured content, and a client
+    whose tool declares an ``outputSchema`` raises on a success without it. So structured
+    content over the cap becomes an error saying so (errors carry no structured content), and
+    a long text beside structured content that fits is replaced by that content's JSON (what
+    MCP asks the text block to carry), which the pipeline then leaves whole.
+    """
+    structured = response.structured
+    if limit <= 0 or structured is None or response.is_error:
+        return response
+    text = dumps(structured)
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > limit:
+        return ServerResponse.refusal(
+            "result_too_large",
+            f"external server '{server}' answered '{server}.{tool}' with {size} bytes of structured content, more "
+            f"than [pipeline] max_result_bytes = {limit}; call it again asking for less (a narrower query, a "
+            "filter or a smaller page)",
+            server=server,
+        )
+    if len(response.result.encode("utf-8", errors="surrogatepass")) > limit:
+        return ServerResponse._make(text, (), False, structured, response.content)
+    return response
 
 
 def _hints(tool: Any) -> dict[str, Any]:
@@ -197,7 +234,8 @@ class ExternalServer(MCPServerBase):
         first = self._first
         if first is None:
             for server in self.siblings:
-                server._begin()
+                if server is self or not server.closed:  # a sibling left out (its name taken) never starts
+                    server._begin()
             first = self._begin()
         if first.done():
             return True
@@ -235,10 +273,14 @@ class ExternalServer(MCPServerBase):
         return tool.required_access_level if tool is not None else AccessLevel.WRITE
 
     def _level(self, name: str, hints: Mapping[str, Any]) -> AccessLevel:
+        """``access`` / ``read_only_tools`` first; the server's own ``readOnlyHint`` only with
+        ``trust_annotations = true`` (MCP: hints from an untrusted server are untrusted); else WRITE."""
         override = self.config.access.get(name)
         if override is not None:
             return override
-        return AccessLevel.READ if hints.get("readOnlyHint") is True else AccessLevel.WRITE
+        if self.config.trust_annotations and hints.get("readOnlyHint") is True:
+            return AccessLevel.READ
+        return AccessLevel.WRITE
 
     def _build(self, listed: list[Any]) -> dict[str, ExternalTool]:
         from .._schema import SchemaValidator
@@ -267,7 +309,9 @@ class ExternalServer(MCPServerBase):
                 skipped[name] = f"unusable inputSchema: {exc}"
                 continue
             hints = _hints(item)
-            tools[name] = ExternalTool(definition, self._level(name, hints), hints)
+            tools[name] = ExternalTool(
+                definition, self._level(name, hints), hints, trusted=self.config.trust_annotations
+            )
         for name, why in skipped.items():
             if self.skipped.get(name) != why:
                 log.warning("external server %r: tool %r skipped: %s", self.name, name, why)
@@ -360,7 +404,7 @@ class ExternalServer(MCPServerBase):
                 server=self.name,
                 rpc_code=exc.code,
             )
-        return to_response(self.name, tool_name, result)
+        return bounded(to_response(self.name, tool_name, result), self.name, tool_name, ctx.services.result_limit)
 
     async def list_for(self, ctx: CallContext) -> list[dict[str, Any]]:
         """The tools ``ctx``'s conversation may see now, named ``<server>.<tool>``, through the pool.
