@@ -195,3 +195,16 @@ def test_config_lists_what_it_loaded(loaded):
     assert project / "policy.toml" in files and project / "entropic-mcp.local.toml" in files
     assert project / ".mcp.json" in files and project / ".entropicignore" in files
     assert project / "store" in manager.config.private_dirs
+
+
+@pytest.mark.parametrize("pattern", ["db.query:SELECT *", "db.query:a?b", "db.query:[abc]", "db.query:x[*]"])
+def test_always_allow_on_a_pattern_with_glob_characters_matches_exactly_that_pattern(tmp_path, pattern):
+    from entropic_mcp._permissions import pattern_part
+
+    r = rules(tmp_path, default="ask")
+    part = pattern_part("db.query", pattern)
+    r.add("allow", [part.store])
+    assert r.decide([part], read_only=False)[0] == "allow"
+    for other in ("db.query:SELECT secrets", "db.query:aXb", "db.query:a", "db.query:x*", "db.query:xy"):
+        if other != pattern:
+            assert r.decide([pattern_part("db.query", other)], read_only=False)[0] == "ask", other

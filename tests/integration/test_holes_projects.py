@@ -285,3 +285,32 @@ async def test_a_structured_external_result_over_the_cap_reaches_the_client(tmp_
     assert big.is_error
     assert "max_result_bytes" in text(big)
     assert len(text(big).encode()) < 8192
+
+
+# -- "always allow" on a pattern with glob characters ----------------------------------------------
+
+
+async def test_always_allow_on_a_pattern_with_glob_characters_allows_exactly_that_call(
+    tmp_path: Path, data_home: Path
+) -> None:
+    from mcp_types import ElicitResult
+
+    project = make_project(
+        tmp_path,
+        '[entropic_mcp]\nplugins = ["probe"]\n[storage]\nbackend = "none"\n[permissions]\ndefault = "ask"\n',
+    )
+    answers: list[str] = []
+
+    async def elicitation(context: Any, request: Any) -> Any:
+        answers.append(request.message)
+        return ElicitResult(action="accept", content={"decision": "always_allow"})
+
+    async with connect(params(project, data_home), ERA, elicitation=elicitation) as peer:
+        first = await peer.call("probe.note", {"text": "*"})
+        asked = len(answers)
+        again = await peer.call("probe.note", {"text": "*"})
+        other = await peer.call("probe.note", {"text": "rm -rf everything"})
+    assert not first.is_error and not again.is_error
+    assert asked == 1 and len(answers) == 2, answers  # the same call allowed; another one asked again
+    assert not other.is_error
+    assert "probe.note([*])" in (project / "entropic-mcp.local.toml").read_text()

@@ -24,7 +24,7 @@ from ._errors import ConfigError, DuplicateNameError
 from ._hooks import HookFault, HookRefusal, Hooks, _as_list
 from ._keys import AccessKeys
 from ._outcome import BatchOutcome, CallOutcome
-from ._permissions import PermissionPart, PermissionRules, ProtectedPaths
+from ._permissions import PermissionPart, PermissionRules, ProtectedPaths, pattern_part
 from ._pipeline import CallPipeline
 from ._plugins import Plugins
 from ._schema import SchemaValidator
@@ -367,8 +367,7 @@ class ServerManager:
         if cached is None:
             if len(self._parts) > 4096:
                 self._parts.clear()
-            names = (full,) if pattern == full else (full, pattern)
-            cached = self._parts[pattern] = [PermissionPart(names=names, store=pattern)]
+            cached = self._parts[pattern] = [pattern_part(full, pattern)]
         return cached
 
     @staticmethod
@@ -410,7 +409,7 @@ class ServerManager:
             for v in self.permissions.judge(own, read_only=read_only).verdicts
         ):
             return own, own[0].store
-        return [PermissionPart(names=(f"{server.name}.{tool}", hooked), store=hooked)], hooked
+        return [pattern_part(f"{server.name}.{tool}", hooked)], hooked
 
     def skip_duplicate_check(self, server: MCPServerBase | str, tool: str = "") -> bool:
         if isinstance(server, str):

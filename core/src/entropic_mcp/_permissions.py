@@ -360,6 +360,18 @@ def escape_glob(text: str) -> str:
     return _GLOB_SPECIAL.sub(r"[\1]", text)
 
 
+def pattern_part(full: str, pattern: str) -> PermissionPart:
+    """The part of a call a server (``permission_pattern``) or a plugin (the hook) keyed as ``pattern``.
+
+    Rules match ``pattern`` as a name, literally; "always allow" stores it escaped
+    (``escape_glob``), so the stored rule matches exactly this pattern: ``db.query:SELECT *``
+    stored as it is would allow every later query, and stored by a server already escaped it
+    would never match.
+    """
+    names = (full,) if pattern == full else (full, pattern)
+    return PermissionPart(names=names, store=escape_glob(pattern))
+
+
 def path_part(
     access: Literal["read", "write"],
     path: str,
