@@ -142,12 +142,14 @@ def test_writes_land_only_under_the_root_and_the_private_tmp(root, tmp_path):
 
 
 @needs_bwrap
-def test_private_tmp_is_gone_after_the_run(root):
-    code, out = run(host(root).for_server("bash"), 'echo "$TMPDIR"; ls -d /tmp/entropic-mcp-tmp-* 2>&1 | wc -l', root)
-    assert code == 0 and out.splitlines()[0] == "/tmp"
-    before = set(Path("/tmp").glob("entropic-mcp-tmp-*"))
-    run(host(root).for_server("bash"), "echo x > /tmp/leftover", root)
-    assert set(Path("/tmp").glob("entropic-mcp-tmp-*")) <= before
+def test_each_run_has_its_own_tmp_that_is_gone_after_it(root):
+    sb = host(root).for_server("bash")
+    name = f"entropic-sandbox-test-{os.getpid()}"
+    code, out = run(sb, f'echo "$TMPDIR"; echo x > /tmp/{name} && cat /tmp/{name}', root)
+    assert code == 0 and out.splitlines() == ["/tmp", "x"]
+    assert not Path("/tmp", name).exists()
+    code, out = run(sb, f"cat /tmp/{name}", root)
+    assert code != 0 and "No such file" in out
 
 
 @needs_bwrap

@@ -145,7 +145,7 @@ def corpus() -> list[tuple[str, str, str]]:
     """(class, name, command template) for every case."""
     cases = []
     for target in (*OUTSIDE_TARGETS, *POLICY_TARGETS):
-        kind = "outside" if target.startswith("{out}") else "policy"
+        kind = "outside" if target.startswith(("{out}", "{home}")) else "policy"
         for name, method in WRITE_METHODS.items():
             cases.append(
                 (kind, f"{name} -> {target}", method.replace("{t_split}", split(target)).replace("{t}", target))

@@ -50,6 +50,10 @@ BASE = (
 )
 
 
+#: The private /tmp's size limit (a tmpfs: memory is used only by what is written).
+TMP_BYTES = 1 << 30
+
+
 def find() -> Found:
     """The first candidate that runs ``true`` in a sandbox with a network namespace."""
     import subprocess
@@ -77,7 +81,6 @@ def command(
     argv: Sequence[str],
     *,
     cwd: Path,
-    tmp: Path,
     writable: Sequence[Path],
     read_only: Sequence[Path],
     hidden_files: Sequence[Path],
@@ -90,12 +93,12 @@ def command(
 
     Order matters, later mounts cover earlier ones: the whole file system read-only, fresh
     ``/proc`` (of the new PID namespace: the server's environment is not readable) and ``/dev``,
-    the private ``/tmp``, the writable directories, then the read-only and hidden paths inside them.
+    the private ``/tmp`` (a tmpfs of the namespace: gone with it, nothing to clean up), the writable directories, then the read-only and hidden paths inside them.
     """
     out = [bwrap, *BASE]
     if not network:
         out.append("--unshare-net")
-    out += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--bind", str(tmp), "/tmp"]
+    out += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     for path in writable:
         out += ["--bind", str(path), str(path)]
     for path in read_only:

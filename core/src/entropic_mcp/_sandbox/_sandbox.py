@@ -181,16 +181,11 @@ class Sandbox:
         hidden_files = [p for p in dict.fromkeys(hidden_files) if not any(d in p.parents for d in hidden_dirs)]
         if not _under(cwd, writable):
             read_only.append(cwd)  # a working directory outside (approved by the user) stays visible
-        import shutil
-        import tempfile
-
         mask_file, mask_dir = _masks()
-        tmp = Path(tempfile.mkdtemp(prefix="entropic-mcp-tmp-"))
         command = _bwrap.command(
             self.found.path,
             argv,
             cwd=cwd,
-            tmp=tmp,
             writable=writable,
             read_only=read_only,
             hidden_files=hidden_files,
@@ -204,10 +199,9 @@ class Sandbox:
         clean["TMPDIR"] = "/tmp"
 
         def cleanup() -> None:
-            shutil.rmtree(tmp, ignore_errors=True)
             _PLACEHOLDERS.release(placeholders)
 
-        return Prepared(argv=command, env=clean, cleanup=cleanup)
+        return Prepared(argv=command, env=clean, cleanup=cleanup if placeholders else None)
 
 
 OFF = Sandbox()
