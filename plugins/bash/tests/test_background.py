@@ -3,6 +3,8 @@ and the working directory that persists per conversation — all through the rea
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +82,37 @@ def test_output_filter_keeps_matching_lines(session: Session) -> None:
     assert data["output"] == "error 2\nerror 4\n"
     kind, bad = session.call("output", {"run_id": run_id, "filter": "("})
     assert kind == "error" and bad["error"] == "invalid_args"
+
+
+def _finished(session: Session, run_id: str) -> None:
+    end = time.monotonic() + PATIENCE
+    while session.call("list", {})[1]["runs"][0]["status"] == "running" and time.monotonic() < end:
+        time.sleep(0.05)
+
+
+def test_a_catastrophic_filter_answers_at_once_because_the_engine_is_linear(session: Session) -> None:
+    # The same search in a process of its own, so that a backtracking engine (2^40 steps here)
+    # fails this bounded liveness check instead of freezing the test run with the GIL held.
+    probe = "from entropic_mcp_bash._runs import LineFilter; print(LineFilter('(a+)+$').search('a' * 40 + 'b'))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=PATIENCE * 4)
+    assert done.stdout.strip() == "False"
+    run_id = session.start("printf '%s\\n' " + "a" * 40 + "b")
+    _finished(session, run_id)
+    kind, data = session.call("output", {"run_id": run_id, "filter": "(a+)+$"})
+    assert kind in ("ok", "ok_empty") and data["output"] == ""
+
+
+@pytest.mark.parametrize(
+    ("pattern", "named"),
+    [("(?=x)", "(?="), ("(?!x)", "(?!"), ("(?<=x)y", "(?<"), ("(a)\\1", "\\1")],
+)
+def test_a_filter_the_linear_engine_cannot_run_is_refused_naming_the_construct(
+    session: Session, pattern: str, named: str
+) -> None:
+    run_id = session.start("echo hi")
+    kind, data = session.call("output", {"run_id": run_id, "filter": pattern})
+    assert kind == "error" and data["error"] == "invalid_args"
+    assert named in data["message"] and "RE2" in data["message"]
 
 
 def test_kill_stops_the_whole_group(session: Session) -> None:

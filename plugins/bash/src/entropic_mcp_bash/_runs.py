@@ -186,7 +186,48 @@ class _RunTool(ToolBase):
         return ToolResult(text=orjson.dumps(data).decode(), structured=data)
 
 
-def _read(run: BackgroundRun, pattern: re.Pattern[str] | None) -> dict[str, object]:
+class LineFilter:
+    """``bash.output``'s ``filter``: an RE2 search, linear in the text whatever the pattern.
+
+    Python's ``re`` backtracks: ``(a+)+$`` on a 30-character line runs for minutes and holds the
+    interpreter (every client waits). RE2 has no backreferences or lookaround, so those are
+    refused with an error saying so.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        import re2
+
+        options = re2.Options()
+        options.log_errors = False
+        options.never_nl = True  # one line at a time, like grep
+        options.never_capture = True
+        try:
+            self._regex: Any = re2.compile(pattern, options)
+        except re2.error as exc:
+            raise ToolError("invalid_args", _filter_error(pattern, exc)) from None
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ToolError(
+                "invalid_args", f"'filter' is not a valid regular expression ({exc}); fix or drop it"
+            ) from None
+
+    def search(self, line: str) -> bool:
+        return self._regex.search(line) is not None
+
+
+def _filter_error(pattern: str, exc: Exception) -> str:
+    detail = exc.args[0] if exc.args else exc
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8", "replace")
+    unsupported = re.search(r"\(\?[=!<]|\\[1-9]|\(\?>|\(\?P=", pattern)
+    if unsupported:
+        return (
+            f"'filter' uses {unsupported[0]!r}, which the filter's engine (RE2, linear-time) does not support: "
+            "no backreferences or lookaround; rewrite it without them or drop it"
+        )
+    return f"'filter' is not a valid regular expression ({detail}); fix or drop it"
+
+
+def _read(run: BackgroundRun, pattern: LineFilter | None) -> dict[str, object]:
     from ._background import describe
 
     output, dropped = run.read()
@@ -208,16 +249,8 @@ class OutputTool(_RunTool):
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         run = self.server.runs.get(ctx.conversation_id, toolkit.text(args, "run_id", required=True))
-        pattern = None
         raw = toolkit.text(args, "filter", allow_empty=True)
-        if raw:
-            try:
-                pattern = re.compile(raw)
-            except re.error as exc:
-                raise ToolError(
-                    "invalid_args", f"'filter' is not a valid regular expression ({exc}); fix or drop it"
-                ) from None
-        return self._reply(_read(run, pattern))
+        return self._reply(_read(run, LineFilter(raw) if raw else None))
 
 
 class KillTool(_RunTool):
