@@ -93,20 +93,22 @@ def test_a_changed_part_longer_than_the_line_bound_is_summarised_without_compari
 
 
 def test_a_small_change_in_a_large_file_gets_a_real_diff_with_true_line_numbers():
-    before = "".join(f"line {i}\n" for i in range(200_000))
-    after = before.replace("line 150000\n", "changed\n")
+    # Kept small enough not to grow the test process (test_fs_limits measures a child's peak RSS,
+    # which Linux starts from the parent's).
+    before = "".join(f"line {i}\n" for i in range(50_000))
+    after = before.replace("line 45000\n", "changed\n")
     diff = unified(before, after, "f.txt")
     assert diff.omitted is None
     assert diff.text.splitlines() == [
         "--- a/f.txt",
         "+++ b/f.txt",
-        "@@ -149999,5 +149999,5 @@",
-        " line 149998",
-        " line 149999",
-        "-line 150000",
+        "@@ -44999,5 +44999,5 @@",
+        " line 44998",
+        " line 44999",
+        "-line 45000",
         "+changed",
-        " line 150001",
-        " line 150002",
+        " line 45001",
+        " line 45002",
     ]
 
 

@@ -30,7 +30,12 @@ out["grep_tail"] = json.loads(call("grep", {"pattern": "zzz"}).result)
 out["read"] = call("read_file", {"path": "huge.txt", "limit": 3}).result[:60]
 out["write"] = json.loads(call("write_file", {"path": "huge.txt", "content": "x"}).result)
 out["edit"] = json.loads(call("edit_file", {"path": "huge.txt", "old_string": "needle", "new_string": "x"}).result)
-out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM is this process's own peak; Linux starts ru_maxrss from the parent's (it survives exec).
+try:
+    status = Path("/proc/self/status").read_text()
+    out["rss_mb"] = int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1]) / 1024
+except (OSError, StopIteration):
+    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
 print(json.dumps(out))
 """
 
