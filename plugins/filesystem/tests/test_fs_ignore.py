@@ -223,3 +223,14 @@ def test_double_star_lines_agree_with_pathspec(line):
 
     for path in ["src/a", "src/", "x/node_modules/y", "node_modules/", "a/q/b/c", "top", "a/b/"]:
         assert IgnoreFile([line]).verdict(path) == GitIgnoreSpec.from_lines([line]).check_file(path).include
+
+
+def test_a_backtracking_ignore_line_written_into_the_project_does_not_stall_walks(fs, root):
+    # An ignore file is project content a model can write; on pathspec's pure-Python backend this
+    # line against one 100-character name runs for minutes (issue 21).
+    (root / ".gitignore").write_text("*a*a*a*a*a*a*a*b\n")
+    (root / ("a" * 100)).write_text("a\n")
+    rules = IgnoreFile(["*a*a*a*a*a*a*a*b"])
+    assert all(rules.verdict("a" * 100) is None for _ in range(1000))
+    assert fs.ok("glob", {"pattern": "a*"}) == ["a" * 100]
+    assert fs.ok("grep", {"pattern": "^a$", "output_mode": "count"}) == [{"path": "a" * 100, "count": 1}]

@@ -26,8 +26,9 @@ MAX_REMEMBERED_NAMES = 16384
 class IgnoreFile:
     """The patterns of one ignore file; ``verdict`` is True (ignored), False (re-included) or None.
 
-    Matching goes through pathspec's public ``GitIgnoreSpec.check_file`` (its RE2 backend when
-    ``google-re2`` is installed): an earlier version combined pathspec's private regex groups into
+    Matching goes through pathspec's public ``GitIgnoreSpec.check_file`` on its RE2 backend, named
+    rather than left to pathspec's choice: the pure-Python one backtracks, and an ignore file is
+    project content a model can write (``*a*a*a*a*a*a*b`` would stall every walk). An earlier version combined pathspec's private regex groups into
     one expression and broke on lines ending in ``/**``, which carry no such group.
     """
 
@@ -37,7 +38,7 @@ class IgnoreFile:
         from pathspec import GitIgnoreSpec
 
         active = [line for line in (_clean(raw) for raw in lines) if line]
-        spec = GitIgnoreSpec.from_lines(active)
+        spec = GitIgnoreSpec.from_lines(active, backend="re2")
         self.count = sum(1 for p in spec.patterns if p.include is not None)
         self._check = spec.check_file
         #: True when every line decides a file by its bare name (``*.log``, ``!keep.log``,
