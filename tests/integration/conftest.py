@@ -163,8 +163,22 @@ class HTTPServe:
         self.log = log
 
 
-def start_http(project: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 30) -> HTTPServe:
+def start_http(
+    project: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 30,
+    max_descriptors: int | None = None,
+) -> HTTPServe:
+    """``max_descriptors``: the serve process's RLIMIT_NOFILE (None: inherited)."""
     log = project.parent / f"serve-http-{time.monotonic_ns()}.log"
+
+    def limit() -> None:
+        import resource
+
+        if max_descriptors is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max_descriptors, max_descriptors))
+
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0", *args],
@@ -174,6 +188,7 @@ def start_http(project: Path, *args: str, env: Mapping[str, str] | None = None, 
             stdout=subprocess.DEVNULL,
             stderr=sink,
             start_new_session=True,
+            preexec_fn=limit if max_descriptors is not None else None,
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:

@@ -13,15 +13,17 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from conftest import ENTROPIC_MCP, connect, serve_env
+from conftest import ENTROPIC_MCP, connect, serve_env, start_http, stop
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -285,6 +287,63 @@ async def test_a_structured_external_result_over_the_cap_reaches_the_client(tmp_
     assert big.is_error
     assert "max_result_bytes" in text(big)
     assert len(text(big).encode()) < 8192
+
+
+# -- HTTP: request heads that never finish ----------------------------------------------------------
+
+HTTP_CONFIG = """\
+[entropic_mcp]
+plugins = ["probe"]
+[storage]
+backend = "none"
+[permissions]
+default = "allow"
+"""
+
+
+def _partial_sockets(url: str, count: int) -> list[socket.socket]:
+    host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection((host, int(port)), timeout=10)
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        sockets.append(sock)
+    return sockets
+
+
+def _closed_by_server(sock: socket.socket, wait: float) -> bool:
+    sock.settimeout(wait)
+    try:
+        while True:
+            data = sock.recv(4096)
+            if not data:
+                return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+async def test_idle_request_heads_are_closed_and_never_lock_a_client_out(tmp_path: Path, data_home: Path) -> None:
+    project = make_project(tmp_path, HTTP_CONFIG)
+    env = {"XDG_DATA_HOME": str(data_home)}
+    # 400 descriptors: the 600 idle sockets below used them all before the fix (a default soft
+    # limit of 1,024 took about 1,000), and the client got no connection.
+    served = start_http(project, env=env, max_descriptors=400)
+    sockets: list[socket.socket] = []
+    try:
+        sockets = _partial_sockets(served.url, 600)
+        with anyio.fail_after(30):
+            async with connect(served.url, ERA) as peer:
+                result = await peer.call("probe.echo", {"text": "still served"})
+        assert text(result) == "still served"
+        # Every idle head is closed once the header timeout (10 s by default) passes; 40 s bounds a
+        # loaded machine.
+        assert all(_closed_by_server(sock, 40) for sock in sockets[-50:])
+    finally:
+        for sock in sockets:
+            sock.close()
+        stop(served.process)
 
 
 # -- "always allow" on a pattern with glob characters ----------------------------------------------

@@ -61,6 +61,14 @@ class ServeConfig:
     #: ``"declared"``: ``structuredContent`` only for tools declaring an ``outputSchema``;
     #: ``"json"``: also for every other result that is a JSON object.
     structured_content: str = "declared"
+    #: HTTP, before authentication: a request head must be complete this long after the
+    #: connection (or the request's first byte), its body this long after the head.
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
+    #: Connections still waiting for a request head, per client address and in all; past
+    #: either, the oldest is closed.
+    max_pending_per_client: int = 16
+    max_pending_connections: int = 256
 
 
 @attrs.frozen(kw_only=True)
@@ -495,6 +503,10 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "allowed_origins": _strings,
         "event_loop": _choice("auto", "uvloop", "asyncio"),
         "structured_content": _choice("declared", "json"),
+        "header_timeout_seconds": _positive,
+        "body_timeout_seconds": _positive,
+        "max_pending_per_client": _int(1),
+        "max_pending_connections": _int(1),
     },
     "sandbox": {
         "mode": _choice(*SANDBOX_MODES),

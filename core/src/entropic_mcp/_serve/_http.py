@@ -297,7 +297,18 @@ async def serve_http(serve_app: Any, *, host: str, port: int) -> None:
         flush=True,
     )
     # No proxy-header rewriting: the Guard's checks are about the peer actually connected.
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, proxy_headers=False)
+    from ._admission import Admission, protocol_class
+
+    # Request heads and bodies are timed and slow connections capped before the Guard sees them:
+    # a request that never finishes would otherwise hold its socket forever (docs/serving.md).
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        proxy_headers=False,
+        http=protocol_class(Admission(serve_app.settings)),
+    )
     server = uvicorn.Server(config)
     async with contextlib.AsyncExitStack() as stack:
         for manager in managers:
