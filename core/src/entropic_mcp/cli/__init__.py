@@ -15,6 +15,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "call": ("entropic_mcp.cli._call:call", "Call one tool through the whole pipeline."),
     "init": ("entropic_mcp.cli._config:init", "Write a commented starter entropic-mcp.toml."),
     "config": ("entropic_mcp.cli._config:config", "Print the effective configuration and its sources."),
+    "check-rule": (
+        "entropic_mcp.cli._rule:check_rule",
+        "What the rules decide for one call, and what the OS sandbox lets it touch.",
+    ),
     "check-plugin": ("entropic_mcp.cli._check:check_plugin", "Run the conformance checks against a plugin."),
     "new-plugin": ("entropic_mcp.cli._scaffold:new_plugin", "Create a working, tested plugin to build on."),
     "storage": (
