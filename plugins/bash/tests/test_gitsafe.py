@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,43 @@ def test_the_lists_cover_the_git_servers() -> None:
         for variable in triggers:
             key = f"{section}.x.{variable}"
             assert _gitsafe.dynamic_overrides([key]) == safety.overrides_for([key]), key
+
+
+def _age(*paths: Path) -> None:
+    """Move the files' times back, so a listing of them is cached (recent ones never are)."""
+    past = time.time() - 60
+    for path in paths:
+        os.utime(path, (past, past))
+
+
+def _keys(env: dict[str, str]) -> dict[str, str]:
+    return {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+
+
+def test_a_cached_listing_is_read_again_when_the_config_or_an_include_changes(hostile: Path, tmp_path: Path) -> None:
+    overrides = _gitsafe.GitOverrides()
+    included = tmp_path / "included.cfg"
+    included.write_text("[user]\n\tname = x\n")
+    with (hostile / ".git" / "config").open("a") as fh:
+        fh.write(f"[include]\n\tpath = {included}\n")
+    _age(included, hostile / ".git" / "config", hostile / ".git" / "HEAD")
+    first = _keys(overrides.environment(_clean_env(), [hostile]))
+    assert "diff.evil.textconv" in first and "filter.sneaky.clean" not in first
+    included.write_text('[filter "sneaky"]\n\tclean = touch ran\n')
+    _age(included)
+    assert _keys(overrides.environment(_clean_env(), [hostile]))["filter.sneaky.clean"] == ""
+    with (hostile / ".git" / "config").open("a") as fh:
+        fh.write('[merge "m"]\n\tdriver = touch ran\n')
+    _age(hostile / ".git" / "config")
+    assert _keys(overrides.environment(_clean_env(), [hostile]))["merge.m.driver"] == ""
+
+
+def test_a_repository_made_after_the_first_listing_is_listed(root: Path) -> None:
+    overrides = _gitsafe.GitOverrides()
+    plain = root / "later"
+    plain.mkdir()
+    assert "diff.d.textconv" not in _keys(overrides.environment(_clean_env(), [plain]))
+    _git(plain, "init", "-q")
+    _git(plain, "config", "diff.d.textconv", "touch ran")
+    _age(plain / ".git" / "config", plain / ".git" / "HEAD")
+    assert _keys(overrides.environment(_clean_env(), [plain]))["diff.d.textconv"] == ""

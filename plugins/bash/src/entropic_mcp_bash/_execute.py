@@ -56,10 +56,8 @@ class ExecuteTool(ToolBase):
         background = toolkit.flag(args, "run_in_background")
         timeout = self._timeout(toolkit.number(args, "timeout_seconds"), ctx, background=background)
         cwd = self._working_dir(toolkit.text(args, "working_dir"), ctx)
-        from ._gitsafe import with_git_overrides
-
         # A hostile repository's config must not make an allowed ``git status`` run its programs.
-        env = with_git_overrides(settings.environment(), dict.fromkeys([cwd, self.server.root]))
+        env = self.server.git_overrides.environment(settings.environment(), dict.fromkeys([cwd, self.server.root]))
         if background:
             return self._start_background(command, cwd, env, timeout, ctx)
         # Only bash's cd, pushd and popd change its directory; a command that names none of them

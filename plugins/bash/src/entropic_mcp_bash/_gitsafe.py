@@ -17,10 +17,15 @@ copy lacks. The analysis refuses to let a command undo them: ``GIT_*`` assignmen
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import attrs
 
 #: ``key=value`` overrides for every git process (an empty value disables a command).
 STATIC_CONFIG: tuple[str, ...] = (
@@ -104,40 +109,108 @@ def dynamic_overrides(keys: Iterable[str]) -> list[tuple[str, str]]:
     return list(found.items())
 
 
-def _listed_keys(directory: Path, env: Mapping[str, str]) -> list[str]:
-    git = shutil.which("git", path=env.get("PATH"))
-    if git is None:
-        return []
+#: A file changed this recently may change again within the same timestamp tick: not cached.
+RACY_SECONDS = 1.0
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
     try:
-        done = subprocess.run(
-            [git, "config", "--list", "--name-only", "-z"],
-            cwd=directory,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [k for k in done.stdout.decode("utf-8", "surrogateescape").split("\0") if k]
+        st = os.stat(path)
+    except OSError:
+        return None
+    if path.name == ".git" and os.path.isdir(path):
+        # Only whether it is there: git writes inside it (the index) on most commands.
+        return (st.st_dev, st.st_ino, 0, 0, 0, st.st_mode)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+@attrs.frozen
+class _Listing:
+    keys: tuple[str, ...]
+    watched: tuple[tuple[Path, tuple[int, ...] | None], ...]
+
+    def current(self) -> bool:
+        return all(_signature(path) == known for path, known in self.watched)
+
+
+def _list(directory: Path, env: Mapping[str, str]) -> _Listing:
+    """The keys ``git config --list`` shows in ``directory``, and the files the answer depends on:
+    every file it came from (includes too), the ``.git`` of the directory and of each parent (a
+    repository made later), its HEAD (``includeIf "onbranch:"``) and the user's config files."""
+    home = env.get("HOME")
+    xdg = env.get("XDG_CONFIG_HOME") or (f"{home}/.config" if home else None)
+    candidates = [Path("/etc/gitconfig")]
+    candidates += [Path(home) / ".gitconfig"] if home else []
+    candidates += [Path(xdg) / "git" / "config"] if xdg else []
+    for parent in (directory, *directory.parents):
+        candidates += [parent / ".git", parent / ".git" / "config", parent / ".git" / "HEAD"]
+    keys: list[str] = []
+    git = shutil.which("git", path=env.get("PATH"))
+    if git is not None:
+        try:
+            done = subprocess.run(
+                [git, "config", "--list", "--show-origin", "--name-only", "-z"],
+                cwd=directory,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+            fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+        except (OSError, subprocess.SubprocessError):
+            fields = []
+        for origin, key in zip(fields[::2], fields[1::2], strict=False):
+            keys.append(key)
+            if origin.startswith("file:"):
+                candidates.append(directory / origin[5:])
+    watched = tuple((path, _signature(path)) for path in dict.fromkeys(candidates))
+    return _Listing(keys=tuple(keys), watched=watched)
+
+
+class GitOverrides:
+    """The overrides for a run's environment; each directory's listing is kept until a file it
+    depends on changes (a bash call must not pay two git processes)."""
+
+    def __init__(self) -> None:
+        self._listings: dict[Path, _Listing] = {}
+        self._lock = threading.Lock()
+
+    def environment(self, env: Mapping[str, str], directories: Iterable[Path]) -> dict[str, str]:
+        """``env`` plus the overrides, after any ``GIT_CONFIG_COUNT`` entries it already carries."""
+        try:
+            start = int(env.get("GIT_CONFIG_COUNT", "0"))
+        except ValueError:
+            start = 0
+        overrides = _static()
+        listing_env = _apply(dict(env), start, overrides)
+        keys: dict[str, None] = {}
+        for directory in directories:
+            if directory.is_dir():
+                keys.update(dict.fromkeys(self._keys(directory, listing_env)))
+        return _apply(dict(env), start, overrides + dynamic_overrides(keys))
+
+    def _keys(self, directory: Path, env: Mapping[str, str]) -> tuple[str, ...]:
+        with self._lock:
+            listing = self._listings.get(directory)
+        if listing is not None and listing.current():
+            return listing.keys
+        listing = _list(directory, env)
+        now = time.time()
+        racy = any(sig is not None and now - sig[3] / 1e9 < RACY_SECONDS for _, sig in listing.watched)
+        with self._lock:
+            if racy:
+                self._listings.pop(directory, None)
+            else:
+                if len(self._listings) > 256:
+                    self._listings.clear()
+                self._listings[directory] = listing
+        return listing.keys
 
 
 def with_git_overrides(env: Mapping[str, str], directories: Iterable[Path]) -> dict[str, str]:
-    """``env`` plus the overrides, after any ``GIT_CONFIG_COUNT`` entries it already carries."""
-    result = dict(env)
-    try:
-        start = int(result.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        start = 0
-    overrides = _static()
-    listing = _apply(result, start, overrides)
-    seen: dict[str, None] = {}
-    for directory in directories:
-        if directory.is_dir():
-            for key in _listed_keys(directory, listing):
-                seen[key] = None
-    return _apply(result, start, overrides + dynamic_overrides(seen))
+    """``env`` plus the overrides, listing each directory afresh (no cache)."""
+    return GitOverrides().environment(env, directories)
 
 
 def _apply(env: dict[str, str], start: int, overrides: list[tuple[str, str]]) -> dict[str, str]:

@@ -29,6 +29,9 @@ class BashServer(MCPServerBase):
         self._sync_pipeline_timeout()
         self._hide_secrets()
         self.runs = Runs()
+        from ._gitsafe import GitOverrides
+
+        self.git_overrides = GitOverrides()
         self._trailer_dir: Path | None = None
         self.register_tool(ExecuteTool(self))
         self.register_tool(OutputTool(self))
