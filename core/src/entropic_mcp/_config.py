@@ -102,6 +102,8 @@ class ExternalServerConfig:
     #: MCP calls hints from an untrusted server untrusted: by default every tool not named in
     #: ``access`` or ``read_only_tools`` is a WRITE tool, whatever it says of itself.
     trust_annotations: bool = False
+    #: Run the stdio server's process in the OS sandbox (docs/sandbox.md).
+    sandbox: bool = False
     source: str = ""
 
 
@@ -314,6 +316,7 @@ EXTERNAL_KEYS = (
     "access",
     "read_only_tools",
     "trust_annotations",
+    "sandbox",
     *_EXTERNAL_NUMBERS,
 )
 
@@ -367,6 +370,8 @@ def external_server(name: str, table: Any, path: Path | str, *, section: str = "
     fields["access"] = access
     if "trust_annotations" in table:
         fields["trust_annotations"] = _bool(table["trust_annotations"], f"{where}.trust_annotations")
+    if "sandbox" in table:
+        fields["sandbox"] = _bool(table["sandbox"], f"{where}.sandbox")
     for key, check in _EXTERNAL_NUMBERS.items():
         if key in table:
             fields[key] = check(table[key], f"{where}.{key}")

@@ -139,9 +139,15 @@ class PooledClient:
 
             assert config.command is not None
             cwd = config.cwd if config.cwd is None or config.cwd.is_absolute() else self.root / config.cwd
-            params = StdioServerParameters(
-                command=config.command, args=list(config.args), env=child_env(config), cwd=cwd or self.root
-            )
+            argv = [config.command, *config.args]
+            env: dict[str, str] | None = child_env(config)
+            if config.sandbox:
+                from .._sandbox import external_sandbox
+
+                prepared = external_sandbox(config.name, self.root).prepare(argv, cwd=cwd or self.root, env=env)
+                stack.callback(prepared.close)
+                argv, env = prepared.argv, prepared.env
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd or self.root)
             return stdio_client(params, errlog=_errlog())
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from ._blocked import blocked_note
 from ._bwrap import Found, find
-from ._sandbox import OFF, HostSandbox, Prepared, Sandbox, install, installed, sandbox_for, uninstall
+from ._sandbox import (
+    OFF,
+    HostSandbox,
+    Prepared,
+    Sandbox,
+    external_sandbox,
+    install,
+    installed,
+    sandbox_for,
+    uninstall,
+)
 
 __all__ = [
     "OFF",
@@ -20,6 +30,7 @@ __all__ = [
     "Prepared",
     "Sandbox",
     "blocked_note",
+    "external_sandbox",
     "find",
     "install",
     "installed",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -109,3 +110,9 @@ def command(
         out += ["--ro-bind", str(mask_dir), str(path)]
     out += ["--chdir", str(cwd), "--", *argv]
     return out
+
+
+@functools.cache
+def find_once() -> Found:
+    """``find()``, probed once per process (for servers started without a host sandbox)."""
+    return find()

@@ -321,3 +321,13 @@ def sandbox_for(server: str | None = None) -> Sandbox:
     """The sandbox of ``server``'s programs under the installed host sandbox (off when none is)."""
     host = _INSTALLED
     return OFF if host is None else host.for_server(server)
+
+
+def external_sandbox(name: str, root: Path) -> Sandbox:
+    """The sandbox of ``[external.<name>]`` with ``sandbox = true``: the host's for that name
+    (its ``[sandbox.servers.<name>]`` table applies), required whatever ``[sandbox] mode`` says —
+    the entry asked for it — so a missing mechanism refuses the server instead of running it bare."""
+    host = _INSTALLED
+    found = host.found if host is not None and host.found is not None else _bwrap.find_once()
+    box = host.for_server(name) if host is not None else Sandbox(server=name, root=root)
+    return attrs.evolve(box, mode="required", found=found)
