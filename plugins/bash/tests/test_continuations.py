@@ -69,3 +69,17 @@ def test_a_kept_pair_the_grammar_does_not_confirm_is_not_understood() -> None:
     assert N in join(text).text
     reasons = [item.reason for item in parse(text).items if isinstance(item, Flag)]
     assert "line continuation whose quoting the analysis could not confirm" in reasons
+
+
+@pytest.mark.parametrize("prefix", ["", "echo é€😀; "])
+def test_kept_pairs_are_placed_by_byte_offset_after_any_characters(prefix: str) -> None:
+    confirmed = parse(f"{prefix}echo 'a{N}b' # c {N}")
+    assert not [i for i in confirmed.items if isinstance(i, Flag)]
+    unconfirmed = parse(f"{prefix}echo \"$(echo case) ' {N} '\"")
+    assert [i for i in unconfirmed.items if isinstance(i, Flag)]
+
+
+@pytest.mark.parametrize("text", [f"<<\\\\{N}\\", "# c \\", "cat <<'E'\nx\\", f"'{N}"])
+def test_a_trailing_backslash_with_no_newline_is_not_a_kept_pair(text: str) -> None:
+    joined = join(text)
+    assert all(joined.text[k : k + 2] == N for k in joined.kept)

@@ -61,8 +61,9 @@ class _Reader:
     # -- low level -----------------------------------------------------------------------------
 
     def emit(self, chars: str) -> None:
-        self.out.append(chars)
-        self.length += len(chars)
+        if chars:
+            self.out.append(chars)
+            self.length += len(chars)
 
     def last(self) -> str:
         return self.out[-1][-1] if self.out else "\n"
@@ -228,7 +229,7 @@ class _Reader:
         end = text.find("\n", self.i)
         end = len(text) if end < 0 else end
         body = text[self.i : end]
-        if body.endswith("\\"):
+        if body.endswith("\\") and end < len(text):
             self.kept.append(self.length + len(body) - 1)
         self.emit(body)
         self.i = end
@@ -324,7 +325,7 @@ class _Reader:
                 end = text.find("\n", self.i)
                 end = len(text) if end < 0 else end
                 line = text[self.i : end]
-                if line.endswith("\\"):
+                if line.endswith("\\") and end < len(text):
                     self.kept.append(self.length + len(line) - 1)
             else:
                 pieces = []

@@ -484,8 +484,11 @@ def _misplaced_continuations(joined: Joined, source: bytes, root: tree_sitter.No
     """A Flag for each backslash-newline kept in ``joined`` that the grammar does not place inside
     a single-quoted string, a comment or a quoted here-document body (where bash keeps it too)."""
     flags: list[Item] = []
-    for offset in joined.kept:
-        at = len(joined.text[:offset].encode("utf-8", errors="surrogatepass"))
+    ascii_only = joined.text.isascii()
+    at, previous = 0, 0
+    for offset in joined.kept:  # in increasing order: byte offsets are counted piece by piece
+        at = offset if ascii_only else at + len(joined.text[previous:offset].encode("utf-8", "surrogatepass"))
+        previous = offset
         node: tree_sitter.Node | None = root.descendant_for_byte_range(at, at + 1)
         while node is not None and node.type not in ("raw_string", "ansi_c_string", "comment", "heredoc_body"):
             node = node.parent
