@@ -421,3 +421,33 @@ def test_check_rule_shows_the_decision_and_what_the_command_may_touch(root):
     assert box["network"] is False and str(root) in box["writable"]
     assert str(root / ".env") in box["unreadable"]
     assert str(root / "entropic-mcp.toml") in box["read_only"]
+
+
+@needs_bwrap
+def test_a_glob_deny_rule_hides_matches_at_any_depth(root):
+    deep = root / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "id.key").write_text("deep-secret\n", encoding="utf-8")
+    (deep / "ok.txt").write_text("visible\n", encoding="utf-8")
+    sb = host(root, permissions={"deny": ["filesystem.read_file:*.key"]}).for_server("bash")
+    code, out = run(sb, "cat a/b/c/id.key; cat a/b/c/ok.txt", root)
+    assert "deep-secret" not in out and "visible" in out
+
+
+@needs_bwrap
+def test_a_read_deny_rule_naming_a_file_outside_the_root_hides_it(root):
+    import shutil
+    import tempfile
+
+    base = Path.home() / ".cache"
+    base.mkdir(parents=True, exist_ok=True)
+    elsewhere = Path(tempfile.mkdtemp(prefix="entropic-sandbox-test-", dir=base))  # not under /tmp
+    try:
+        secret = elsewhere / "token.txt"
+        secret.write_text("outside-secret\n", encoding="utf-8")
+        (elsewhere / "plain.txt").write_text("plain-text\n", encoding="utf-8")
+        sb = host(root, permissions={"deny": [f"filesystem.read_file:{secret}"]}).for_server("bash")
+        code, out = run(sb, f"cat {secret}; cat {elsewhere}/plain.txt", root)
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
+    assert "outside-secret" not in out and "plain-text" in out

@@ -8,8 +8,10 @@ during its run is its own.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -58,12 +60,69 @@ def _ignore_spec(root: Path, extra: Sequence[str]) -> tuple[object | None, int]:
     return pathspec.GitIgnoreSpec.from_lines(lines), stamp
 
 
-def _fs_deny_rules(rules: PermissionRules | None) -> bool:
-    return rules is not None and any(rule.startswith("filesystem") for rule in rules.lists.get("deny", ()))
+_GLOB = ("*", "?", "[")
+
+
+@attrs.frozen(kw_only=True)
+class _Scope:
+    """Where a walk must look: root-relative prefixes a deny rule's path can match under
+    (``full`` when one starts with a glob), a regex of those paths, and absolute literal paths
+    outside the root."""
+
+    full: bool = False
+    prefixes: tuple[str, ...] = ()
+    regex: re.Pattern[str] | None = None
+    outside: tuple[Path, ...] = ()
+
+
+def _scope(root: Path, rules: PermissionRules | None) -> _Scope:
+    """The deny rules' paths (``filesystem.<tool>:<path>``), fnmatch-style as the rules match
+    them (``*`` crosses ``/``): a rule can only match paths starting with its literal prefix."""
+    if rules is None:
+        return _Scope()
+    full = False
+    prefixes: list[str] = []
+    globs: list[str] = []
+    outside: list[Path] = []
+    root_text = str(root) + "/"
+    for rule in rules.lists.get("deny", ()):
+        if not rule.startswith("filesystem"):
+            continue
+        pattern = rule.partition(":")[2]
+        if not pattern:
+            continue
+        if pattern.startswith("/"):
+            if pattern.startswith(root_text):
+                pattern = pattern[len(root_text) :]
+            else:
+                if not any(ch in pattern for ch in _GLOB):
+                    outside.append(Path(pattern))
+                continue
+        cut = min((i for i in (pattern.find(ch) for ch in _GLOB) if i >= 0), default=-1)
+        prefix = pattern if cut < 0 else pattern[:cut]
+        full = full or prefix == ""
+        prefixes.append(prefix)
+        globs.append(fnmatch.translate(pattern))
+    regex = re.compile("|".join(f"(?:{g})" for g in globs)) if globs else None
+    return _Scope(full=full, prefixes=tuple(prefixes), regex=regex, outside=tuple(outside))
+
+
+def _may_hold(rel_dir: str, scope: _Scope) -> bool:
+    """Whether a rule's path can lie inside directory ``rel_dir`` (so the walk goes in)."""
+    if scope.full:
+        return True
+    inside = rel_dir + "/"
+    return any(inside.startswith(p) or p.startswith(inside) for p in scope.prefixes)
 
 
 class Walker:
-    """The covered paths of one root under the current rules, walked at most every few seconds."""
+    """The covered paths of one root under the current rules, walked at most every few seconds.
+
+    The walk goes only where a deny rule's path can be (``secrets/*`` looks in ``secrets``,
+    ``.env`` at the top level; only a rule starting with a glob, or an ignore file, walks the
+    whole project), and each entry is tested against one regex of the rules' paths before the
+    pipeline's own matcher confirms it.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -72,27 +131,44 @@ class Walker:
 
     def covered(self, root: Path, rules: PermissionRules | None, deny_read: Sequence[str]) -> Covered:
         spec, stamp = _ignore_spec(root, deny_read)
-        walk = spec is not None or _fs_deny_rules(rules)
+        scope = _scope(root, rules)
         key = (root, id(rules), rules.version if rules is not None else 0, tuple(deny_read), stamp)
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None and now - hit[0] < CACHE_SECONDS:
                 return hit[1]
-        found = self._walk(root, rules, spec) if walk else Covered()
+        found = self._walk(root, rules, spec, scope) if spec is not None or scope.prefixes else Covered()
+        if scope.outside:
+            more = [p for p in scope.outside if os.path.lexists(p) and self._denied_read(rules, p)]
+            found = attrs.evolve(
+                found,
+                hidden_files=(*found.hidden_files, *(p for p in more if not p.is_dir())),
+                hidden_dirs=(*found.hidden_dirs, *(p for p in more if p.is_dir())),
+            )
         with self._lock:
             if len(self._cache) > 64:
                 self._cache.clear()
             self._cache[key] = (now, found)
         return found
 
-    def _walk(self, root: Path, rules: PermissionRules | None, spec: object | None) -> Covered:
+    @staticmethod
+    def _denied_read(rules: PermissionRules | None, path: Path) -> bool:
+        from .._permissions import path_part
+
+        if rules is None:
+            return False
+        return rules.verdict(path_part("read", str(path), neutral=True), read_only=True).kind == "deny"
+
+    def _walk(self, root: Path, rules: PermissionRules | None, spec: object | None, scope: _Scope) -> Covered:
         from .._permissions import path_part
 
         hidden_files: list[Path] = []
         hidden_dirs: list[Path] = []
         read_only: list[Path] = []
         seen = 0
+        everywhere = spec is not None
+        regex = scope.regex
         for top, dirs, files in os.walk(root):
             rel_top = os.path.relpath(top, root)
             keep = []
@@ -105,7 +181,7 @@ class Walker:
                 if spec is not None and spec.match_file(rel + ("/" if is_dir else "")):  # type: ignore[attr-defined]
                     (hidden_dirs if is_dir else hidden_files).append(full)
                     continue
-                if rules is not None:
+                if rules is not None and regex is not None and (regex.match(rel) or regex.match(str(full))):
                     also = (str(full),)
                     if rules.verdict(path_part("read", rel, also=also, neutral=True), read_only=True).kind == "deny":
                         (hidden_dirs if is_dir else hidden_files).append(full)
@@ -116,7 +192,7 @@ class Walker:
                     ):
                         read_only.append(full)
                         continue
-                if is_dir and not os.path.islink(full):
+                if is_dir and not os.path.islink(full) and (everywhere or _may_hold(rel, scope)):
                     keep.append(name)
             dirs[:] = [d for d in dirs if d in keep]
             if seen > WALK_LIMIT:
