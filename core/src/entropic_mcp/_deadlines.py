@@ -63,3 +63,44 @@ async def with_timeout(awaitable: Any, seconds: float) -> Any:
             deadlines.calls.pop(task, None)
         else:
             deadlines.calls[task] = outer
+
+
+#: An async tool holding the event loop this long in one step (without awaiting) is reported:
+#: ``time.sleep`` or blocking I/O in an ``async def`` freezes every other call, and no timeout
+#: can fire while it holds the loop.
+LOOP_BLOCK_SECONDS = 1.0
+
+
+class StepTimer:
+    """Awaits a coroutine, timing each of its steps (the stretches it runs without yielding).
+
+    ``longest`` is the longest step in seconds: how long the tool held the event loop at once.
+    """
+
+    __slots__ = ("coro", "longest")
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+        self.longest = 0.0
+
+    def __await__(self) -> Any:
+        from time import perf_counter
+
+        coro = self.coro
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            start = perf_counter()
+            try:
+                yielded = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                self.longest = max(self.longest, perf_counter() - start)
+                return stop.value
+            except BaseException:
+                self.longest = max(self.longest, perf_counter() - start)
+                raise
+            self.longest = max(self.longest, perf_counter() - start)
+            try:
+                value, error = (yield yielded), None
+            except BaseException as exc:  # a cancellation thrown into the task: hand it to the tool
+                value, error = None, exc

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -24,6 +25,50 @@ def _blocks(value: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]
 def dumps(data: Any) -> str:
     """Compact JSON text as tools return it (non-ASCII kept)."""
     return orjson.dumps(data).decode()
+
+
+def first_leaf(
+    value: Any, test: Callable[[Any], str | None], path: str = "", *, keys: bool = False
+) -> tuple[str, str] | None:
+    """(argument path, what ``test`` said) of the first leaf of JSON-shaped data ``test`` flags.
+
+    With ``keys``, mapping keys are tested too (at their mapping's path).
+    """
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = (first_leaf(key, test, path) if keys else None) or first_leaf(
+                item, test, f"{path}.{key}" if path else str(key), keys=keys
+            )
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = first_leaf(item, test, f"{path}[{i}]", keys=keys)
+            if found:
+                return found
+        return None
+    said = test(value)
+    return None if said is None else (path or "(value)", said)
+
+
+def _non_finite(value: Any) -> str | None:
+    if not isinstance(value, float) or math.isfinite(value):
+        return None
+    return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+
+
+def non_finite(value: Any) -> tuple[str, str] | None:
+    """(path, "NaN"/"Infinity"/"-Infinity") of the first float JSON cannot carry; None when none.
+
+    orjson writes them as ``null``, silently: a tool's ``ratio: NaN`` reached the model as
+    ``ratio: null``.
+    """
+    return first_leaf(value, _non_finite)
+
+
+class NonFiniteNumber(ValueError):
+    """JSON data holds NaN or Infinity, which JSON cannot carry."""
 
 
 def structured_object(structured: Mapping[str, Any] | None, text: str) -> dict[str, Any] | None:
@@ -53,9 +98,22 @@ class ToolResult:
 
     @classmethod
     def json(cls, data: Any, *, directives: Iterable[object] = ()) -> ToolResult:
-        """A successful result whose text is ``data`` as JSON (objects also as structured content)."""
+        """A successful result whose text is ``data`` as JSON (objects also as structured content).
+
+        Raises:
+            NonFiniteNumber: ``data`` holds NaN or Infinity (JSON has neither).
+        """
+        text = dumps(data)
+        if "null" in text:  # NaN and Infinity come out as null: only then is there anything to look for
+            found = non_finite(data)
+            if found is not None:
+                where, what = found
+                raise NonFiniteNumber(
+                    f"the result holds {what} at '{where}', which JSON cannot carry (it would silently become "
+                    "null); return null, a string or a finite number instead"
+                )
         return cls(
-            text=dumps(data),
+            text=text,
             directives=directives,
             structured=data if isinstance(data, dict) else None,
         )

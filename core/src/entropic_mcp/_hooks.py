@@ -16,8 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
+from ._calls import (
+    ApprovalDecision,
+    ApprovalRequest,
+    OutsideRootRequest,
+    ReadOnlyArguments,
+    Refuse,
+    ReplaceArgs,
+    ToolCall,
+    frozen,
+    thawed,
+)
 from ._directives import DirectiveHandlerSpec, DirectiveProcessor
+from ._isolation import describe, reraise_host_stop
 
 if TYPE_CHECKING:
     from ._outcome import CallOutcome
@@ -82,7 +93,9 @@ def _call(impl: Any, kwargs: Mapping[str, Any]) -> Any:
 
 
 def _problem(exc: BaseException) -> str:
-    return f"raised {type(exc).__name__}: {exc}"
+    if isinstance(exc, ReadOnlyArguments):
+        return f"tried to change the call's arguments in place ({exc})"
+    return f"raised {describe(exc)}"
 
 
 class Hooks:
@@ -128,7 +141,8 @@ class Hooks:
         for impl in impls:
             try:
                 value = _call(impl, kwargs)
-            except Exception as exc:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 fault = self._fault(impl.plugin_name, hook, _problem(exc))
             else:
                 if value is None:
@@ -161,11 +175,12 @@ class Hooks:
             hook = "entropic_mcp_before_tool_call"
             try:
                 value = _call(impl, kwargs)
-            except Exception as exc:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 fault = self._fault(impl.plugin_name, hook, _problem(exc))
                 raise HookRefusal(
                     f"The call was not run: plugin '{impl.plugin_name}' failed while checking it "
-                    f"({type(exc).__name__}: {exc}). Tell the user that plugin is broken; other tools still work.",
+                    f"({fault.problem}). Tell the user that plugin is broken; other tools still work.",
                     fault,
                 ) from None
             if value is None:
@@ -173,7 +188,8 @@ class Hooks:
             if isinstance(value, Refuse):
                 raise HookRefusal(value.reason)
             if isinstance(value, ReplaceArgs):
-                args = dict(value.args)
+                # A copy of the hook's own: nothing the hook keeps can change what is judged and run.
+                args = thawed(value.args)
                 continue
             fault = self._fault(
                 impl.plugin_name, hook, f"returned {type(value).__name__}, expected Refuse, ReplaceArgs or None"
@@ -224,15 +240,16 @@ class Hooks:
         if not impls:
             return None
         full = f"{server.name}.{tool}"
-        kwargs = {"server": server, "tool": tool, "args": args}
+        kwargs = {"server": server, "tool": tool, "args": frozen(args)}
         for impl in impls:
             try:
                 value = _call(impl, kwargs)
-            except Exception as exc:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 fault = self._fault(impl.plugin_name, PATTERN_HOOK, _problem(exc))
                 raise HookRefusal(
                     f"'{full}' was denied: plugin '{impl.plugin_name}' failed while working out its permission "
-                    f"pattern ({type(exc).__name__}: {exc}). Tell the user that plugin is broken.",
+                    f"pattern ({fault.problem}). Tell the user that plugin is broken.",
                     fault,
                 ) from None
             if value is None:
@@ -262,7 +279,8 @@ class Hooks:
         if answer is None:
             try:
                 answer = bool(server.skip_duplicate_check(tool))
-            except Exception as exc:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 faults.append(self._fault(f"server {server.name}", "skip_duplicate_check", _problem(exc)))
                 return False
             answers[(server.name, tool)] = answer
@@ -286,7 +304,8 @@ class Hooks:
                 value = _call(impl, kwargs)
                 if inspect.isawaitable(value):
                     value = await value
-            except Exception as exc:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 faults.append(self._fault(impl.plugin_name, "entropic_mcp_approve_tool_call", _problem(exc)))
                 continue
             try:
@@ -310,7 +329,8 @@ class Hooks:
         for impl in _implementations(self.plugins, "entropic_mcp_directive_handlers"):
             try:
                 value = _call(impl, {})
-            except Exception as exc:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 self._fault(impl.plugin_name, "entropic_mcp_directive_handlers", _problem(exc))
                 continue
             for spec in _as_list(value):

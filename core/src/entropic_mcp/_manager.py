@@ -22,6 +22,7 @@ from ._directives import DirectiveProcessor
 from ._envelope import ServerResponse
 from ._errors import ConfigError, DuplicateNameError
 from ._hooks import HookFault, HookRefusal, Hooks, _as_list
+from ._isolation import describe, reraise_host_stop
 from ._keys import AccessKeys
 from ._outcome import BatchOutcome, CallOutcome
 from ._permissions import PermissionPart, PermissionRules, ProtectedPaths, pattern_part
@@ -29,7 +30,8 @@ from ._pipeline import CallPipeline
 from ._plugins import Plugins
 from ._schema import SchemaValidator
 from ._server import MCPServerBase
-from ._tools import ToolBase
+from ._stdout import guard_stdout
+from ._tools import TOOL_NAME, ToolBase
 
 if TYPE_CHECKING:
     from ._storage import StorageBackend
@@ -67,6 +69,7 @@ class ServerManager:
         self._audit_unavailable = False
         self._validators: dict[str, SchemaValidator] = {}
         self._parts: dict[str, list[PermissionPart]] = {}
+        self._failed_servers: set[str] = set()  # servers of plugins that failed: their tables are not typos
         self._tool_list: list[dict[str, Any]] | None = None
         self._closed = False
         self.pipeline = CallPipeline(self)
@@ -109,11 +112,12 @@ class ServerManager:
     def build_servers(self) -> None:
         """Ask every plugin for its servers; a plugin that fails is recorded as failed and skipped.
 
-        A plugin fails when its ``entropic_mcp_servers`` hook raises or returns something other
-        than servers, when a server's ``configure`` raises anything but ``ConfigError`` (a
-        mistake in the user's config, which stops start-up with the file and key), when a
-        tool's ``inputSchema`` is not a valid JSON Schema, or when it registers a server name
-        another plugin also registers. Other plugins keep working; under strict mode
+        A plugin fails when its ``entropic_mcp_servers`` hook raises (``ConfigError``,
+        ``SystemExit`` and any other ``BaseException`` but a real stop of the host included) or
+        returns something other than servers, when a server's ``configure`` raises (a
+        ``ConfigError`` is shown with the config file it refused), when a tool's
+        ``inputSchema`` is not a valid JSON Schema, or when it registers a server name another
+        plugin also registers. Other plugins keep working; under strict mode
         (``ENTROPIC_MCP_STRICT_PLUGINS=1``) the first failure is an error.
         """
         plugin_config = PluginConfig(root=self.config.root, settings=self.config)
@@ -121,11 +125,15 @@ class ServerManager:
         hook = "entropic_mcp_servers"
         for plugin_name, function in self.plugins.implementations(hook):
             try:
-                results = _as_list(function(config=plugin_config))
-            except ConfigError:
-                raise
-            except Exception as exc:
-                self.plugins.fail(plugin_name, f"{hook} raised {type(exc).__name__}: {exc}")
+                with guard_stdout():
+                    results = _as_list(function(config=plugin_config))
+            except BaseException as exc:
+                reraise_host_stop(exc)
+                if isinstance(exc, ConfigError) and self._builtin(plugin_name):
+                    raise  # the host's own servers (external ones): the user's config is at fault
+                self.plugins.fail(
+                    plugin_name, f"{hook} raised {describe(exc)}", config_error=isinstance(exc, ConfigError)
+                )
                 continue
             bad = [r for r in results if not isinstance(r, MCPServerBase)]
             if bad:
@@ -133,9 +141,10 @@ class ServerManager:
                     plugin_name, f"{hook} returned {type(bad[0]).__name__}, expected MCPServerBase instances"
                 )
                 continue
-            problem = self._check_servers(results)
+            problem, config_error = self._check_servers(results, builtin=self._builtin(plugin_name))
             if problem is not None:
-                self.plugins.fail(plugin_name, problem)
+                self._failed_servers.update(server.name for server in results)
+                self.plugins.fail(plugin_name, problem, config_error=config_error)
                 continue
             for server in results:
                 found.setdefault(server.name, []).append((plugin_name, server))
@@ -173,31 +182,51 @@ class ServerManager:
         info = self.plugins.infos.get(plugin_name)
         return (info.distribution if info is not None else None) or "in-process"
 
-    def _check_servers(self, servers: Sequence[MCPServerBase]) -> str | None:
-        """Configure each server and compile each tool's schema; the first problem, or None."""
+    def _builtin(self, plugin_name: str) -> bool:
+        info = self.plugins.infos.get(plugin_name)
+        return info is not None and info.builtin
+
+    def _check_servers(self, servers: Sequence[MCPServerBase], *, builtin: bool = False) -> tuple[str | None, bool]:
+        """Configure each server and compile each tool's schema: the first problem (or None), and
+        whether it is a ``ConfigError``.
+
+        A ``ConfigError`` from a built-in's server (the host's own, e.g. an external server's) is
+        raised: there only the user's config can be at fault.
+        """
         for server in servers:
             table = self.config.server_table(server.name)
             try:
-                server.configure(table)
+                with guard_stdout():
+                    server.configure(table)
             except ConfigError as exc:
-                source = self.config.path or "entropic-mcp.toml"
-                if str(source) in str(exc):
-                    raise
-                raise ConfigError(f"{source}: {exc}") from None
-            except Exception as exc:
+                # The plugin alone fails (strict mode makes it fatal): one plugin's refusal — a
+                # setting it requires, a server named like another plugin's — never stops the host.
+                source = str(self.config.path or "entropic-mcp.toml")
+                where = "" if source in str(exc) else f"{source}: "
+                if builtin:
+                    raise ConfigError(f"{where}{exc}") from None
+                return f"server {server.name!r} refused its config: {where}{exc}", True
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 return (
-                    f"server {server.name!r}: configure() raised {type(exc).__name__}: {exc} (a configure() that "
+                    f"server {server.name!r}: configure() raised {describe(exc)} (a configure() that "
                     "rejects the user's [servers.<name>] table should raise ConfigError)"
-                )
+                ), False
             if not server.tools_at_start:
                 continue
+            bad = [name for name in server.tools if not isinstance(name, str) or not TOOL_NAME.match(name)]
+            if bad:
+                return (
+                    f"server {server.name!r}: invalid tool name {bad[0]!r}: names match ^[A-Za-z0-9_-]{{1,64}}$",
+                    False,
+                )
             for tool in server.tools.values():
                 try:
                     tool.validator  # noqa: B018  # compiled now, so a bad schema fails the plugin at load
                 except Exception as exc:
                     source = getattr(tool.definition, "source", None) or f"tools/{tool.name}.json"
-                    return f"tool {server.name}.{tool.name} ({source}): invalid inputSchema: {exc}"
-        return None
+                    return f"tool {server.name}.{tool.name} ({source}): invalid inputSchema: {exc}", False
+        return None, False
 
     def _check_server_tables(self, found: Mapping[str, object]) -> None:
         """``[servers.<name>]`` tables must name a server some plugin provides (typos do not pass)."""
@@ -207,7 +236,7 @@ class ServerManager:
         known = set(found) | set(self.servers)
         unknown = []
         for name in sorted(tables):
-            if name in known or self._disabled(name):
+            if name in known or self._disabled(name) or name in self._failed_servers:
                 continue
             if name in FIRST_PARTY:  # a first-party server that is simply not installed here
                 log.warning("[servers.%s] is ignored: pip install entropic-mcp-%s to use it", name, name)
@@ -382,7 +411,8 @@ class ServerManager:
         """``server_parts``, with a server that raises turned into a HookRefusal (denied)."""
         try:
             return self.server_parts(server, tool, args)
-        except Exception as exc:
+        except BaseException as exc:
+            reraise_host_stop(exc)
             log.warning("server %s: permission_parts raised", server.name, exc_info=True)
             raise HookRefusal(
                 f"'{server.name}.{tool}' was denied: the server could not work out what the call does "
@@ -514,7 +544,8 @@ class ServerManager:
                 continue
             try:
                 server.conversation_ended(ctx)
-            except Exception:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 log.warning("server %s failed to end conversation %r", server.name, conversation_id, exc_info=True)
 
     def close(self) -> None:
@@ -525,12 +556,14 @@ class ServerManager:
         for server in reversed(list(self.servers.values())):
             try:
                 server.close()
-            except Exception:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 log.warning("server %s failed to close", server.name, exc_info=True)
         if self._storage is not None:
             try:
                 self._storage.close()
-            except Exception:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 log.warning("storage failed to close", exc_info=True)
 
     def __enter__(self) -> ServerManager:

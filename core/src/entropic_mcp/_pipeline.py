@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,7 +20,7 @@ from ._calls import ApprovalRequest, ToolCall
 from ._context import CallContext
 from ._deadlines import with_timeout
 from ._directives import Complete, StopProcessing
-from ._envelope import ServerResponse, dumps
+from ._envelope import ServerResponse, dumps, first_leaf, non_finite
 from ._guards import Guards, GuardState
 from ._hooks import AFTER_HOOK, BEFORE_HOOK, DUPLICATE_HOOK, PATTERN_HOOK, HookFault, HookRefusal
 from ._kinds import KINDS, ResultKind
@@ -37,15 +36,31 @@ if TYPE_CHECKING:
 log = logging.getLogger("entropic_mcp")
 
 
+#: No result is longer than this, whatever ``max_result_bytes`` says (0 turns the cap off, not
+#: this): a 100 MB answer left the client with no answer at all.
+RESULT_CEILING_BYTES = 8 * 1024 * 1024
+
+
 def cap_text(text: str, limit: int) -> str:
-    """Cut ``text`` to ``limit`` UTF-8 bytes at a character boundary, with the marker."""
-    if limit <= 0 or len(text) * 4 <= limit:
+    """Cut ``text`` to ``limit`` UTF-8 bytes at a character boundary, with the marker.
+
+    ``limit`` 0 (or past ``RESULT_CEILING_BYTES``) cuts at the hard ceiling instead.
+    """
+    ceiling = limit <= 0 or limit > RESULT_CEILING_BYTES
+    if ceiling:
+        limit = RESULT_CEILING_BYTES
+    if len(text) * 4 <= limit:
         return text
     data = text.encode("utf-8", errors="surrogatepass")
     if len(data) <= limit:
         return text
     head = data[:limit].decode("utf-8", errors="ignore")
     rest = len(data) - len(head.encode("utf-8", errors="surrogatepass"))
+    if ceiling:
+        return (
+            f"{head}\n[... truncated at entropic-mcp's hard ceiling of {RESULT_CEILING_BYTES // (1024 * 1024)} MiB "
+            f"per result, {rest} more bytes; ask for less: a narrower range, a filter or a smaller page]"
+        )
     return f"{head}\n[... truncated, {rest} more bytes]"
 
 
@@ -109,25 +124,21 @@ class _Call:
         self.args = {}
 
 
-def _find_surrogate(value: object, path: str = "") -> str | None:
-    """The argument path of the first string holding a lone surrogate (not valid Unicode)."""
+def _surrogate(value: object) -> str | None:
     if isinstance(value, str):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return path or "(arguments)"
-        return None
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            found = _find_surrogate(k, path) or _find_surrogate(v, f"{path}.{k}" if path else str(k))
-            if found:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _find_surrogate(v, f"{path}[{i}]")
-            if found:
-                return found
+            return "surrogate"
     return None
+
+
+def _find_surrogate(value: object) -> str | None:
+    """The argument path of the first string holding a lone surrogate (not valid Unicode)."""
+    found = first_leaf(value, _surrogate, keys=True)
+    if found is None:
+        return None
+    return "(arguments)" if found[0] == "(value)" else found[0]
 
 
 class CallPipeline:
@@ -250,21 +261,31 @@ class CallPipeline:
         """Run only when a plugin implements the hook (``run`` checks)."""
         hooks = self.manager.hooks
         server_name = call.name.partition(".")[0]
-        request = ToolCall(
-            name=call.name, server=server_name, tool=call.tool_name, args=normalize_args(raw_args), context=call.ctx
-        )
+        args = normalize_args(raw_args)
+        # The hooks see a read-only copy: what they are shown is what is judged and run.
+        request = ToolCall(name=call.name, server=server_name, tool=call.tool_name, args=args, context=call.ctx)
         try:
             replaced = hooks.before_tool_call(request, call.faults)
         except HookRefusal as refusal:
-            call.args = dict(request.args)
+            call.args = args
             if refusal.fault is not None:
                 call.faults.append(refusal.fault)
             raise _Refused(ResultKind.REJECTED_HOOK, "refused_by_hook", refusal.message) from None
-        call.args = normalize_args(replaced)
+        call.args = args if replaced is request.args else normalize_args(replaced)
 
     def _normalise(self, call: _Call) -> None:
         try:
             call.key = call.name + "\x00" + orjson.dumps(call.args, option=orjson.OPT_SORT_KEYS, default=str).decode()
+            if "null" in call.key:  # NaN and Infinity come out as null: only then is there anything to look for
+                found = non_finite(call.args)
+                if found is not None:
+                    at, what = found
+                    raise _Refused(
+                        ResultKind.REJECTED_SCHEMA,
+                        "invalid_args",
+                        f"Invalid arguments for '{call.shown}': argument '{at}' is {what}, which JSON cannot "
+                        "carry. Send a finite number (or a string) and call it again.",
+                    )
         except TypeError:
             where = _find_surrogate(call.args)
             problem = (
@@ -486,7 +507,8 @@ class CallPipeline:
     def _result(self, call: _Call, response: ServerResponse) -> CallOutcome:
         """Cap, classify, flag a repeated answer, finish."""
         limit = self.config.max_result_bytes
-        text = response.result if len(response.result) * 4 <= limit else cap_text(response.result, limit)
+        effective = limit if 0 < limit <= RESULT_CEILING_BYTES else RESULT_CEILING_BYTES
+        text = response.result if len(response.result) * 4 <= effective else cap_text(response.result, limit)
         if text is not response.result:
             response = ServerResponse(result=text, directives=response.directives, is_error=response.is_error)
         if response.is_error:
@@ -551,11 +573,8 @@ class CallPipeline:
             hooks = self.manager.hooks
             server_name, _, tool_name = call.name.partition(".")
             faults: list[HookFault] = []
-            text = hooks.after_tool_call(
-                ToolCall(name=call.name, server=server_name, tool=tool_name, args=call.args, context=ctx),
-                outcome,
-                faults,
-            )
+            shown = ToolCall(name=call.name, server=server_name, tool=tool_name, args=call.args, context=ctx)
+            text = hooks.after_tool_call(shown, attrs.evolve(outcome, args=shown.args), faults)
             changes: dict[str, Any] = {}
             if text is not None and text != response.result:
                 changes["response"] = ServerResponse(

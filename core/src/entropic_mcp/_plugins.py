@@ -13,6 +13,8 @@ import pluggy
 
 from . import hookspecs
 from ._errors import ConfigError, PluginError
+from ._isolation import describe, note_plugin_module, reraise_host_stop, watching_interrupts
+from ._stdout import guard_stdout
 
 log = logging.getLogger("entropic_mcp")
 
@@ -46,6 +48,10 @@ class _PluginManager(pluggy.PluginManager):
             super().add_hookspecs(module_or_class)
         finally:
             self.generation += 1
+
+
+class PluginConfigError(PluginError, ConfigError):
+    """Strict mode: a plugin refused its config (``ConfigError``), which fails the host."""
 
 
 class PluginLoadWarning(UserWarning):
@@ -95,6 +101,22 @@ def _distribution(ep: Any) -> tuple[str | None, str | None]:
     return dist.name, dist.version
 
 
+def misspelled_optional_hooks(pm: pluggy.PluginManager, plugin: object) -> list[tuple[str, str]]:
+    """(hook, likely meant) for ``optionalhook`` implementations no spec declares that are one
+    typo away from an entropic-mcp hook (``entropic_mcp_permision_pattern``)."""
+    import difflib
+
+    known = sorted(n for n in dir(hookspecs) if n.startswith("entropic_mcp_"))
+    found = []
+    for caller in pm.get_hookcallers(plugin) or ():
+        if caller.has_spec() or not caller.name.startswith("entropic_mcp_"):
+            continue
+        close = difflib.get_close_matches(caller.name, known, n=1, cutoff=0.8)
+        if close:
+            found.append((caller.name, close[0]))
+    return found
+
+
 def strict_from_env() -> bool:
     return os.environ.get(ENV_STRICT, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -134,8 +156,8 @@ class Plugins:
     def _hooks_of(self, plugin: object) -> tuple[str, ...]:
         return tuple(sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ()))
 
-    def fail(self, name: str, error: str, **fields: Any) -> None:
-        """Record a plugin as failed; fatal in strict mode."""
+    def fail(self, name: str, error: str, *, config_error: bool = False, **fields: Any) -> None:
+        """Record a plugin as failed; fatal in strict mode (``PluginConfigError`` for a ``config_error``)."""
         plugin = self.pm.get_plugin(name)
         if plugin is not None:
             self.pm.unregister(plugin, name=name)
@@ -148,7 +170,7 @@ class Plugins:
         self.infos[name] = info
         message = f"plugin {name!r} ({info.distribution or 'unknown distribution'}) failed: {error}"
         if self.strict:
-            raise PluginError(message)
+            raise (PluginConfigError if config_error else PluginError)(message)
         warnings.warn(message + "; skipped", PluginLoadWarning, stacklevel=3)
 
     def register(
@@ -157,8 +179,9 @@ class Plugins:
         """Register one plugin object; False (and recorded) when it fails."""
         try:
             self.pm.register(plugin, name=name)
-        except Exception as exc:
-            self.fail(name, f"{type(exc).__name__}: {exc}", distribution=distribution, version=version)
+        except BaseException as exc:
+            reraise_host_stop(exc)
+            self.fail(name, describe(exc), distribution=distribution, version=version)
             return False
         self.infos[name] = PluginInfo(
             name=name, distribution=distribution, version=version, hooks=self._hooks_of(plugin)
@@ -193,10 +216,16 @@ class Plugins:
                 why = f"blocked by ${ENV_DISABLED}" if name in disabled else "not in config plugins"
                 self.infos[name] = PluginInfo(name=name, status="disabled", error=why, **fields)
                 continue
+            module = getattr(ep, "module", None) or ep.value.partition(":")[0]
+            note_plugin_module(module, name)
             try:
-                plugin = ep.load()
-            except Exception as exc:
-                self.fail(name, f"import failed: {type(exc).__name__}: {exc}", **fields)
+                # SystemExit or KeyboardInterrupt at import (argparse, a stray sys.exit) fails this
+                # plugin alone; what it prints goes to stderr, never into --json output or MCP.
+                with watching_interrupts(), guard_stdout():
+                    plugin = ep.load()
+            except BaseException as exc:
+                reraise_host_stop(exc)
+                self.fail(name, f"import failed: {describe(exc)}", **fields)
                 continue
             self.register(plugin, name, **fields)
         self.check_unknown_hooks()
@@ -212,6 +241,13 @@ class Plugins:
             ]
             if unknown:
                 self.fail(name, f"implements unknown hook(s) {', '.join(sorted(unknown))}")
+            for hook, guess in misspelled_optional_hooks(self.pm, plugin):
+                log.warning(
+                    "plugin %r: optional hook %s is declared by no plugin and is never called (did you mean %s?)",
+                    name,
+                    hook,
+                    guess,
+                )
 
     def implementations(self, hook_name: str) -> list[tuple[str, Any]]:
         """(plugin name, function) for each implementation of a hook, in call order."""

@@ -12,9 +12,11 @@ import orjson
 
 from ._access import AccessLevel
 from ._context import CallContext
+from ._deadlines import LOOP_BLOCK_SECONDS, StepTimer
 from ._directives import ContextAnchor
 from ._envelope import ServerResponse, ToolResult, dumps
-from ._errors import ConfigError, DuplicateNameError, ToolError
+from ._errors import ConfigError, DuplicateNameError, ToolDefinitionError, ToolError
+from ._isolation import describe, plugin_of_module, plugin_of_traceback, reraise_host_stop
 from ._tools import TOOL_NAME, ToolBase
 
 log = logging.getLogger("entropic_mcp")
@@ -90,6 +92,12 @@ class MCPServerBase:
             )
         if not isinstance(tool, ToolBase):
             raise TypeError(f"register_tool expects a ToolBase instance, got {type(tool).__name__}")
+        name = tool.name
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise ToolDefinitionError(
+                f"server {self.name!r}: {type(tool).__name__} has an invalid tool name {name!r}: names match "
+                "^[A-Za-z0-9_-]{1,64}$ (no dots, slashes or spaces; the server prefix is added for you)"
+            )
         existing = self._tools.get(tool.name)
         if existing is not None:
             raise DuplicateNameError(
@@ -136,9 +144,10 @@ class MCPServerBase:
             return await self._run(tool, args, ctx)
         except ToolError as exc:
             return ServerResponse.refusal(exc.code, exc.message, **exc.extra)
-        except Exception as exc:  # the barrier: one tool never takes the turn down
+        except BaseException as exc:  # the barrier: one tool never takes the turn down, nor the host
+            reraise_host_stop(exc)
             log.debug("tool %s.%s raised", self.name, tool_name, exc_info=True)
-            return ServerResponse.failure(f"Error: tool '{self.name}.{tool_name}' failed: {exc}")
+            return ServerResponse.failure(failure_text(f"{self.name}.{tool_name}", tool, exc))
 
     async def _run(self, tool: ToolBase, args: dict[str, Any], ctx: CallContext) -> ServerResponse:
         run = tool.execute
@@ -146,7 +155,19 @@ class MCPServerBase:
         if is_async is None:  # a subclass that filled _tools itself
             is_async = inspect.iscoroutinefunction(run)
         if is_async:
-            value = await run(args, ctx)  # type: ignore[misc]  # an async def, checked above
+            timer = StepTimer(run(args, ctx))
+            try:
+                value = await timer
+            finally:
+                if timer.longest >= LOOP_BLOCK_SECONDS:
+                    log.warning(
+                        "async tool %s.%s blocked the event loop for %.1f s without awaiting: every other call "
+                        "waited, and no timeout could fire (time.sleep or blocking I/O in an async def; await "
+                        "anyio.sleep, or make execute a plain def so it runs in a worker thread)",
+                        self.name,
+                        tool.name,
+                        timer.longest,
+                    )
         else:
             pool = getattr(self, "_pool", None)
             if pool is None:
@@ -252,6 +273,23 @@ class MCPServerBase:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} tools={list(self._tools)}>"
+
+
+def failure_text(name: str, tool: ToolBase, exc: BaseException) -> str:
+    """What the model reads of a tool that raised: the fault, and whose it is.
+
+    A fault raised in another plugin's code (a storage backend's, a helper plugin's) names that
+    plugin, not the tool that happened to call it.
+    """
+    what = str(exc) if isinstance(exc, Exception) else describe(exc)
+    text = f"Error: tool '{name}' failed: {what}"
+    owner = plugin_of_traceback(exc)
+    if owner is not None and owner != plugin_of_module(type(tool).__module__):
+        text += (
+            f" (raised by plugin {owner!r}, not by '{name}' itself: tell the user plugin {owner!r} is broken; "
+            "calling this tool again will fail the same way)"
+        )
+    return text
 
 
 def error_text(code: str, message: str, **extra: Any) -> str:

@@ -6,12 +6,15 @@ load it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 
 import anyio
 
+from .._isolation import watch_interrupts
 from .._manager import ServerManager
+from .._stdout import guard_stdout
 from ._sdk import load_serving_sdk
 
 load_serving_sdk()
@@ -110,6 +113,8 @@ async def run_http_async(
 
 
 async def serve_async(manager: ServerManager, *, transport: str, host: str, port: int) -> None:
+    # A KeyboardInterrupt a tool raises is its own fault; one after a real Ctrl-C stops serve.
+    watch_interrupts()
     # External servers' pools adopt this loop (no thread hop per call) and close before it ends.
     external = bool(manager.config.external)
     if external:
@@ -163,12 +168,14 @@ def serve(
         from .._errors import ConfigError
 
         raise ConfigError(f"unknown transport {chosen!r}; expected 'stdio' or 'http'")
-    anyio.run(
-        lambda: serve_async(
-            manager, transport=chosen, host=host or settings.host, port=settings.port if port is None else port
-        ),
-        backend_options={"use_uvloop": use_uvloop(settings.event_loop)},
-    )
+    # On stdio, stdout is the wire: whatever plugin code prints goes to stderr, named.
+    with guard_stdout() if chosen == "stdio" else contextlib.nullcontext():
+        anyio.run(
+            lambda: serve_async(
+                manager, transport=chosen, host=host or settings.host, port=settings.port if port is None else port
+            ),
+            backend_options={"use_uvloop": use_uvloop(settings.event_loop)},
+        )
 
 
 def run_stdio(manager: ServerManager) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 
 import click
 
+from .._isolation import watch_interrupts
 from .._plugins import hookimpl
+from .._stdout import guard_stdout
 from ._common import Interrupted, build_manager, echo_json
 
 
@@ -78,8 +80,15 @@ def call(
 
     install(manager.config, manager.permissions)  # a warning on stderr when none is available
     context = CallContext(conversation_id=conversation, identity=identity)
+
+    async def run() -> Any:
+        watch_interrupts()  # a KeyboardInterrupt the tool raises is its error; a real Ctrl-C stops
+        return await manager.call(tool, args, context)
+
     try:
-        outcome = anyio.run(manager.call, tool, args, context)
+        # What the tool prints goes to stderr: stdout carries the envelope alone.
+        with guard_stdout():
+            outcome = anyio.run(run)
     except KeyboardInterrupt:
         raise Interrupted from None
     echo_json({**outcome.response.to_dict(), "kind": outcome.kind})

@@ -44,10 +44,19 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
         banner = stdio_banner()
         if banner is not None:
             click.echo(banner, err=True)
+    from .._children import become_subreaper, stop_descendants
+
+    # Processes a tool starts itself (subprocess.Popen in a tool) are serve's to stop: as their
+    # subreaper it stays their ancestor even when their own parent exits first.
+    become_subreaper()
     try:
         run(manager, transport=chosen, host=host, port=port)
     except KeyboardInterrupt:
         raise Interrupted from None
+    finally:
+        left = stop_descendants()
+        if left:
+            click.echo(f"entropic-mcp: stopped {len(left)} process(es) tools had left running", err=True)
 
 
 @click.command()
