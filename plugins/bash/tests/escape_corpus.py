@@ -568,6 +568,14 @@ OPTION_WRITES = [
     Case("gawk --source='BEGIN{system(\"rm victim\")}'", rule="gawk *"),
     Case("awk -F: 'BEGIN{system(\"rm victim\")}'", rule="awk *"),
     Case('awk -v x=1 \'BEGIN{printf "x" >> ".git/config"}\'', rule="awk *"),
+    # pytest reports and temporary directories, npm's script shell, cargo's config
+    Case("pytest -q --junitxml=secrets/key test_t.py", rule="pytest *"),
+    Case("pytest -q --junit-xml=.git/config test_t.py", rule="pytest *"),
+    Case("pytest -q --basetemp=secrets test_t.py", rule="pytest *"),
+    Case("pytest -q --report-log=entropic-mcp.toml test_t.py", rule="pytest *", live=False),  # a plugin
+    Case("npm run t --script-shell=./ls", rule="npm run *"),
+    Case("npm --script-shell=./ls run t", rule="npm *"),
+    Case("cargo test --config 'target.x86_64-unknown-linux-gnu.runner=\"rm victim\"'", rule="cargo test *", live=False),
     # less copies its input to a log file (on a terminal only: these are not live here)
     Case("cat s.sh | less -o secrets/key", rule="less *", live=False),
     Case("cat s.sh | less --log-file=entropic-mcp.toml", rule="less *", live=False),

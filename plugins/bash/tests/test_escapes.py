@@ -66,6 +66,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "evil.mk").write_text("test:\n\trm victim\n")
     (root / "evil" / "Makefile").write_text("test:\n\trm ../victim\n")
     (root / "evil.awk").write_text('BEGIN { system("rm victim") }\n')
+    (root / "test_t.py").write_text("def test_t(tmp_path):\n    pass\n")
+    (root / "package.json").write_text('{"name": "t", "version": "1.0.0", "scripts": {"t": "echo t"}}\n')
     _git(root, "add", "s.sh")
     _git(root, "commit", "-q", "-m", "one")
     _git(root, "add", "Makefile")
@@ -407,7 +409,7 @@ def test_the_option_corpus_covers_every_modelled_program() -> None:
     programs = {
         c.rule.split()[0] if not c.rule.startswith("git") else " ".join(c.rule.split()[:2]) for c in OPTION_WRITES
     }
-    assert {"git log*", "git grep*", "sort", "make", "find", "sed", "tee", "awk", "less"} <= programs
+    assert {"git log*", "git grep*", "sort", "make", "find", "sed", "tee", "awk", "less", "pytest", "npm"} <= programs
 
 
 @pytest.mark.parametrize("case", LIVE_OPTIONS, ids=_ids(LIVE_OPTIONS))

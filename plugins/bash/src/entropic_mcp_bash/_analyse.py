@@ -598,7 +598,9 @@ class _Analysis:
             if effect.kind == "write":
                 yield from self.write(effect.value, text)
             elif effect.kind == "run":
-                yield Unclear(text=text, reason=f"{label} {effect.option} runs a program")
+                yield Unclear(
+                    text=text, reason=f"{label} {effect.option} runs a program or writes where rules cannot see"
+                )
             else:
                 yield Unclear(text=text, reason=f"{label}: {effect.option} is not in its option table")
 
@@ -607,6 +609,7 @@ class _Analysis:
     ) -> Iterator[Finding | _StdWrite]:
         """``uv run CMD``, ``npx CMD``, ``bundle exec CMD``: the tool's own rule decides; the command
         it may run is searched so deny and ask rules on it still apply (``uv run rm x``)."""
+        yield from self.option_effects(name, words)
         yield self.invocation(name, words, name, True, understood=understood)
         subcommands = TOOL_RUNNERS[name]
         values = [w.value for w in words[1:]]

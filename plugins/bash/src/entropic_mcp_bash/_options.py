@@ -325,6 +325,36 @@ TABLES: dict[str, OptionTable] = {
         closed=True,
         writes_operands=True,
     ),
+    "pytest": OptionTable(
+        #: reports written where rules see them; ``--basetemp`` empties a directory, ``-p``,
+        #: ``--pdbcls`` import code, ``-c``/``-o``/``--rootdir``/``--confcutdir`` pick other
+        #: configuration (its ``addopts``), ``--debug`` writes a log next to it.
+        writes=_set("--junitxml", "--junit-xml", "--report-log", "--resultlog", "--result-log"),
+        runs=_set(
+            *("-p", "--basetemp", "-c", "--config-file", "-o", "--override-ini", "--rootdir"),
+            *("--confcutdir", "--pdbcls", "--debug", "--inifile"),
+        ),
+        valued=_set("-k", "-m", "--maxfail", "--tb", "-r", "--durations", "--deselect", "--ignore", "--ignore-glob"),
+        attached=_set("--debug"),
+    ),
+    "cargo": OptionTable(
+        #: ``--config`` sets any key (``target.<triple>.runner`` runs a program), ``-Z`` unstable
+        #: behaviour, ``--manifest-path``/``-C`` another crate's build scripts; the directory
+        #: options fill directories with build output.
+        runs=_set(
+            *("--config", "-Z", "--manifest-path", "-C", "--target-dir", "--artifact-dir", "--out-dir"),
+        ),
+        valued=_set("-p", "--package", "--features", "-F", "--target", "-j", "--jobs", "--bin", "--test"),
+    ),
+    "npm": OptionTable(
+        #: ``--script-shell`` is the program every script runs with; the others read another
+        #: configuration or package (their scripts).
+        runs=_set(
+            *("--script-shell", "--node-options", "--userconfig", "--globalconfig", "--prefix", "-C"),
+            "--cache",
+        ),
+        valued=_set("-w", "--workspace"),
+    ),
     "less": OptionTable(
         #: ``-o``/``-O`` copy the input to a log file; lesskey files define commands and variables.
         writes=_set("-o", "--log-file", "-O", "--LOG-FILE"),
