@@ -141,3 +141,18 @@ def test_awk_programs_that_run_or_write_are_reported(values: list[str | None]) -
 )
 def test_awk_programs_that_only_read_are_fine(values: list[str]) -> None:
     assert awk_problem(values) is None
+
+
+@pytest.mark.parametrize(
+    ("values", "kinds"),
+    [
+        (["-n", "-E", "s/a/b/p", "f"], []),
+        (["-i.bak", "-e", "p", "f"], []),
+        (["--in-place=.o", "p", "f"], []),
+        (["-nE", "p"], []),
+        (["--frobnicate", "p"], ["unknown"]),
+        (["-Q", "p"], ["unknown"]),
+    ],
+)
+def test_seds_table_is_closed(values: list[str], kinds: list[str]) -> None:
+    assert [e.kind for e in effects(TABLES["sed"], values)] == kinds

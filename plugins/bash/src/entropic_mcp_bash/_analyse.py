@@ -580,7 +580,7 @@ class _Analysis:
         args = words[1:]
         values = [w.value for w in args]
         label = name
-        table: OptionTable | None = TABLES.get(name)
+        table: OptionTable | None = TABLES.get("sed" if name == "gsed" else name)
         if name == "git":
             index = git_subcommand(values)
             if index is not None:

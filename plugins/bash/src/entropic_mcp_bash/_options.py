@@ -319,6 +319,18 @@ TABLES: dict[str, OptionTable] = {
         closed=True,
         assignments_run=True,
     ),
+    "sed": OptionTable(
+        # What the script does (e, w, s///e) is checked by the analysis; the files -i rewrites
+        # by ``sed_in_place``. This closed table keeps an unknown option from being a guess.
+        valued=_set("-e", "--expression", "-f", "--file", "-l", "--line-length"),
+        flags=_set(
+            *("-n", "--quiet", "--silent", "--debug", "-E", "-r", "--regexp-extended", "-s"),
+            *("--separate", "--sandbox", "-u", "--unbuffered", "-z", "--null-data", "--zero-terminated"),
+            *("--posix", "--follow-symlinks", "-b", "--binary", "--help", "--version"),
+        ),
+        attached=_set("-i", "--in-place"),
+        closed=True,
+    ),
     "tee": OptionTable(
         flags=_set("-a", "--append", "-i", "--ignore-interrupts", "-p", "--help", "--version"),
         attached=_set("--output-error"),
