@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from .._context import CallContext
+from .._deadlines import StepTimer
 from .._tools import ToolBase
 
 GRACE_SECONDS = 1.0
@@ -29,6 +30,8 @@ class DirectOutcome:
     error: BaseException | None = None
     timed_out: bool = False
     stopped_when_cancelled: bool = False
+    #: The longest stretch (seconds) an ``async`` tool ran without awaiting: it held its event loop.
+    loop_held: float = 0.0
 
 
 def call_tool(tool: ToolBase, args: dict[str, Any], ctx: CallContext, limit: float) -> DirectOutcome:
@@ -40,7 +43,8 @@ def call_tool(tool: ToolBase, args: dict[str, Any], ctx: CallContext, limit: flo
     async def run_async() -> Any:
         box["loop"] = asyncio.get_running_loop()
         box["task"] = asyncio.current_task()
-        return await tool.execute(args, ctx)  # type: ignore[misc]
+        timer = box["timer"] = StepTimer(tool.execute(args, ctx))
+        return await timer
 
     def target() -> None:
         try:
@@ -62,4 +66,7 @@ def call_tool(tool: ToolBase, args: dict[str, Any], ctx: CallContext, limit: flo
                 pass
         stopped = done.wait(min(GRACE_SECONDS, limit))
         return DirectOutcome(timed_out=True, stopped_when_cancelled=stopped)
-    return DirectOutcome(value=box.get("value"), error=box.get("error"))
+    timer = box.get("timer")
+    return DirectOutcome(
+        value=box.get("value"), error=box.get("error"), loop_held=timer.longest if timer is not None else 0.0
+    )

@@ -11,11 +11,14 @@ from typing import Any
 import attrs
 
 from .._access import AccessLevel
+from .._children import command_line, descendants, stop_processes
 from .._config import Config, config_from_dict
 from .._context import CallContext
+from .._deadlines import LOOP_BLOCK_SECONDS
 from .._directives import Directive
 from .._envelope import ServerResponse, ToolResult, structured_object
 from .._errors import ConfigError, ToolError
+from .._isolation import reraise_host_stop
 from .._manager import ServerManager
 from .._plugins import Plugins
 from .._server import MCPServerBase
@@ -183,6 +186,13 @@ def _exercise_tool(
                 "(a long tool checks ctx.cancelled or ctx.remaining())",
             )
             break  # one abandoned thread per tool is enough to show it
+        if outcome.loop_held >= LOOP_BLOCK_SECONDS:
+            tally.add(
+                "loop",
+                f"blocked the event loop for {outcome.loop_held:.1f} s without awaiting (time.sleep or blocking I/O "
+                "in an async def): under serve every other call waits and no timeout can fire; await anyio.sleep, "
+                "or make execute a plain def so it runs in a worker thread",
+            )
         if outcome.error is not None:
             if isinstance(outcome.error, ToolError):
                 continue  # a typed refusal is an answer
@@ -213,7 +223,8 @@ async def _through_execute(
             ctx.cancelled.set()
             problems.append(f"{where}: execute did not return within {limit:g} s")
             break
-        except (Exception, SystemExit) as exc:
+        except BaseException as exc:
+            reraise_host_stop(exc)
             problems.append(f"{where}: execute raised {describe(exc)}")
             continue
         problems.extend(_check_envelope(response, where))
@@ -394,6 +405,19 @@ def check_server(
         release_host(manager)
 
 
+def _left_running(before: set[int], where: str) -> list[str]:
+    """A problem for child processes a tool started and left running (they are stopped here)."""
+    left = [pid for pid in descendants() if pid not in before]
+    if not left:
+        return []
+    shown = ", ".join(f"{pid} ({command_line(pid)[:60]})" for pid in left[:5])
+    stop_processes(left)
+    return [
+        f"{where}: left {len(left)} child process(es) running after its calls returned: {shown}; a tool waits for "
+        "what it starts (or uses entropic_mcp.toolkit.run_process), else the processes outlive the host"
+    ]
+
+
 def check_server_with_host(
     server: MCPServerBase,
     manager: ServerManager,
@@ -427,14 +451,15 @@ def check_server_with_host(
         if arguments is not None:
             arguments[name] = valid
         say(f"{server.name}.{name}: {len(valid)} schema-valid argument sets")
+        before = set(descendants())
         found = _exercise_tool(server, name, tool, valid, manager, call_timeout)
         problems.extend(found)
         for args in valid[:3]:
             problems.extend(_check_own_pattern(server, name, args))
-        if any("did not return within" in p for p in found):
-            continue  # the tool blocks: calling it again through execute would only block again
-        say(f"{server.name}.{name}: {len(JUNK) + min(3, len(valid))} calls through execute, junk included")
-        problems.extend(asyncio.run(_through_execute(server, name, valid[:3] + list(JUNK), manager, call_timeout)))
+        if not any("did not return within" in p for p in found):  # else calling it again would only block again
+            say(f"{server.name}.{name}: {len(JUNK) + min(3, len(valid))} calls through execute, junk included")
+            problems.extend(asyncio.run(_through_execute(server, name, valid[:3] + list(JUNK), manager, call_timeout)))
+        problems.extend(_left_running(before, _tool_where(server, name, tool)))
     if close:
         try:
             server.close()

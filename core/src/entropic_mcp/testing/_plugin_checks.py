@@ -18,16 +18,27 @@ import attrs
 
 from .. import hookspecs
 from .._access import AccessLevel
-from .._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest, Refuse, ReplaceArgs, ToolCall
+from .._calls import (
+    ApprovalDecision,
+    ApprovalRequest,
+    OutsideRootRequest,
+    ReadOnlyArguments,
+    Refuse,
+    ReplaceArgs,
+    ToolCall,
+    frozen,
+)
 from .._config import Config, PluginConfig
 from .._context import CallContext
 from .._directives import DirectiveHandlerSpec
 from .._envelope import ServerResponse
 from .._errors import ConfigError
+from .._isolation import note_plugin_module, reraise_host_stop, watching_interrupts
 from .._manager import ServerManager
 from .._pipeline import CallOutcome
-from .._plugins import ENTRY_POINT_GROUP, Plugins
+from .._plugins import ENTRY_POINT_GROUP, Plugins, misspelled_optional_hooks
 from .._server import MCPServerBase
+from .._stdout import StdoutGuard, guard_stdout
 from .._tools import ToolBase, ToolDefinition
 from ._checks import (
     CALL_LIMIT_SECONDS,
@@ -92,10 +103,21 @@ def load_installed(name: str) -> tuple[object | None, str | None]:
             f"installed: {', '.join(installed) or 'none'}"
         )
     entry = found[0]
+    note_plugin_module(getattr(entry, "module", None) or entry.value.partition(":")[0], name)
+    guard = StdoutGuard(announce=False)
     try:
-        return entry.load(), None
-    except (Exception, SystemExit) as exc:  # a plugin module may even call sys.exit at import
+        with watching_interrupts(), guard_stdout(guard):
+            plugin = entry.load()
+    except BaseException as exc:  # a plugin module may even call sys.exit at import
+        reraise_host_stop(exc)
         return None, f"import of entry point {entry.name} = {entry.value!r} failed: {describe(exc)}"
+    if guard.seen:
+        printed = next(iter(guard.seen.values()))
+        return plugin, (
+            f"printed to stdout while it was imported ({printed[:80]!r}): stdout carries MCP on stdio and "
+            "--json output, so the host sends it to stderr; log to stderr (logging) instead"
+        )
+    return plugin, None
 
 
 def _register(report: _Report, plugins: Plugins, plugin: object) -> bool:
@@ -106,9 +128,17 @@ def _register(report: _Report, plugins: Plugins, plugin: object) -> bool:
             report.add(f"{name} ({of_function(function)}) is not marked @hookimpl, so it is never called")
     try:
         plugins.pm.register(plugin, name=report.plugin)
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
+        reraise_host_stop(exc)
         report.add(f"registration failed: {describe(exc)}")
         return False
+    for hook, meant in misspelled_optional_hooks(plugins.pm, plugin):
+        impl = next(i for i in getattr(plugins.pm.hook, hook).get_hookimpls() if i.plugin is plugin)
+        report.hook(
+            hook,
+            impl.function,
+            f"is marked optionalhook but no plugin declares it, so it is never called; did you mean {meant}?",
+        )
     for caller in plugins.pm.get_hookcallers(plugin) or ():
         if caller.has_spec() or caller.name in HOOK_NAMES:
             continue
@@ -132,10 +162,20 @@ def _implementations(plugins: Plugins, plugin: object) -> dict[str, Any]:
 def _call(report: _Report, hook: str, function: Any, **kwargs: Any) -> tuple[bool, Any]:
     try:
         return True, function(**kwargs)
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
+        reraise_host_stop(exc)
         if hook not in report.raised:  # once per hook: the first call shows the fault
             report.raised.add(hook)
-            report.hook(hook, function, f"raised {describe(exc)}")
+            if isinstance(exc, ReadOnlyArguments):
+                report.hook(
+                    hook,
+                    function,
+                    f"tried to change the call's arguments in place ({describe(exc)}); the host shows hooks a "
+                    "read-only copy, so the edit would never run — return ReplaceArgs from "
+                    "entropic_mcp_before_tool_call instead",
+                )
+            else:
+                report.hook(hook, function, f"raised {describe(exc)}")
         return False, None
 
 
@@ -158,7 +198,8 @@ def _build_servers(
         return []
     try:
         results = _as_list(value, MCPServerBase)
-    except (Exception, SystemExit) as exc:  # a generator that raises part-way
+    except BaseException as exc:  # a generator that raises part-way
+        reraise_host_stop(exc)
         report.hook(hook, function, f"raised {describe(exc)}")
         return []
     servers: list[MCPServerBase] = []
@@ -186,7 +227,8 @@ def _build_servers(
         except ConfigError as exc:
             report.add(f"server {server.name}: configure ({of_function(server.configure)}) refused its table: {exc}")
             continue
-        except (Exception, SystemExit) as exc:
+        except BaseException as exc:
+            reraise_host_stop(exc)
             report.add(
                 f"server {server.name}: configure ({of_function(server.configure)}) raised {describe(exc)}; "
                 "a bad [servers.<name>] table raises ConfigError naming the key"
@@ -230,7 +272,7 @@ def _exercise_hooks(
                 "a str",
                 server=server,
                 tool=tool,
-                args=args,
+                args=frozen(args),
             )
             problem = pattern_problem(server.name, tool, value) if isinstance(value, str) else None
             if problem:
@@ -321,6 +363,47 @@ def _exercise_hooks(
                 report.hook(
                     "entropic_mcp_storage_backends", function, f"offers a backend named {item.name!r}, a built-in name"
                 )
+            else:
+                _exercise_backend(report, function, item, manager.config)
+
+
+def _exercise_backend(report: _Report, function: Any, spec: Any, settings: Config) -> None:
+    """Open the backend in the scratch project and make one round trip of a conversation.
+
+    A backend that needs settings the scratch config lacks (``ConfigError`` when opened) is left
+    out: its own contract tests (``entropic_mcp.testing.StorageContract``) exercise it.
+    """
+    hook = "entropic_mcp_storage_backends"
+    try:
+        backend = spec.factory(settings)
+    except ConfigError:
+        return
+    except BaseException as exc:
+        reraise_host_stop(exc)
+        report.hook(hook, spec.factory, f"storage backend {spec.name!r} failed to open: {describe(exc)}")
+        return
+    step = "create_conversation"
+    try:
+        conversation = backend.create_conversation("entropic-mcp check-plugin")
+        step = "save_messages"
+        backend.save_messages(conversation, [{"role": "user", "content": "hello"}])
+        step = "load_conversation"
+        backend.load_conversation(conversation)
+        step = "list_conversations"
+        backend.list_conversations()
+        step = "delete_conversation"
+        backend.delete_conversation(conversation)
+    except BaseException as exc:
+        reraise_host_stop(exc)
+        report.hook(
+            hook,
+            function,
+            f"storage backend {spec.name!r}: {step} raised {describe(exc)}; under serve every tool that uses the "
+            "store fails with it (contract: entropic_mcp.testing.StorageContract)",
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            backend.close()
 
 
 def check_plugin(
@@ -339,10 +422,12 @@ def check_plugin(
 
     The plugin is registered alone in a fresh plugin manager; every hook it implements is
     called — for its own servers and for a server of another plugin, which it must leave alone
-    — and every answer's type is checked. A misspelled hook, a function missing ``@hookimpl``,
-    a plugin with no hooks, a servers hook that returns no server, and a ``configure`` that
-    raises anything but ``ConfigError`` are all reported. (A plugin may serve no tools — a
-    storage backend — if it implements no ``entropic_mcp_servers``.)
+    — and every answer's type is checked. A misspelled hook (an ``optionalhook`` one too), a
+    function missing ``@hookimpl``, a plugin with no hooks, a servers hook that returns no
+    server, a ``configure`` that raises anything but ``ConfigError``, a hook that changes the
+    arguments it is shown, an ``async`` tool that blocks its event loop, a tool that leaves child
+    processes running, a storage backend that fails a round trip, and anything the plugin prints
+    to stdout (at import or in a hook or tool) are all reported.
 
     Args:
         module: the plugin object (usually a module), or the name of an installed plugin
@@ -361,6 +446,43 @@ def check_plugin(
     Raises:
         NoSuchPlugin: ``module`` names no installed plugin.
     """
+    name = module if isinstance(module, str) else getattr(module, "__name__", None) or type(module).__name__
+    if isinstance(module, types.ModuleType):
+        note_plugin_module(module.__name__, name)
+    guard = StdoutGuard(announce=False)
+    with guard_stdout(guard):
+        problems = _check_plugin(
+            module,
+            root=root,
+            config=config,
+            examples=examples,
+            call_timeout=call_timeout,
+            progress=progress,
+            taken=taken,
+            details=details,
+        )
+    for who, text in guard.seen.items():
+        if who in (name, "unknown"):
+            problems.append(
+                f"plugin {name!r}: printed to stdout while its hooks or tools ran ({text[:80]!r}): stdout carries "
+                "MCP on stdio and --json output, so the host sends it to stderr; log to stderr (logging) instead"
+            )
+    return _finish(problems, raise_on_failure)
+
+
+def _check_plugin(
+    module: types.ModuleType | object | str,
+    *,
+    root: str | Path | None = None,
+    config: Mapping[str, Any] | Config | None = None,
+    examples: int = 50,
+    call_timeout: float = CALL_LIMIT_SECONDS,
+    progress: Progress | None = None,
+    taken: Mapping[str, str] | None = None,
+    details: dict[str, Any] | None = None,
+) -> list[str]:
+    """``check_plugin`` without the stdout guard; returns the problems (a plugin may serve no
+    tools — a storage backend — if it implements no ``entropic_mcp_servers``)."""
     say = progress or (lambda line: None)
     scratch = None
     if root is None:
@@ -375,14 +497,17 @@ def check_plugin(
             plugin, error = module, None
             name = getattr(module, "__name__", None) or type(module).__name__
         report = _Report(plugin=name)
-        if error is not None or plugin is None:
-            report.add(error or "the entry point loaded None")
-            return _finish(report.problems, raise_on_failure)
+        if error is not None:
+            report.add(error)
+        if plugin is None:
+            if error is None:
+                report.add("the entry point loaded None")
+            return report.problems
         resolved = Path(root).resolve()
         settings = host_config(config, resolved)
         plugins = Plugins(strict=False)
         if not _register(report, plugins, plugin):
-            return _finish(report.problems, raise_on_failure)
+            return report.problems
         hooks = _implementations(plugins, plugin)
         say(f"plugin {name!r} implements {', '.join(sorted(hooks)) or 'no hook'}")
         if not hooks and not report.problems:
@@ -432,7 +557,7 @@ def check_plugin(
                 report.add(
                     f"server {server.name}: close() ({of_function(server.close)}) is not idempotent: {describe(exc)}"
                 )
-        return _finish(report.problems, raise_on_failure)
+        return report.problems
     finally:
         if scratch is not None:
             scratch.cleanup()
@@ -459,14 +584,16 @@ def installed_server_names(*, exclude: str, config: Config | None = None) -> dic
         plugins = Plugins(strict=False, builtins=False)
         try:
             plugins.load_entry_points()
-        except Exception:
+        except Exception:  # a plugin's own failure is recorded; only a config problem lands here
             return taken
         for plugin_name, function in plugins.implementations("entropic_mcp_servers"):
             if plugin_name == exclude:
                 continue
             try:
-                servers = _as_list(function(config=PluginConfig(root=root, settings=settings)), MCPServerBase)
-            except Exception:
+                with guard_stdout():
+                    servers = _as_list(function(config=PluginConfig(root=root, settings=settings)), MCPServerBase)
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 continue
             for server in servers:
                 if isinstance(server, MCPServerBase):
