@@ -1,0 +1,3 @@
+"""A plugin module that raises KeyboardInterrupt while it is imported."""
+
+raise KeyboardInterrupt
