@@ -75,12 +75,38 @@ def render_doc(doc: str) -> list[str]:
     return out
 
 
+RULES = """
+## What every hook can rely on
+
+- **Arguments are read-only.** `call.args` (before and after hooks), `request.args` (approvers)
+  and the `args` of `entropic_mcp_permission_pattern` are a read-only deep copy of the call's
+  arguments: a `dict`/`list` you can read, serialise (`json`, `orjson`) and copy
+  (`dict(call.args)`, `copy.deepcopy`), but changing it in place raises `ReadOnlyArguments` (a
+  `TypeError`), which counts as the hook failing (a gate refuses the call, an approver is
+  skipped). The arguments that run are exactly the ones the rules judged; to run a call with
+  other arguments, return `ReplaceArgs(args=...)` from `entropic_mcp_before_tool_call`, before
+  anything is judged. `entropic-mcp check-plugin` reports a hook that edits in place.
+- **`BaseException` is isolated too.** A hook (or a tool, a `configure`, a plugin module being
+  imported) that raises `SystemExit` (argparse on a bad value, a stray `sys.exit`),
+  `KeyboardInterrupt` or a `BaseException` subclass of its own is handled like any exception,
+  attributed to the plugin: only a real stop of the host passes (a Ctrl-C the host itself
+  received, cancellation).
+- **stdout is not yours.** On stdio, stdout carries MCP; `--json` commands print one JSON
+  document there. While plugins import and run, `sys.stdout` is a guard that sends what they
+  print to stderr with one warning naming the plugin; log with `logging` instead.
+- **Hook names are checked.** An implementation of a hook no spec declares fails the plugin; one
+  marked `optionalhook=True` a typo away from an entropic-mcp hook
+  (`entropic_mcp_permision_pattern`) is logged at load and reported by `check-plugin`.
+"""
+
+
 def render() -> str:
     lines = [INTRO.rstrip("\n")]
     for name in ORDER:
         function = getattr(hookspecs, name)
         summary = inspect.getdoc(function).split("\n")[0]
         lines.append(f"| [`{name}`](#{name}) | {kind(function)} | {summary} |")
+    lines.append(RULES.rstrip("\n"))
     for name in ORDER:
         function = getattr(hookspecs, name)
         lines += ["", f"## {name}", "", "```python", signature(function), "```", "", f"*{kind(function)}*", ""]
