@@ -261,3 +261,31 @@ def test_what_plugin_code_prints_goes_to_stderr_naming_the_plugin(capsys, monkey
     out, err = capsys.readouterr()
     assert out == "" and "hello" in err and "plugin 'printer' wrote to stdout" in err
     assert guard.seen == {"printer": "hello"}
+
+
+def test_the_loop_watchdog_names_the_async_tool_while_it_holds_the_loop(tmp_path, caplog):
+    from entropic_mcp._serve._watchdog import LoopWatchdog
+
+    class Block(ToolBase):
+        definition = definition("block")
+        required_access_level = AccessLevel.READ
+
+        async def execute(self, args, ctx):
+            time.sleep(0.8)
+            return "held"
+
+    manager = make_manager(tmp_path, config=ALLOW, servers=[server(Block())])
+
+    async def main():
+        watchdog = LoopWatchdog(threshold=0.3, interval=0.05)
+        watchdog.start()
+        try:
+            await asyncio.sleep(0.1)
+            return await manager.call("hostile.block"), watchdog.stalls
+        finally:
+            watchdog.stop()
+
+    with caplog.at_level("WARNING", logger="entropic_mcp"):
+        outcome, stalls = asyncio.run(main())
+    assert outcome.response.result == "held" and stalls >= 1
+    assert "async tool hostile.block is holding the event loop" in caplog.text

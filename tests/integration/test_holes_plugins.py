@@ -191,7 +191,8 @@ async def test_an_async_tool_blocking_the_loop_is_logged_naming_the_tool(tmp_pat
         assert text_of(result) == "blocked"
         await echo_works(peer)
     log = project.log.read_text(encoding="utf-8")
-    assert "blocker.block" in log and "blocked the event loop" in log, log
+    assert "async tool blocker.block blocked the event loop" in log, log  # once the step ended
+    assert "async tool blocker.block is holding the event loop" in log, log  # while it held the loop
 
 
 def test_prints_at_import_and_in_tools_never_reach_json_output(tmp_path: Path) -> None:

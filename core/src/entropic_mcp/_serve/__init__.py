@@ -23,6 +23,7 @@ from ._app import ServeApp, cancel_suspended  # noqa: E402  (after the SDK is lo
 from ._approval import ServeApprover  # noqa: E402
 from ._names import ToolNames, exposed_name  # noqa: E402
 from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result  # noqa: E402
+from ._watchdog import LoopWatchdog  # noqa: E402
 
 __all__ = [
     "CONVERSATION_KEY",
@@ -115,6 +116,15 @@ async def run_http_async(
 async def serve_async(manager: ServerManager, *, transport: str, host: str, port: int) -> None:
     # A KeyboardInterrupt a tool raises is its own fault; one after a real Ctrl-C stops serve.
     watch_interrupts()
+    watchdog = LoopWatchdog()
+    watchdog.start()
+    try:
+        await _serve_transport(manager, transport=transport, host=host, port=port)
+    finally:
+        watchdog.stop()
+
+
+async def _serve_transport(manager: ServerManager, *, transport: str, host: str, port: int) -> None:
     # External servers' pools adopt this loop (no thread hop per call) and close before it ends.
     external = bool(manager.config.external)
     if external:
