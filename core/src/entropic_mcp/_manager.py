@@ -263,7 +263,8 @@ class ServerManager:
         for plugin_name, function in self.plugins.implementations("entropic_mcp_storage_backends"):
             try:
                 value = function()
-            except Exception:
+            except BaseException as exc:
+                reraise_host_stop(exc)
                 continue  # reported when the store is opened
             for spec in _as_list(value):
                 spec_name = getattr(spec, "name", None)
@@ -489,7 +490,8 @@ class ServerManager:
         else:
             try:
                 storage = self.storage
-            except Exception as exc:  # the tools that need storage report it; the audit only warns once
+            except BaseException as exc:  # the tools that need storage report it; the audit only warns once
+                reraise_host_stop(exc)
                 self._audit_unavailable = True
                 log.warning("no audit trail: the store could not be opened: %s", exc)
                 return
@@ -498,7 +500,8 @@ class ServerManager:
                 from ._storage._records import ToolCallRecord
 
                 storage.record_tool_call(ToolCallRecord.from_outcome(outcome))
-            except Exception:
+            except BaseException as exc:  # a backend's SystemExit must not stop the host either
+                reraise_host_stop(exc)
                 log.warning("could not record %s in the audit trail", outcome.name, exc_info=True)
 
     # -- calls ---------------------------------------------------------------------------------------
