@@ -131,18 +131,29 @@ def _write(manager, path, *also):
 
 @pytest.mark.parametrize(
     "spelling",
-    ["policy.toml", "sub/../policy.toml", "./policy.toml", "link.toml", "sub", "POLICY.TOML", "{root}/policy.toml"],
+    ["policy.toml", "sub/../policy.toml", "./policy.toml", "link.toml", "POLICY.TOML", "{root}/policy.toml"],
 )
 def test_the_loaded_config_is_protected_whatever_its_name_and_spelling(loaded, spelling):
     project, manager = loaded
     (project / "link.toml").symlink_to("policy.toml")
-    (project / "sub" / "policy.toml").unlink(missing_ok=True)
-    if spelling == "sub":
-        # A directory holding the active config can be neither moved nor deleted.
-        (project / "sub").rmdir()
-        (project / "sub").symlink_to(project)
     verdict = _write(manager, spelling.replace("{root}", str(project)))
     assert (verdict.decision, verdict.verdicts[0].kind) == ("deny", "protected")
+
+
+def test_a_directory_holding_the_loaded_config_is_protected_the_root_is_left_to_the_tools(tmp_path):
+    from entropic_mcp._config import load_config
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "policy.toml").write_text('[entropic_mcp]\nroot = ".."\n[storage]\nbackend = "none"\n')
+    (tmp_path / "elsewhere").symlink_to("cfg")
+    manager = ServerManager.from_config(load_config(tmp_path / "cfg" / "policy.toml"), load_entry_points=False)
+    try:
+        for spelling in ("cfg", "elsewhere", "cfg/"):
+            assert _write(manager, spelling).verdicts[0].kind == "protected", spelling
+        # The root holds .mcp.json and .entropicignore; the tools refuse to move or delete it themselves.
+        assert _write(manager, ".").verdicts[0].kind != "protected"
+    finally:
+        manager.close()
 
 
 def test_a_hard_link_to_the_loaded_config_is_protected(loaded):

@@ -141,6 +141,7 @@ class ProtectedPaths:
         self.private = tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in private))
         self._file_keys = frozenset(_key(str(p)) for p in self.files)
         self._private_keys = tuple(_key(str(p)) for p in self.private)
+        self._root_key = _key(str(self.root))
 
     @classmethod
     def of(cls, config: Config) -> ProtectedPaths:
@@ -166,10 +167,14 @@ class ProtectedPaths:
                 return "private"
             if access != "write":
                 continue
-            if key in self._file_keys or any(_within(f, key) for f in self._file_keys):
+            if key in self._file_keys:
                 return "protected"
+            if key == self._root_key:
+                continue  # the root holds .mcp.json and .entropicignore; no tool moves or deletes it
+            if any(_within(f, key) for f in self._file_keys):
+                return "protected"  # moving or deleting a directory that holds a policy file
             if any(_within(d, key) for d in self._private_keys):
-                return "private"  # moving or deleting a directory that holds the store
+                return "private"  # ... or the store
             if self._same_inode(resolved):
                 return "protected"
         return None
