@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from sandbox_helpers import alive_with, result_of
 
 from conftest import ENTROPIC_MCP, connect, serve_env
 
@@ -29,24 +30,6 @@ allow = ["bash.execute:*", "bash.output", "bash.kill", "bash.list"]
 [sandbox]
 mode = "required"
 """
-
-
-def result_of(result: Any) -> dict[str, Any]:
-    return json.loads("".join(block.text for block in result.content if getattr(block, "type", "") == "text"))
-
-
-def alive_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-                state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-            except OSError:
-                continue
-            if marker.encode() in cmdline and state not in ("Z", "X"):
-                found.append(int(entry.name))
-    return found
 
 
 def params(root: Path, tmp_path: Path) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import pytest
+from sandbox_helpers import alive_with, gone, kill_marked, result_of
 
 from conftest import ENTROPIC_MCP, connect, serve_env
 
@@ -255,39 +256,6 @@ def listener() -> Iterator[Listener]:
     found.close()
 
 
-def alive_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
-
-
-def gone(marker: str, within: float = 10.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if not alive_with(marker):
-            return True
-        time.sleep(0.05)  # a bounded look at the process table, not synchronisation
-    return False
-
-
-def kill_marked(marker: str) -> None:
-    """Kill the processes this test itself started with ``marker`` (the mode = "off" runs)."""
-    for pid in alive_with(marker):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def params(root: Path, data_home: Path) -> Any:
     from mcp import StdioServerParameters
 
@@ -297,15 +265,6 @@ def params(root: Path, data_home: Path) -> Any:
         cwd=str(root),
         env=serve_env({"XDG_DATA_HOME": str(data_home), "ENTROPIC_MCP_TOKEN": "serve-token-canary"}),
     )
-
-
-def result_of(result: Any) -> dict[str, Any]:
-    text = "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {"text": text}
-    return data if isinstance(data, dict) else {"text": text}
 
 
 def fill(command: str, outside: Path, port: int, marker: str, home: Path | None = None) -> str:

@@ -3,12 +3,12 @@ may not write the repository's config or hooks."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_helpers import result_of
 
 from conftest import ENTROPIC_MCP, connect, serve_env
 
@@ -27,10 +27,6 @@ allow = ["bash.execute:*", "git.*"]
 [sandbox]
 mode = "required"
 """
-
-
-def result_of(result: Any) -> dict[str, Any]:
-    return json.loads("".join(block.text for block in result.content if getattr(block, "type", "") == "text"))
 
 
 @pytest.fixture
