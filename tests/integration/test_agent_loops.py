@@ -373,7 +373,10 @@ async def test_followup_answers_fresh_after_a_delegation_completes(tmp_path: Pat
         before = json.loads(ok(await peer.call("entropic.followup", query)))
         assert before["results"] == []
         # Another process (a host) completes a delegation in the same store meanwhile.
-        store = TinyDBBackend(project / ".entropic-mcp" / "store")
+        from entropic_mcp import load_config
+
+        # The default store: outside the project, in the per-user data directory serve uses too.
+        store = TinyDBBackend(load_config(project / "entropic-mcp.toml").storage_path)
         try:
             parent = store.create_conversation("host")
             delegation, _ = store.create_delegation(parent, "lead", "researcher", "look into parser flakiness")
