@@ -211,6 +211,7 @@ async def test_no_tool_reads_a_store(tmp_path: Path, data_home: Path, where: str
         store = project / "store" if inside else next(data_home.glob("entropic-mcp/projects/*/store"))
         planted = store / "planted.jsonl"
         planted.write_text("SECRET-CONTENT\n")  # stands for the audit trail's arguments and outputs
+        (store / ".gitignore").unlink(missing_ok=True)  # walks honour it; the protection must not need it
         spelling = "store/planted.jsonl" if inside else str(planted)
         read = await peer.call("filesystem.read_file", {"path": spelling})
         grep = await peer.call("filesystem.grep", {"pattern": "SECRET-CONTENT", "path": "." if inside else str(store)})

@@ -69,6 +69,17 @@ def _prefilter(rules: list[str], access: str) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{translate(g)})" for g in globs))
 
 
+def _private_displays(ctx: CallContext, root: Path) -> tuple[str, ...]:
+    """The host's private directories as a walk of ``root`` spells them (root-relative or absolute)."""
+    out = []
+    for path in ctx.services.private_dirs:
+        try:
+            out.append(path.relative_to(root).as_posix())
+        except ValueError:
+            out.append(str(path))
+    return tuple(p for p in out if p not in (".", ""))
+
+
 class WalkGate:
     """Per walk: is a path (or a directory above it) refused by a rule? Counts what it refused."""
 
@@ -78,6 +89,9 @@ class WalkGate:
         self.access = access
         self._ask = ctx.services.path_refused
         rules = relevant_rules(ctx, access)
+        # The store and entropic-mcp's data directory, when a walk can reach them (a store
+        # configured inside the project): never shown, whatever the rules (docs/user-guide.md).
+        self._private = _private_displays(ctx, root)
         self.active = rules != []
         self._quick = _prefilter(rules, access) if rules else None
         self.skipped = 0
@@ -100,6 +114,9 @@ class WalkGate:
 
     def refused(self, display: str) -> bool:
         """True (and counted) when ``display`` or a directory above it is refused by a rule."""
+        if self._private and any(display == p or display.startswith(p + "/") for p in self._private):
+            self.skipped += 1
+            return True
         if not self.active:
             return False
         head, _, _ = display.rpartition("/")
