@@ -479,3 +479,30 @@ def test_config_prints_external_servers_without_their_secrets(tmp_path):
     assert values["external.ref"]["command"] == "mcp-server-git" and values["external.ref"]["env"] == {"TOKEN": "***"}
     assert values["external.web"]["headers"] == {"Authorization": "***"}
     assert "s3cret" not in result.output
+
+
+# -- external approve / list --------------------------------------------------------------------
+
+
+def test_external_approve_records_the_file_outside_the_project_and_list_shows_it(tmp_path, monkeypatch, user_data_dir):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "entropic-mcp.toml").write_text('[entropic_mcp]\nimport_mcp_json = true\n[storage]\nbackend = "none"\n')
+    mcp_json = tmp_path / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"docs": {"command": "docs-server", "args": ["--port", "1"]}}}))
+    before = json.loads(invoke("external", "list", "--json").stdout)
+    assert before == {"servers": [], "mcp_json": {"file": str(mcp_json.resolve()), "approved": False}}
+    approved = invoke("external", "approve")
+    assert approved.exit_code == 0 and "docs: docs-server --port 1" in approved.stdout
+    after = json.loads(invoke("external", "list", "--json").stdout)
+    assert after["mcp_json"]["approved"] is True and [s["name"] for s in after["servers"]] == ["docs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".mcp.json", "entropic-mcp.toml"]
+    assert (user_data_dir / "approved-mcp-json.json").is_file()
+
+
+def test_external_approve_refuses_a_file_that_would_not_load(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text('{"mcpServers": {"x": {"command": 3}}}')
+    from entropic_mcp import ConfigError
+
+    with pytest.raises(ConfigError, match=r"mcpServers.x.command"):
+        invoke("external", "approve", "bad.json")
