@@ -158,7 +158,10 @@ class ProtectedPaths:
     def judge(self, access: str, spellings: Iterable[str]) -> Literal["protected", "private"] | None:
         """``"private"`` for a path in a private directory, ``"protected"`` for a write of a
         protected file (or of a directory holding one), else None."""
-        for spelling in spellings:
+        spellings = tuple(spellings)
+        # The spellings of one part name one file (path_part): resolving the absolute one is enough.
+        absolute = [s for s in spellings if os.path.isabs(s)]
+        for spelling in absolute[:1] or spellings:
             resolved = self._resolve(spelling)
             if resolved is None:
                 continue
