@@ -21,14 +21,12 @@ pytestmark = [
 ]
 
 
-def manager(root: Path, **table: object) -> ServerManager:
+def manager(root: Path, server: Path = FAULT_SERVER, **table: object) -> ServerManager:
     data = {
         "entropic_mcp": {"plugins": []},
         "storage": {"backend": "none"},
         "permissions": {"default": "allow"},
-        "external": {
-            "f": {"command": sys.executable, "args": [str(FAULT_SERVER)], "call_timeout_seconds": 20, **table}
-        },
+        "external": {"f": {"command": sys.executable, "args": [str(server)], "call_timeout_seconds": 20, **table}},
     }
     return ServerManager.from_config(config_from_dict(data, root=root), load_entry_points=False)
 
@@ -60,6 +58,21 @@ async def test_without_the_setting_an_external_server_runs_as_before(tmp_path):
     finally:
         m.close()
     assert pid > 10 and pid != os.getpid()
+
+
+async def test_the_files_its_command_names_stay_visible_even_under_tmp(tmp_path):
+    import shutil
+
+    copy = tmp_path / "elsewhere" / "server.py"  # outside the root, under /tmp (private inside)
+    copy.parent.mkdir()
+    shutil.copy(FAULT_SERVER, copy)
+    root = tmp_path / "root"
+    root.mkdir()
+    m = manager(root, copy, sandbox=True)
+    try:
+        assert (await call(m, "f.counter"))["pid"] < 10
+    finally:
+        m.close()
 
 
 def test_sandbox_must_be_a_boolean(tmp_path):

@@ -144,7 +144,8 @@ class PooledClient:
             if config.sandbox:
                 from .._sandbox import external_sandbox
 
-                prepared = external_sandbox(config.name, self.root).prepare(argv, cwd=cwd or self.root, env=env)
+                box = external_sandbox(config.name, self.root, argv)
+                prepared = box.prepare(argv, cwd=cwd or self.root, env=env)
                 stack.callback(prepared.close)
                 argv, env = prepared.argv, prepared.env
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd or self.root)
