@@ -32,6 +32,15 @@ def unlisted_skips(skipped: list[tuple[str, str]], entries: list[dict[str, str]]
     ]
 
 
+@pytest.fixture(autouse=True)
+def user_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """entropic-mcp's per-user data (default stores, .mcp.json approvals) in a fresh directory for
+    every package's tests, never the real ~/.local/share (tests/integration has its own, by XDG)."""
+    path = tmp_path_factory.mktemp("entropic-data")
+    monkeypatch.setenv("ENTROPIC_MCP_DATA_DIR", str(path))
+    return path
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and not hasattr(report, "wasxfail"):
         longrepr = report.longrepr

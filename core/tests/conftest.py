@@ -15,11 +15,3 @@ def fake_site(monkeypatch):
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def user_data_dir(tmp_path_factory, monkeypatch):
-    """entropic-mcp's per-user data (default stores, .mcp.json approvals) in a fresh directory, never ~."""
-    path = tmp_path_factory.mktemp("entropic-data")
-    monkeypatch.setenv("ENTROPIC_MCP_DATA_DIR", str(path))
-    return path
