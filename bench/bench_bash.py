@@ -1,65 +1,99 @@
-"""The bash server against its floor (performance.md P11).
+"""The bash server against its floor (performance.md P11, and a 1 MB output).
 
-Run: ``python bench/bench_bash.py [--runs N]`` (default 400). Prints, in one run:
+Run: ``python bench/bench_bash.py [--rounds N] [--per-round M]`` (defaults 8 and 50). Prints, in
+one run, with the load average at the start and the end:
 
 - ``bash.execute {"command": "true"}`` through the whole in-process pipeline
   (``ServerManager.call``: schema, permission parts from the shell parser, duplicate check,
   the process group, result shaping), against ``subprocess.run(["bash", "-c", "true"])``, the
-  floor a user would write; target ≤ 1.5×. Rounds alternate between the two so machine noise
-  hits both alike; the medians are compared.
+  floor a user would write; target <= 1.5x. Once with ``[sandbox] mode = "off"`` (P11) and once
+  with the sandbox at its default (``auto``: bubblewrap when it works here).
+- ``bash.execute`` of a command printing 1 MB (``cat`` of a 1 MB text file), with
+  ``max_output_bytes`` raised so the whole megabyte is in the result, against
+  ``subprocess.run(["bash", "-c", "cat big.txt"], capture_output=True)`` decoded as text, both
+  with the sandbox off; target <= 1.3x.
 - the permission check alone (tree-sitter parse and analysis) of a typical chained command.
+
+Rounds alternate A, B, A, B (``--per-round`` calls each, bench_sandbox's ``interleaved``) so
+machine noise hits both sides alike; each side's figure is the median of all its calls, and the
+range is the lowest and highest per-round ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import report
+from bench_sandbox import interleaved, row
 from entropic_mcp import CallContext, ServerManager, config_from_dict
+from entropic_mcp import _sandbox as sandbox
 from entropic_mcp_bash import BashServer
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=400)
-    runs = parser.parse_args().runs
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--per-round", type=int, default=50)
+    options = parser.parse_args()
+    rounds, per_round = options.rounds, options.per_round
+    counter = iter(range(10**9))
+    rows: list[tuple[str, ...]] = []
+    load_before = os.getloadavg()[0]
 
     with tempfile.TemporaryDirectory(prefix="bench-bash-") as scratch:
         root = Path(scratch).resolve()
-        server = BashServer(root=root)
-        server.configure({})
-        config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"}}, root=root)
-        manager = ServerManager(config, servers=[server])
+        line = "".join(chr(ord("a") + i % 26) for i in range(99)) + "\n"
+        (root / "big.txt").write_text(line * 10_000, encoding="utf-8")  # 1,000,000 bytes
+        time.sleep(1.1)  # past the racy second: bash re-lists git config of a just-made directory
 
-        async def measure() -> tuple[list[float], list[float]]:
-            # One of each, alternately: a burst of load on the shared machine hits both alike.
-            ours: list[float] = []
-            floor: list[float] = []
-            for i in range(-20, runs):  # the first 20 warm up (tree-sitter load, first fork)
-                # A new conversation per call: the duplicate guard would refuse a repeated "true".
-                ctx = CallContext(conversation_id=f"c{i}")
-                t = time.perf_counter()
-                outcome = await manager.call("bash.execute", {"command": "true"}, ctx)
-                mine = time.perf_counter() - t
-                assert outcome.kind == "ok", outcome.response.result
-                t = time.perf_counter()
-                subprocess.run(["bash", "-c", "true"], check=True)
-                theirs = time.perf_counter() - t
-                if i >= 0:
-                    ours.append(mine)
-                    floor.append(theirs)
-            return ours, floor
+        def manager_for(mode: str | None, table: dict[str, object] | None = None) -> tuple[ServerManager, BashServer]:
+            server = BashServer(root=root)
+            server.configure(table or {})
+            data: dict[str, object] = {"storage": {"backend": "none"}, "permissions": {"default": "allow"}}
+            if mode is not None:
+                data["sandbox"] = {"mode": mode}
+            config = config_from_dict(data, root=root)
+            manager = ServerManager(config, servers=[server])
+            sandbox.install(config, manager.permissions)
+            return manager, server
 
-        ours, floor = asyncio.run(measure())
+        def call(manager: ServerManager, command: str) -> Callable[[], Awaitable[object]]:
+            async def run() -> object:
+                # A new conversation per call: the duplicate guard would refuse a repeated command.
+                outcome = await manager.call(
+                    "bash.execute", {"command": command}, CallContext(conversation_id=f"c{next(counter)}")
+                )
+                assert outcome.kind == "ok", outcome.response.result[:300]
+                return outcome
+
+            return run
+
+        def floor_true() -> object:
+            return subprocess.run(["bash", "-c", "true"], check=True)
+
+        def floor_cat() -> object:
+            done = subprocess.run(["bash", "-c", "cat big.txt"], cwd=root, check=True, capture_output=True)
+            return done.stdout.decode("utf-8", "replace")
+
+        off, server = manager_for("off")
+        assert not sandbox.sandbox_for("bash").active
+        p11 = asyncio.run(interleaved(call(off, "true"), floor_true, rounds, per_round))
+        rows.append(row('P11 bash.execute "true", sandbox off', p11, "subprocess.run(bash -c true)", "<= 1.5x"))
+        # The whole megabyte in the result (the default keeps 64 KiB of head and tail).
+        whole, _ = manager_for("off", {"max_output_bytes": 2_000_000})
+        big = asyncio.run(interleaved(call(whole, "cat big.txt"), floor_cat, rounds, max(1, per_round // 2)))
+        rows.append(row("bash.execute of 1 MB output, sandbox off", big, "subprocess.run, captured", "<= 1.3x"))
         parts = server.permission_parts
         command = {"command": "cd src && git status --short | grep -v '^??' > /tmp/out.txt; timeout 5 pytest -q"}
         parse_samples = []
@@ -68,22 +102,21 @@ def main() -> None:
             for _ in range(500):
                 parts("execute", command)
             parse_samples.append((time.perf_counter() - t) / 500)
+        rows.append(
+            ("permission parts of a 5-command line", f"{statistics.median(parse_samples) * 1e6:.0f} us", "-", "-", "-")
+        )
 
-    ours_ms = statistics.median(ours) * 1000
-    floor_ms = statistics.median(floor) * 1000
-    report(
-        "bench_bash",
-        [
-            (
-                'P11 bash.execute "true" (pipeline, median)',
-                f"{ours_ms:.2f} ms",
-                f"{floor_ms:.2f} ms subprocess.run(bash -c true)",
-                f"{ours_ms / floor_ms:.2f}x",
-                "<= 1.5x",
-            ),
-            ("permission parts of a 5-command line", f"{statistics.median(parse_samples) * 1e6:.0f} us", "-", "-", "-"),
-        ],
-    )
+        default, _ = manager_for(None)
+        mechanism = "bubblewrap" if sandbox.sandbox_for("bash").active else "none available: off"
+        p11d = asyncio.run(interleaved(call(default, "true"), floor_true, rounds, per_round))
+        rows.append(
+            row(f'bash.execute "true", sandbox default ({mechanism})', p11d, "subprocess.run(bash -c true)", "-")
+        )
+        sandbox.uninstall()
+
+    load_after = os.getloadavg()[0]
+    rows.append((f"load average (1 min) {load_before:.2f} -> {load_after:.2f}, 2 cores", "-", "-", "-", "-"))
+    report("bench_bash", [tuple(r) for r in rows])  # type: ignore[misc]
 
 
 if __name__ == "__main__":

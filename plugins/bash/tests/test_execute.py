@@ -416,3 +416,51 @@ manager.close()
     assert "secret-9191" not in seen_by_command
     assert rest.startswith("serve-token-4242 secret-9191")
     assert "CHILD serve-token-4242" in rest
+
+
+def _count_environ_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts full walks of ``os.environ`` (building a child's environment walks it)."""
+    walks = [0]
+    original = type(os.environ).__iter__
+
+    def counting(self: Any) -> Any:
+        walks[0] += 1
+        return original(self)
+
+    monkeypatch.setattr(type(os.environ), "__iter__", counting)
+    return walks
+
+
+def test_a_call_builds_the_environment_once_and_not_again_while_it_is_unchanged(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager, _ = make_manager(root)
+    manager.call_sync("bash.execute", {"command": "true"}, CallContext(conversation_id="warm"))
+    walks = _count_environ_reads(monkeypatch)
+    result = manager.call_sync("bash.execute", {"command": "true"}, CallContext(conversation_id="c1"))
+    assert result.kind == "ok"
+    assert walks[0] == 0  # the permission check and the run share one environment, kept between calls
+    monkeypatch.setenv("ENTROPIC_TEST_CHANGED", "1")
+    manager.call_sync("bash.execute", {"command": "true"}, CallContext(conversation_id="c2"))
+    assert walks[0] <= 1
+
+
+def test_a_change_to_the_server_environment_reaches_the_next_run(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager, _ = make_manager(root)
+    monkeypatch.setenv("ENTROPIC_TEST_VALUE", "first")
+    first = manager.call_sync(
+        "bash.execute", {"command": "echo $ENTROPIC_TEST_VALUE"}, CallContext(conversation_id="a")
+    )
+    monkeypatch.setenv("ENTROPIC_TEST_VALUE", "second")
+    second = manager.call_sync(
+        "bash.execute", {"command": "echo $ENTROPIC_TEST_VALUE"}, CallContext(conversation_id="b")
+    )
+    monkeypatch.delenv("ENTROPIC_TEST_VALUE")
+    third = manager.call_sync(
+        "bash.execute", {"command": 'echo "[$ENTROPIC_TEST_VALUE]"'}, CallContext(conversation_id="c")
+    )
+    assert [orjson.loads(r.response.result)["output"] for r in (first, second, third)] == [
+        "first\n",
+        "second\n",
+        "[]\n",
+    ]

@@ -17,8 +17,10 @@ copy lacks. The analysis refuses to let a command undo them: ``GIT_*`` assignmen
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import stat
 import subprocess
 import threading
 import time
@@ -113,12 +115,12 @@ def dynamic_overrides(keys: Iterable[str]) -> list[tuple[str, str]]:
 RACY_SECONDS = 1.0
 
 
-def _signature(path: Path) -> tuple[int, ...] | None:
+def _signature(path: str) -> tuple[int, ...] | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
-    if path.name == ".git" and os.path.isdir(path):
+    if stat.S_ISDIR(st.st_mode) and path.endswith("/.git"):
         # Only whether it is there: git writes inside it (the index) on most commands.
         return (st.st_dev, st.st_ino, 0, 0, 0, st.st_mode)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
@@ -127,7 +129,7 @@ def _signature(path: Path) -> tuple[int, ...] | None:
 @attrs.frozen
 class _Listing:
     keys: tuple[str, ...]
-    watched: tuple[tuple[Path, tuple[int, ...] | None], ...]
+    watched: tuple[tuple[str, tuple[int, ...] | None], ...]
 
     def current(self) -> bool:
         return all(_signature(path) == known for path, known in self.watched)
@@ -164,7 +166,7 @@ def _list(directory: Path, env: Mapping[str, str]) -> _Listing:
             keys.append(key)
             if origin.startswith("file:"):
                 candidates.append(directory / origin[5:])
-    watched = tuple((path, _signature(path)) for path in dict.fromkeys(candidates))
+    watched = tuple((path, _signature(path)) for path in dict.fromkeys(map(str, candidates)))
     return _Listing(keys=tuple(keys), watched=watched)
 
 
@@ -182,20 +184,24 @@ class GitOverrides:
             start = int(env.get("GIT_CONFIG_COUNT", "0"))
         except ValueError:
             start = 0
-        overrides = _static()
-        listing_env = _apply(dict(env), start, overrides)
         keys: dict[str, None] = {}
         for directory in directories:
-            if directory.is_dir():
-                keys.update(dict.fromkeys(self._keys(directory, listing_env)))
-        return _apply(dict(env), start, overrides + dynamic_overrides(keys))
+            if os.path.isdir(directory):
+                keys.update(dict.fromkeys(self._keys(directory, env, start)))
+        result = dict(env)
+        result.update(_static_entries(start))
+        dynamic = _dynamic_for(tuple(keys))
+        if dynamic:
+            return _apply(result, start + len(STATIC_CONFIG), dynamic)
+        return result
 
-    def _keys(self, directory: Path, env: Mapping[str, str]) -> tuple[str, ...]:
+    def _keys(self, directory: Path, env: Mapping[str, str], start: int) -> tuple[str, ...]:
         with self._lock:
             listing = self._listings.get(directory)
         if listing is not None and listing.current():
             return listing.keys
-        listing = _list(directory, env)
+        # Listed with the static overrides in force (the listing itself must run nothing).
+        listing = _list(directory, {**env, **_static_entries(start)})
         now = time.time()
         racy = any(sig is not None and now - sig[3] / 1e9 < RACY_SECONDS for _, sig in listing.watched)
         with self._lock:
@@ -211,6 +217,18 @@ class GitOverrides:
 def with_git_overrides(env: Mapping[str, str], directories: Iterable[Path]) -> dict[str, str]:
     """``env`` plus the overrides, listing each directory afresh (no cache)."""
     return GitOverrides().environment(env, directories)
+
+
+@functools.lru_cache(maxsize=64)
+def _dynamic_for(keys: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``dynamic_overrides`` of a listing's keys, kept: the same listing answers call after call."""
+    return dynamic_overrides(keys)
+
+
+@functools.lru_cache(maxsize=8)
+def _static_entries(start: int) -> dict[str, str]:
+    """The ``GIT_CONFIG_*`` variables of the static overrides numbered from ``start`` (do not change it)."""
+    return _apply({}, start, _static())
 
 
 def _apply(env: dict[str, str], start: int, overrides: list[tuple[str, str]]) -> dict[str, str]:

@@ -61,6 +61,9 @@ class BashSettings:
     max_background_runs: int = DEFAULT_MAX_BACKGROUND_RUNS
     persist_cwd: bool = True
     _env_deny_regex: re.Pattern[str] | None = attrs.field(init=False, eq=False, repr=False)
+    _env_cache: tuple[dict[Any, Any], dict[str, str]] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_env_deny_regex", _deny_regex((*ALWAYS_DENIED, *self.env_deny)))
@@ -70,11 +73,23 @@ class BashSettings:
         """The compiled ``ENTROPIC_MCP_*`` + ``env_deny`` globs."""
         return self._env_deny_regex
 
-    def environment(self) -> dict[str, str]:
-        """The child's environment: the server's, minus ``env_deny`` (and ``ENTROPIC_MCP_*``), plus ``env_set``."""
+    def environment(self) -> Mapping[str, str]:
+        """The child's environment: the server's, minus ``env_deny`` (and ``ENTROPIC_MCP_*``), plus ``env_set``.
+
+        Kept until ``os.environ`` changes: a call's permission check and its run share one
+        (callers must not change it). The check is a comparison of the process's raw
+        environment with a copy of it (C dict and bytes compares, a few microseconds), so a
+        variable set or removed since is seen by the next call.
+        """
+        raw: dict[Any, Any] | None = getattr(os.environ, "_data", None)
+        kept = self._env_cache
+        if kept is not None and raw is not None and kept[0] == raw:
+            return kept[1]
         deny = self._env_deny_regex
         env = {k: v for k, v in os.environ.items() if deny is None or not deny.match(k)}
         env.update({k: v for k, v in self.env_set.items() if not _ALWAYS_DENIED.match(k)})
+        if raw is not None:
+            object.__setattr__(self, "_env_cache", (dict(raw), env))
         return env
 
     @classmethod
