@@ -39,6 +39,10 @@ class PermissionPart:
         protected: True for a write to one of entropic-mcp's own policy files by name: denied
             unless an allow rule names it explicitly (no default, ``allow_read``, ``auto_approve``
             or approval opens it — the agent must not rewrite its own permissions).
+        contained: True when the part is a program its server runs inside the OS sandbox
+            whenever one is active (a bash command): while that server's sandbox is active, an
+            allow rule matching the part allows it even when it is not fully understood, because
+            the kernel bounds what it can do (docs/sandbox.md). Deny and ask rules still apply.
         access: ``"read"`` or ``"write"`` for a file access (``path_part``), else None.
         paths: a file access's spellings (root-relative or absolute): the rules judge them by
             identity against the files the host actually loaded and the store
@@ -52,6 +56,7 @@ class PermissionPart:
     protected: bool = False
     access: str | None = None
     paths: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    contained: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -61,7 +66,7 @@ class PartVerdict:
     part: PermissionPart
     decision: Decision | None
     rule: str | None = None
-    #: deny | ask | allow | allow_read | default | protected | private | not_understood
+    #: deny | ask | allow | allow_read | sandboxed | default | protected | private | not_understood
     kind: str | None = None
 
 
@@ -87,12 +92,13 @@ class Verdict:
         """Whether an "always allow" answer would take effect on the next identical call.
 
         It would not when an explicit ``ask`` rule matched (ask is checked before allow), when
-        a part was not fully understood (allow rules never allow those), or for protected parts.
+        a part was not fully understood (allow rules never allow those, except a contained part
+        while its server's sandbox is active), or for protected parts.
         """
         wanted = set(self.asking)
         return all(
-            v.kind not in ("ask", "not_understood", "protected", "private")
-            and v.part.understood
+            v.kind not in ("ask", "protected", "private")
+            and (v.part.understood or (v.part.contained and _sandbox_active(v.part)))
             and not v.part.protected
             for v in self.verdicts
             if v.part in wanted
@@ -190,6 +196,12 @@ class ProtectedPaths:
         return False
 
 
+def _sandbox_active(part: PermissionPart) -> bool:
+    from ._sandbox import sandbox_for
+
+    return sandbox_for(part.store.partition(".")[0]).active
+
+
 class PermissionRules:
     """Compiled allow/ask/deny rules plus the "always" answers added at run time."""
 
@@ -271,6 +283,8 @@ class PermissionRules:
         if rule is not None or (read_only and self.config.allow_read):
             if part.understood:
                 return PartVerdict(part=part, decision="allow", rule=rule, kind="allow" if rule else "allow_read")
+            if rule is not None and part.contained and _sandbox_active(part):
+                return PartVerdict(part=part, decision="allow", rule=rule, kind="sandboxed")
             return PartVerdict(part=part, decision="ask", rule=rule, kind="not_understood")
         if part.neutral:
             return PartVerdict(part=part, decision=None)

@@ -123,9 +123,10 @@ def permission_parts(
         elif isinstance(finding, Unclear):
             commands = True
             text = finding.text
-            parts[PermissionPart(names=(TOOL, f"{TOOL}:{text}"), store=f"{TOOL}:{escape(text)}", understood=False)] = (
-                None
+            unclear = PermissionPart(
+                names=(TOOL, f"{TOOL}:{text}"), store=f"{TOOL}:{escape(text)}", understood=False, contained=True
             )
+            parts[unclear] = None
         elif isinstance(finding, Write):
             parts[_write_part(finding, root, policy or PathPolicy())] = None
     if not commands:  # only assignments, tests or comments: still one part for the whole text
@@ -145,7 +146,10 @@ def _invocation_parts(invocation: Invocation) -> list[PermissionPart]:
         names = dict.fromkeys((f"{TOOL}:{line}", f"{TOOL}:{line} ", f"{TOOL}:{base_line}", f"{TOOL}:{base_line} "))
         return [PermissionPart(names=tuple(names), store=store, neutral=True)]
     main = PermissionPart(
-        names=(TOOL, f"{TOOL}:{line}", f"{TOOL}:{line} "), store=store, understood=invocation.understood
+        names=(TOOL, f"{TOOL}:{line}", f"{TOOL}:{line} "),
+        store=store,
+        understood=invocation.understood,
+        contained=True,
     )
     if invocation.trusted or invocation.base == invocation.program:
         return [main]
