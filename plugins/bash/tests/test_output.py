@@ -94,3 +94,17 @@ def test_progress_keeps_only_the_newest_lines_of_a_flood() -> None:
     assert len(sent) == 1
     assert sent[0].startswith("[... ") and sent[0].endswith("line 4999")
     assert len(sent[0]) <= PROGRESS_CHUNK + 100
+
+
+def test_a_short_cut_of_a_large_output_copies_only_what_it_shows() -> None:
+    buffer = OutputBuffer(2_000_000)
+    for _ in range(100):
+        buffer.feed(b"x" * 9_999 + b"\n")  # 1 MB, all of it kept
+    tracemalloc.start()
+    try:
+        text = buffer.text(16_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(text.encode()) < 16_100 and "bytes omitted" in text
+    assert peak < 200_000  # not a copy of the whole megabyte (or two)

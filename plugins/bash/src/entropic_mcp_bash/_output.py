@@ -77,15 +77,19 @@ class OutputBuffer:
         if total <= limit:
             return (bytes(kept.head) + kept.tail).decode("utf-8", errors="replace")
         head_size = limit - limit // 2
-        if total <= self.limit:  # nothing was dropped: cut the whole output
-            head_source = tail_source = bytes(kept.head) + kept.tail
-        else:
-            head_source, tail_source = bytes(kept.head), kept.tail
-            head_size = min(head_size, len(head_source))
+        kept_head, kept_tail = kept.head, kept.tail  # slicing the bytearray copies the slice only
+        if total > self.limit:  # bytes were dropped between the kept head and tail
+            head_size = min(head_size, len(kept_head))
         tail_size = limit - head_size
-        head = head_source[:head_size]
+        # Only the bytes shown are copied: a short cut of a large kept output stays short.
+        head = bytes(kept_head[:head_size]) + kept_tail[: max(0, head_size - len(kept_head))]
         head = head[: _trail_boundary(head)]
-        tail = tail_source[len(tail_source) - tail_size :] if tail_size else b""
+        if not tail_size:
+            tail = b""
+        elif tail_size <= len(kept_tail):
+            tail = kept_tail[len(kept_tail) - tail_size :]
+        else:
+            tail = bytes(kept_head[len(kept_head) - (tail_size - len(kept_tail)) :]) + kept_tail
         tail = tail[_lead_boundary(tail) :]
         omitted = total - len(head) - len(tail)
         return (

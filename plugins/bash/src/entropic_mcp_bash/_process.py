@@ -87,8 +87,9 @@ class ShellRun:
                 cwd=self.cwd,
                 env=self.env,
                 timeout=self.timeout,
-                # The runner keeps its own copy too; the cap of ours is what the result shows.
-                max_output_bytes=self.buffer.limit,
+                # The output is ours (on_output feeds the buffer); the runner's own copy is never
+                # read, so it keeps the least it can instead of a second copy of up to the cap.
+                max_output_bytes=2,
                 merge_stderr=True,
                 cancelled=self.cancelled,
                 grace=self.grace,
@@ -113,7 +114,9 @@ class ShellRun:
             if self.progress is not None:
                 self.progress.flush(final=True)
         code = done.exit_code
-        note = blocked_note(self.buffer.text(), self.sandbox, exit_code=code)
+        # Read only for a failed sandboxed run: a successful one never pays for decoding its output here.
+        failed = self.sandbox.active and code not in (0, None)
+        note = blocked_note(self.buffer.text(), self.sandbox, exit_code=code) if failed else None
         if note is not None:
             self.buffer.feed(f"\n{note}\n".encode())
         return Completed(
