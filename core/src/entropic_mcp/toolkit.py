@@ -544,10 +544,8 @@ async def run_process(
     loop = asyncio.get_running_loop()
     prepared = _sandboxed(argv, cwd=cwd, env=env, sandbox=sandbox)
     try:
-        popen = subprocess.Popen(
-            prepared.argv,
+        popen = prepared.popen(
             cwd=str(cwd),
-            env=prepared.env,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
@@ -744,7 +742,9 @@ class _Run:
                 os.set_blocking(popen.stdin.fileno(), False)
                 loop.add_writer(popen.stdin.fileno(), self._writable)
             try:
-                self._pidfd = os.pidfd_open(popen.pid)
+                # A command of a persistent sandbox is not our child: its status comes on exit_fd.
+                exit_fd = getattr(popen, "exit_fd", None)
+                self._pidfd = os.dup(exit_fd) if exit_fd is not None else os.pidfd_open(popen.pid)
             except (AttributeError, OSError):  # no pidfds (old kernel, not Linux): a thread waits
                 self._reaper = threading.Thread(target=self._wait_in_thread, daemon=True)
                 self._reaper.start()

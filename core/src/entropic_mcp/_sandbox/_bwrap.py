@@ -96,6 +96,37 @@ def command(
     ``/proc`` (of the new PID namespace: the server's environment is not readable) and ``/dev``,
     the private ``/tmp`` (a tmpfs of the namespace: gone with it, nothing to clean up), the writable directories, then the read-only and hidden paths inside them.
     """
+    return [
+        *policy(
+            bwrap,
+            writable=writable,
+            read_only=read_only,
+            hidden_files=hidden_files,
+            hidden_dirs=hidden_dirs,
+            mask_file=mask_file,
+            mask_dir=mask_dir,
+            network=network,
+        ),
+        "--chdir",
+        str(cwd),
+        "--",
+        *argv,
+    ]
+
+
+def policy(
+    bwrap: str,
+    *,
+    writable: Sequence[Path],
+    read_only: Sequence[Path],
+    hidden_files: Sequence[Path],
+    hidden_dirs: Sequence[Path],
+    mask_file: Path,
+    mask_dir: Path,
+    network: bool,
+) -> list[str]:
+    """``command``'s namespaces and mounts, without the per-call working directory and program:
+    what a persistent sandbox (``_zygote``) is started with and keyed by."""
     out = [bwrap, *BASE]
     if not network:
         out.append("--unshare-net")
@@ -108,7 +139,6 @@ def command(
         out += ["--ro-bind", str(mask_file), str(path)]
     for path in hidden_dirs:
         out += ["--ro-bind", str(mask_dir), str(path)]
-    out += ["--chdir", str(cwd), "--", *argv]
     return out
 
 

@@ -243,6 +243,14 @@ class Placeholders:
                 taken.append(path)
         return taken
 
+    def share(self, paths: Iterable[Path]) -> list[Path]:
+        """Of ``paths``, the placeholders that exist now, kept for one more user (release them too)."""
+        with self._lock:
+            taken = [path for path in paths if path in self._users]
+            for path in taken:
+                self._users[path] += 1
+        return taken
+
     def release(self, paths: Iterable[Path]) -> None:
         with self._lock:
             for path in paths:

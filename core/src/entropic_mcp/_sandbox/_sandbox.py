@@ -8,12 +8,12 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .._errors import ToolError
-from . import _bwrap
+from . import _bwrap, _zygote
 from ._paths import ROOT_POLICY, Placeholders, Walker
 
 if TYPE_CHECKING:
@@ -50,16 +50,67 @@ def _masks() -> tuple[Path, Path]:
 
 
 @attrs.frozen(kw_only=True)
+class Launch:
+    """How a confined command starts in a persistent sandbox (``_zygote``): the policy's ``bwrap``
+    arguments (the instance's key), the family whose older policy it replaces, the command."""
+
+    policy: tuple[str, ...]
+    family: tuple[object, ...]
+    argv: tuple[str, ...]
+    cwd: str
+
+
+@attrs.frozen(kw_only=True)
 class Prepared:
-    """A command line and environment ready to start, and what to clean up after the run."""
+    """A command line and environment ready to start, and what to clean up after the run.
+
+    Start it with ``popen``: a confined command goes to a persistent sandbox of its policy when
+    one can run (``argv`` is then the per-call ``bwrap`` command line it falls back to).
+    """
 
     argv: list[str]
     env: dict[str, str] | None
     cleanup: Callable[[], None] | None = None
+    launch: Launch | None = None
+
+    def popen(self, **options: Any) -> Any:
+        """``subprocess.Popen(self.argv, env=self.env, **options)``, or the same command started in
+        the policy's persistent sandbox (an object with Popen's ``pid``, ``poll``, ``wait``,
+        ``returncode``, ``stdin``/``stdout``/``stderr`` and an ``exit_fd`` to watch)."""
+        import subprocess
+
+        launch = self.launch
+        if launch is not None and _zygote.POOL.broken is None and self.env is not None:
+            try:
+                return _zygote.spawn(
+                    launch.policy,
+                    launch.family,
+                    _holder(launch.policy),
+                    launch.argv,
+                    cwd=launch.cwd,
+                    env=self.env,
+                    stdin=options.get("stdin"),
+                    stdout=options.get("stdout"),
+                    stderr=options.get("stderr"),
+                )
+            except _zygote.SpawnerGone as exc:
+                _zygote.broken_once(str(exc))
+        return subprocess.Popen(self.argv, env=self.env, **options)
 
     def close(self) -> None:
         if self.cleanup is not None:
             self.cleanup()
+
+
+def _holder(policy: Sequence[str]) -> Callable[[], Callable[[], None] | None]:
+    """What an instance of ``policy`` keeps while it runs: the placeholders its mounts cover
+    (removed on the host, a placeholder's mount would vanish inside and the path be creatable)."""
+
+    def hold() -> Callable[[], None] | None:
+        shared = _PLACEHOLDERS.share(Path(arg) for arg in policy)
+        return (lambda: _PLACEHOLDERS.release(shared)) if shared else None
+
+    return hold
 
 
 @attrs.frozen(kw_only=True)
@@ -205,18 +256,19 @@ class Sandbox:
         if not _under(cwd, writable):
             read_only.append(cwd)  # a working directory outside (approved by the user) stays visible
         mask_file, mask_dir = _masks()
-        command = _bwrap.command(
+        # Sorted (a parent before what is inside it; all are read-only binds of themselves, so the
+        # order among them changes nothing): one policy is one key, however the paths were found.
+        policy = _bwrap.policy(
             self.found.path,
-            argv,
-            cwd=cwd,
             writable=writable,
-            read_only=read_only,
+            read_only=sorted(set(read_only)),
             hidden_files=hidden_files,
             hidden_dirs=hidden_dirs,
             mask_file=mask_file,
             mask_dir=mask_dir,
             network=self.network,
         )
+        command = [*policy, "--chdir", str(cwd), "--", *argv]
         base = os.environ if env is None else env
         clean = {key: value for key, value in base.items() if not key.startswith(HIDDEN_ENV_PREFIX)}
         clean["TMPDIR"] = "/tmp"
@@ -224,7 +276,9 @@ class Sandbox:
         def cleanup() -> None:
             _PLACEHOLDERS.release(placeholders)
 
-        return Prepared(argv=command, env=clean, cleanup=cleanup if placeholders else None)
+        family = (self.server, self.root, self.network, self.git_config_writable, self.writable, self.protected)
+        launch = Launch(policy=tuple(policy), family=family, argv=tuple(argv), cwd=str(cwd))
+        return Prepared(argv=command, env=clean, cleanup=cleanup if placeholders else None, launch=launch)
 
 
 OFF = Sandbox()

@@ -99,13 +99,11 @@ class BackgroundRun:
         try:
             read_fd, write_fd = os.pipe()
             try:
-                self._proc = subprocess.Popen(
-                    self._prepared.argv,
+                self._proc = self._prepared.popen(
                     stdin=subprocess.DEVNULL,
                     stdout=write_fd,
                     stderr=write_fd,
                     cwd=self.cwd,
-                    env=self._prepared.env,
                     start_new_session=True,
                     close_fds=True,
                 )

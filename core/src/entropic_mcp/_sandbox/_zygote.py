@@ -1,0 +1,605 @@
+"""Persistent sandboxes: one ``bwrap`` per policy, a small spawner inside starting each command.
+
+Setting up a user and mount namespace costs more than ``bash -c true`` itself (see
+docs/decisions.md): a ``bwrap`` per command made ``bash.execute "true"`` ten times slower than
+the shell. Here one ``bwrap`` instance runs per distinct policy (the exact namespaces and
+mounts a per-call ``bwrap`` would get), with a spawner inside (``python3 -I -S``, the script
+below; it imports nothing of entropic-mcp). The host sends each command's argv, working
+directory and environment over an inherited ``SOCK_SEQPACKET`` socket, with its stdin, stdout,
+stderr and a per-call socket passed as file descriptors. The spawner forks a per-call reaper
+(``PR_SET_CHILD_SUBREAPER``) that starts the command as the leader of its own process group and
+sends back a pidfd of it (the host reads the command's host pid from it, so signalling the group
+works as for any child); when the command ends the reaper kills whatever it left (``setsid``,
+double fork and ``nohup`` children re-parent to the reaper), reaps it all and only then reports
+the wait status: "exited" still means nothing of the call runs. The server's death ends the
+instance (``--die-with-parent`` from a thread that lives as long as the instance), and with it
+the PID namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+log = logging.getLogger("entropic_mcp.sandbox")
+
+#: Seconds an instance with no running call stays up (its placeholders exist as long as it does).
+IDLE_SECONDS = 10.0
+#: Instances kept at most; the least recently used idle ones beyond are stopped.
+MAX_INSTANCES = 8
+#: Seconds to wait for the spawner's answer to a start request before giving the instance up.
+START_TIMEOUT = 10.0
+
+SPAWNER = r"""
+import ctypes, fcntl, json, os, select, signal, socket, stat, sys
+fd = int(sys.argv[1])
+os.set_inheritable(fd, False)
+control = socket.socket(fileno=fd)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: a command cannot ptrace the spawner or a reaper
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: what a dead reaper left comes here
+ALL = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]
+
+def children(me):
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name, "rb") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2:].split()[1]) == me:
+                found.append(int(name))
+    return found
+
+def kill_all(me, first=None):
+    # What a call left (or a dead reaper): killed and reaped, again for what re-parented to us
+    # meanwhile (a double fork's grandchild), until nothing is left.
+    while True:
+        if first is not None:
+            try:
+                os.killpg(first, signal.SIGKILL)
+            except OSError:
+                pass
+        left = children(me)
+        if not left:
+            return
+        for child in left:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+        for child in left:
+            try:
+                os.waitpid(child, 0)
+            except ChildProcessError:
+                pass
+
+def call(request, fds, sock, lock):
+    try:
+        os.chdir(request["cwd"])
+        argv = request["argv"]
+        pid = os.posix_spawnp(
+            argv[0], argv, request["env"],
+            file_actions=[(os.POSIX_SPAWN_DUP2, fds[i], i) for i in range(3)],
+            setpgroup=0, setsigdef=ALL, setsigmask=(),
+        )
+    except OSError as exc:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        sock.send(json.dumps({"errno": exc.errno, "strerror": exc.strerror or ""}).encode())
+        return
+    finally:
+        for f in fds:
+            os.close(f)
+    pidfd = os.pidfd_open(pid)
+    socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
+    os.close(pidfd)
+    # Left a zombie (WNOWAIT) until the host has read its pid from the pidfd: reaped, it reads -1.
+    while True:
+        try:
+            done = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            break
+        except InterruptedError:
+            continue
+    code = done.si_status if done.si_code == os.CLD_EXITED else -done.si_status
+    try:
+        sock.recv(16)
+    except OSError:
+        pass
+    kill_all(os.getpid(), pid)
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass  # another call runs: the last one to end wipes
+    else:
+        wipe()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    sock.send(json.dumps({"code": code}).encode())
+
+def remove(path, dev):
+    # Only what lies on the namespace's own tmpfs: a writable directory bound inside /tmp (a
+    # project under /tmp) is another file system, never entered.
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if st.st_dev != dev:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return
+        for name in names:
+            remove(os.path.join(path, name), dev)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass  # a mount point of a bound directory stays
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+def wipe():
+    # Each call's /tmp is empty: what the last calls wrote goes once none runs (a call waits
+    # for the wipe, an exclusive flock; running calls hold shared ones). Concurrent calls of
+    # one policy share /tmp while they overlap.
+    for top in ("/tmp", "/dev/shm"):
+        try:
+            dev = os.lstat(top).st_dev
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            remove(os.path.join(top, name), dev)
+
+def reaper(state):
+    # One call at a time, reused: its first start pays the fork's page faults, later ones do not.
+    # The subtree is empty again before the next call is taken.
+    me = os.getpid()
+    lock = os.open(sys.executable, os.O_RDONLY | os.O_CLOEXEC)
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4, socket.MSG_CMSG_CLOEXEC)
+        except InterruptedError:
+            continue
+        if not data:
+            os.write(state, b"x%010d" % me)
+            return
+        os.write(state, b"t%010d" % me)
+        sock = socket.socket(fileno=fds[3])
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            call(json.loads(data), fds[:3], sock, lock)
+        except Exception:
+            kill_all(me, None)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        finally:
+            sock.close()
+        os.write(state, b"i%010d" % me)
+
+state_r, state_w = os.pipe()
+reapers, idle, me = set(), 0, os.getpid()
+while True:
+    while idle < 1:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.close(state_r)
+                libc.prctl(36, 1, 0, 0, 0)
+                reaper(state_w)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        reapers.add(pid)
+        idle += 1
+    ready, _, _ = select.select([state_r], [], [], 1.0)
+    gone = False
+    if ready:
+        record = os.read(state_r, 11)
+        kind = record[:1]
+        if kind == b"x":
+            break  # the host closed the socket: the instance ends (and its PID namespace)
+        idle += 1 if kind == b"i" else -1
+    while True:  # a reaper that died (killed by a command) leaves its call's processes here
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid in reapers:
+            reapers.discard(pid)
+            gone = True
+    if gone:
+        idle = 0  # it may have been the idle one: start another (one too many does no harm)
+        for child in children(me):
+            if child not in reapers:
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except OSError:
+                    pass
+"""
+
+
+class SpawnerGone(OSError):
+    """The instance's spawner did not take the call (it died or stopped): start another."""
+
+
+def _host_pid(pidfd: int) -> int:
+    with open(f"/proc/self/fdinfo/{pidfd}", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise OSError("no Pid in the pidfd's fdinfo")
+
+
+class Process:
+    """A command started by a spawner, with what ``toolkit`` and bash use of ``subprocess.Popen``.
+
+    ``pid`` is the command's pid as the host sees it (its process group's id too); ``exit_fd``
+    becomes readable when the wait status arrives, after everything the call started is gone.
+    """
+
+    def __init__(self, instance: Instance, pid: int, call: socket.socket, stdin: Any, stdout: Any, stderr: Any):
+        self.instance = instance
+        self.pid = pid
+        self.args: list[str] = []
+        self._call = call
+        self.exit_fd = call.fileno()
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+
+    def _finish(self, data: bytes) -> int:
+        code = json.loads(data).get("code") if data else None
+        # No status: the reaper or the whole instance died; its PID namespace took the call along.
+        self.returncode = -9 if code is None else int(code)
+        self._call.close()
+        self.instance.call_ended()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        with self._lock:
+            if self.returncode is not None:
+                return self.returncode
+            try:
+                data = self._call.recv(4096, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return None
+            except OSError:
+                data = b""
+            return self._finish(data)
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            code = self.poll()
+            if code is not None:
+                return code
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            try:
+                select.select([self.exit_fd], [], [], left)
+            except (OSError, ValueError):  # closed by a concurrent poll
+                continue
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                os.killpg(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self) -> None:
+        import signal
+
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        import signal
+
+        self.send_signal(signal.SIGTERM)
+
+
+class Instance:
+    """One ``bwrap`` running the spawner, for one policy (``prefix``: its argv before ``--``)."""
+
+    def __init__(self, prefix: Sequence[str], holds: Callable[[], None] | None) -> None:
+        self.prefix = tuple(prefix)
+        self._release = holds
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.last_used = time.monotonic()
+        self.retired = False
+        self.dead = False
+        host, inner = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.control = host
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def keep() -> None:
+            # bwrap's parent-death signal follows the thread that started it: this one lives
+            # exactly as long as the instance.
+            try:
+                self.popen = subprocess.Popen(
+                    [*self.prefix, "--", sys.executable, "-I", "-S", "-c", SPAWNER, str(inner.fileno())],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    pass_fds=(inner.fileno(),),
+                    env={},
+                    cwd="/",
+                    start_new_session=True,
+                )
+            except BaseException as exc:
+                failure.append(exc)
+                started.set()
+                return
+            finally:
+                inner.close()
+            started.set()
+            self.popen.wait()
+            self._died()
+
+        self._thread = threading.Thread(target=keep, name="sandbox-zygote", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            host.close()
+            self._died()
+            raise failure[0]
+
+    def _died(self) -> None:
+        with self._lock:
+            if self.dead:
+                return
+            self.dead = True
+            release, self._release = self._release, None
+        try:
+            self.control.close()
+        except OSError:
+            pass
+        if release is not None:
+            release()
+
+    def start(
+        self, argv: Sequence[str], *, cwd: str, env: dict[str, str], fds: Sequence[int]
+    ) -> tuple[int, socket.socket]:
+        """Start ``argv`` with ``fds`` as its stdin, stdout and stderr: (host pid, the call's socket).
+
+        Raises:
+            SpawnerGone: the spawner did not take the call (nothing started: try another instance).
+            OSError: the program could not be started (its errno, as ``subprocess.Popen`` raises).
+        """
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        request = json.dumps({"argv": list(argv), "cwd": cwd, "env": env}).encode()
+        with self._lock:
+            if self.dead or self.retired:
+                mine.close()
+                theirs.close()
+                raise SpawnerGone("instance stopped")
+            self.calls += 1
+            self.last_used = time.monotonic()
+        try:
+            try:
+                socket.send_fds(self.control, [request], [*fds, theirs.fileno()])
+            except OSError as exc:
+                raise SpawnerGone(str(exc)) from None
+            finally:
+                theirs.close()
+            ready, _, _ = select.select([mine], [], [], START_TIMEOUT)
+            if not ready:
+                self.stop()
+                raise SpawnerGone("the spawner did not answer")
+            data, got, _, _ = socket.recv_fds(mine, 1 << 16, 1)
+            if not data:
+                raise SpawnerGone("the spawner ended")
+            answer = json.loads(data)
+            if "errno" in answer:
+                raise OSError(answer["errno"], answer["strerror"])
+            try:
+                pid = _host_pid(got[0])
+            finally:
+                for fd in got:
+                    os.close(fd)
+            mine.send(b"ok")  # the reaper may reap the command now
+            return pid, mine
+        except BaseException:
+            mine.close()
+            self.call_ended()
+            raise
+
+    def call_ended(self) -> None:
+        with self._lock:
+            self.calls -= 1
+            self.last_used = time.monotonic()
+            stop = self.retired and self.calls == 0
+        if stop:
+            self.stop()
+
+    def idle_for(self) -> float:
+        with self._lock:
+            return 0.0 if self.calls else time.monotonic() - self.last_used
+
+    def retire(self) -> None:
+        """No new calls; stopped once its running calls end."""
+        with self._lock:
+            self.retired = True
+            stop = self.calls == 0
+        if stop:
+            self.stop()
+
+    def stop(self, *, wait: bool = False) -> None:
+        """End the instance: its ``bwrap`` is killed, and the PID namespace with everything in it;
+        its placeholders go once it is gone (``wait``: before this returns)."""
+        with self._lock:
+            self.retired = True
+        try:
+            self.control.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        popen = getattr(self, "popen", None)
+        if popen is not None and popen.poll() is None:
+            try:
+                popen.kill()
+            except OSError:
+                pass
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join(10)
+
+
+class Pool:
+    """The running instances, one per policy; a changed policy of the same family retires the old one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._instances: dict[tuple[str, ...], Instance] = {}
+        self._families: dict[object, tuple[str, ...]] = {}
+        self.broken: str | None = None
+        self._timer: threading.Timer | None = None
+
+    def get(self, prefix: tuple[str, ...], family: object, holds: Callable[[], Callable[[], None] | None]) -> Instance:
+        with self._lock:
+            instance = self._instances.get(prefix)
+            if instance is not None and not instance.dead and not instance.retired:
+                self._families[family] = prefix
+                return instance
+            old = self._families.get(family)
+            retire = [self._instances.pop(old)] if old is not None and old in self._instances and old != prefix else []
+            self._instances.pop(prefix, None)
+            instance = Instance(prefix, holds())
+            self._instances[prefix] = instance
+            self._families[family] = prefix
+            if len(self._instances) > MAX_INSTANCES:
+                idle = sorted((i for i in self._instances.values() if i is not instance), key=lambda i: i.last_used)
+                for extra in idle[: len(self._instances) - MAX_INSTANCES]:
+                    retire.append(self._instances.pop(extra.prefix))
+            self._arm()
+        for each in retire:
+            each.retire()
+        return instance
+
+    def _arm(self) -> None:
+        if self._timer is None:
+            self._timer = threading.Timer(IDLE_SECONDS / 2, self._sweep)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _sweep(self) -> None:
+        with self._lock:
+            self._timer = None
+            idle = [p for p, i in self._instances.items() if i.dead or i.idle_for() >= IDLE_SECONDS]
+            stopped = [self._instances.pop(p) for p in idle]
+            if self._instances:
+                self._arm()
+        for each in stopped:
+            each.retire()
+
+    def instances(self) -> list[Instance]:
+        with self._lock:
+            return list(self._instances.values())
+
+    def stop_all(self, *, wait: bool = True) -> None:
+        """Stop every instance (the next command starts a fresh one); ``wait``: until they are gone."""
+        with self._lock:
+            stopped = list(self._instances.values())
+            self._instances.clear()
+            self._families.clear()
+        for each in stopped:
+            each.stop(wait=wait)
+
+
+POOL = Pool()
+
+
+def _pipe_ends(spec: Any, *, reading: bool, stdout_end: int | None = None) -> tuple[int, Any, bool]:
+    """(the child's fd, the parent's file or None, whether the child's fd is ours to close)."""
+    if spec == subprocess.PIPE:
+        r, w = os.pipe()
+        if reading:  # the child reads (stdin)
+            return r, open(w, "wb", buffering=0), True
+        return w, open(r, "rb", buffering=0), True
+    if spec == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC), None, True
+    if spec == subprocess.STDOUT:
+        assert stdout_end is not None
+        return stdout_end, None, False
+    if isinstance(spec, int):
+        return spec, None, False
+    raise ValueError(f"unsupported stdio for a sandboxed start: {spec!r}")
+
+
+def spawn(
+    prefix: tuple[str, ...],
+    family: object,
+    holds: Callable[[], Callable[[], None] | None],
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    stdin: Any,
+    stdout: Any,
+    stderr: Any,
+) -> Process:
+    """Start ``argv`` in the instance for ``prefix`` (started now if none runs), retried once on a
+    fresh instance when the spawner did not take the call.
+
+    Raises:
+        OSError: the program or the instance could not be started.
+    """
+    ends = []
+    try:
+        child_in, parent_in, close_in = _pipe_ends(stdin, reading=True)
+        ends.append((child_in, parent_in, close_in))
+        child_out, parent_out, close_out = _pipe_ends(stdout, reading=False)
+        ends.append((child_out, parent_out, close_out))
+        child_err, parent_err, close_err = _pipe_ends(stderr, reading=False, stdout_end=child_out)
+        ends.append((child_err, parent_err, close_err))
+        for attempt in (1, 2):
+            instance = POOL.get(prefix, family, holds)
+            try:
+                pid, call = instance.start(argv, cwd=cwd, env=env, fds=(child_in, child_out, child_err))
+            except SpawnerGone:
+                instance.stop()
+                if attempt == 2:
+                    raise
+                continue
+            process = Process(instance, pid, call, parent_in, parent_out, parent_err)
+            process.args = list(argv)
+            for child, _, ours in ends:
+                if ours:
+                    os.close(child)
+            return process
+        raise AssertionError("unreachable")
+    except BaseException:
+        for child, parent, ours in ends:
+            if ours:
+                os.close(child)
+            if parent is not None:
+                parent.close()
+        raise
+
+
+def broken_once(reason: str) -> None:
+    """Say once that instances cannot start (the per-call ``bwrap`` is used from now on)."""
+    if POOL.broken is None:
+        POOL.broken = reason
+        log.warning("sandbox: a persistent sandbox could not start (%s); each command gets its own bwrap", reason)
