@@ -76,21 +76,25 @@ def call(
         raise click.UsageError('ARGS_JSON must be a JSON object, e.g. \'{"path": "README.md"}\'')
     approver = TerminalApprover(assume_yes=assume_yes)
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "cli-approver"))
-    from .._sandbox import install
+    from .._sandbox import install, uninstall
 
-    install(manager.config, manager.permissions)  # a warning on stderr when none is available
     context = CallContext(conversation_id=conversation, identity=identity)
 
     async def run() -> Any:
         watch_interrupts()  # a KeyboardInterrupt the tool raises is its error; a real Ctrl-C stops
         return await manager.call(tool, args, context)
 
+    install(manager.config, manager.permissions)  # a warning on stderr when none is available
     try:
         # What the tool prints goes to stderr: stdout carries the envelope alone.
         with guard_stdout():
             outcome = anyio.run(run)
     except KeyboardInterrupt:
         raise Interrupted from None
+    finally:
+        # The sandbox is the process's: a host that runs this command in-process (a test, a
+        # script through click's runner) must not find its own programs confined afterwards.
+        uninstall()
     echo_json({**outcome.response.to_dict(), "kind": outcome.kind})
     if outcome.response.is_error:
         ctx.exit(1)

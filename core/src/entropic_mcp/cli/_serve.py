@@ -54,6 +54,9 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     except KeyboardInterrupt:
         raise Interrupted from None
     finally:
+        from .._sandbox import uninstall
+
+        uninstall()
         left = stop_descendants()
         if left:
             click.echo(f"entropic-mcp: stopped {len(left)} process(es) tools had left running", err=True)
