@@ -388,43 +388,6 @@ def test_no_note_for_success_or_without_the_sandbox():
     assert blocked_note("all fine\n", _active(), exit_code=1) is None
 
 
-# -- entropic-mcp check-rule ---------------------------------------------------------------------------
-
-
-@needs_bwrap
-def test_check_rule_shows_the_decision_and_what_the_command_may_touch(root):
-    import json as _json
-
-    (root / "entropic-mcp.toml").write_text(
-        '[entropic_mcp]\nplugins = ["bash"]\n[storage]\nbackend = "none"\n[permissions]\n'
-        'allow = ["bash.execute:python *"]\ndeny = ["filesystem.read_file:.env"]\n[sandbox]\nmode = "required"\n',
-        encoding="utf-8",
-    )
-    (root / ".env").write_text("x\n", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("entropic-mcp")),
-            "check-rule",
-            "bash.execute",
-            '{"command": "python -c pass"}',
-            "--json",
-        ],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    data = _json.loads(done.stdout)
-    assert data["decision"] == "allow" and data["parts"][0]["rule"] == "bash.execute:python *"
-    box = data["sandbox"]
-    assert box["network"] is False and str(root) in box["writable"]
-    assert str(root / ".env") in box["unreadable"]
-    assert str(root / "entropic-mcp.toml") in box["read_only"]
-
-
 @needs_bwrap
 def test_a_glob_deny_rule_hides_matches_at_any_depth(root):
     deep = root / "a" / "b" / "c"
