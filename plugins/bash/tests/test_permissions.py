@@ -165,7 +165,6 @@ def test_prefix_rule_with_subcommand(root: Path) -> None:
         "PATH=/tmp/x; ls",
         "export PATH=/tmp/x; ls",
         "declare -x LD_PRELOAD=/x.so; ls",
-        "xargs -I{} rm {}",
         "eval $x",
         'bash -c "$x"',
     ],
@@ -306,3 +305,34 @@ def test_a_hidden_rm_is_always_denied_and_never_allowed(
 def test_permission_parts_never_raise_on_arbitrary_text(text: str) -> None:
     parts = _deciders()[0].permission_parts("execute", {"command": text})
     assert parts and all(isinstance(p.store, str) and p.store for p in parts)
+
+
+@pytest.mark.parametrize(
+    ("command", "programs"),
+    [
+        ("find . -name x -exec rm {} \\;", ["find", "rm"]),
+        ("find . -name '*.pyc' -exec rm -f {} +", ["find", "rm"]),
+        ("ls | xargs -I{} echo {}", ["ls", "echo"]),
+        ("ls | xargs -I {} cp {} {}.bak", ["ls", "cp"]),
+        ("ls | xargs -i echo {}", ["ls", "echo"]),
+        ("echo {}", ["echo"]),
+        ("echo -I{}x", ["echo"]),
+    ],
+)
+def test_unquoted_empty_braces_are_inert_and_the_commands_are_modelled(
+    root: Path, command: str, programs: list[str]
+) -> None:
+    _, server = make_manager(root)
+    parts = server.permission_parts("execute", {"command": command})
+    assert all(p.understood for p in parts), [p.store for p in parts if not p.understood]
+    assert [p.store.partition(":")[2].split()[0] for p in parts] == programs
+    allow = {"default": "ask", "allow": [f"bash.execute:{p} *" for p in programs]}
+    assert outcome(root, command, permissions=allow) == "ok"
+    if "rm" in programs:
+        assert outcome(root, command, permissions={"default": "allow", "deny": DENY_RM}) == "rejected_permission"
+
+
+@pytest.mark.parametrize("command", ["ls | xargs -I{} {} x", "ls | xargs -I cmd cmd x", "ls | xargs -i sh{} x"])
+def test_xargs_replacing_into_the_program_name_is_not_understood(root: Path, command: str) -> None:
+    _, server = make_manager(root)
+    assert any(not p.understood for p in server.permission_parts("execute", {"command": command}))

@@ -59,6 +59,7 @@ SPECIAL_PREFIXES = ("/dev/fd", "/dev/std", "/dev/tcp/", "/dev/udp/", "/proc/")
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
 _ASSIGNMENT_NODE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHELL_SYNTAX = re.compile(r"[\s;&|<>()$`\\'\"*?{}!#~=]")
 _SUBSCRIPTED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[.*\])?\Z", re.DOTALL)
 
@@ -216,7 +217,9 @@ WRAPPERS: dict[str, Wrapper] = {
             "-E",
             "-a",
             "--arg-file",
+            "-I",
         ),
+        optional=_set("-i", "--replace"),
     ),
 }
 #: Programs that run another command given as their trailing words, checked as a part too.
@@ -503,6 +506,11 @@ class _Analysis:
                     yield from self.search(words[1:], depth)
                     return
                 if name == "xargs":
+                    replace = _xargs_replace(words[1 : len(words) - len(rest)])
+                    if replace and rest and replace in rest[0].text:
+                        yield Unclear(text=_source(words), reason=f"xargs -I {replace} replaces into the program name")
+                    if replace:  # each input item is put where the string is: those words are computed
+                        rest = [Word(text=w.text, value=None) if replace in w.text else w for w in rest]
                     yield from self.words(
                         rest or [Word(text="echo", value="echo")], depth + 1, understood=understood, open_tail=True
                     )
@@ -1087,6 +1095,22 @@ def _program(word: str) -> tuple[str, bool]:
     return (base or word), os.path.dirname(path) in SYSTEM_DIRS
 
 
+def _xargs_replace(options: Sequence[Word]) -> str | None:
+    """The string xargs replaces with each input item (``-I R``, ``-IR``, ``-i``, ``--replace[=R]``)."""
+    replace = None
+    for i, word in enumerate(options):
+        value = word.value or ""
+        if value == "-I":
+            replace = options[i + 1].value if i + 1 < len(options) else None
+        elif value.startswith("-I"):
+            replace = value[2:]
+        elif value in ("-i", "--replace"):
+            replace = "{}"
+        elif value.startswith(("-i", "--replace=")):
+            replace = value.partition("=")[2] if value.startswith("--") else value[2:]
+    return replace
+
+
 def _strip(words: Sequence[Word], spec: Wrapper) -> tuple[list[Word], bool, list[str | None], list[str], bool] | None:
     """The words after a wrapper's own, whether its options were all known, the files its
     options write, the variables it sets and whether it changes directory; None when it runs
@@ -1278,8 +1302,14 @@ def _builtin_problem(name: str, args: Sequence[Word], values: Sequence[str | Non
     if name in ("declare", "typeset", "local", "export", "readonly", "unset"):
         # Reached for a quoted keyword ('export' X=1), which the parser sees as a plain command.
         return f"{name} given as a plain command"
-    for word in args:  # {NAME}>file stores a descriptor number in NAME
-        if word.text.startswith("{") and word.text.endswith("}") and risky_variable(word.text[1:-1]):
+    for word in args:  # {NAME}>file stores a descriptor number in NAME (a name: not {} or {a,b})
+        inner = word.text[1:-1]
+        if (
+            word.text.startswith("{")
+            and word.text.endswith("}")
+            and _IDENTIFIER.fullmatch(inner)
+            and risky_variable(inner)
+        ):
             return f"assigns a descriptor to {word.text[1:-1]}"
     return None
 

@@ -125,7 +125,9 @@ _HIDDEN_CODE = re.compile(r"`|\$\(|\$\[")
 _HIDDEN_UNQUOTED = re.compile(r"[<>]\(")
 _ESCAPED = re.compile(r"\\.", re.DOTALL)
 #: Unquoted characters that make bash glob or brace-expand a word.
-_PATTERN_CHARS = re.compile(r"(?<!\\)(?:\\\\)*[*?\[{]")
+#: Glob and brace-expansion characters; ``{}`` is inert (bash leaves an empty pair as it is:
+#: ``find -exec rm {} \;``, ``xargs -I{}``).
+_PATTERN_CHARS = re.compile(r"(?<!\\)(?:\\\\)*(?:[*?\[]|\{(?!\}))")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _DQ_ESCAPE = re.compile(r"\\([$`\"\\\n])")
@@ -325,7 +327,24 @@ class _Reader:
             return "".join(parts)
         if kind == "concatenation":
             parts = []
-            for child in node.children:
+            children = node.children
+            skip = False
+            for i, child in enumerate(children):
+                if skip:
+                    skip = False
+                    continue
+                # The parser splits an unquoted ``{}`` into two words; the pair is inert text.
+                if (
+                    child.type == "word"
+                    and self.text(child) == "{"
+                    and i + 1 < len(children)
+                    and children[i + 1].type == "word"
+                    and self.text(children[i + 1]) == "}"
+                    and children[i + 1].start_byte == child.end_byte
+                ):
+                    parts.append("{}")
+                    skip = True
+                    continue
                 inner = self.value(child)
                 if inner is None:
                     return None
