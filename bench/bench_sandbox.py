@@ -6,8 +6,9 @@ Run: ``python bench/bench_sandbox.py [--rounds N] [--per-round M]`` (defaults 6 
   ``[sandbox] mode = "required"`` (bubblewrap) against ``subprocess.run(["bash", "-c", "true"])``;
   target <= 2.0x.
 - P11 with the sandbox off, the same harness: it must stay where bench_bash puts it (<= 1.5x).
-- for reference, ``bwrap ... bash -c true`` started by ``subprocess.run``: the mechanism's own
-  floor, with the same namespaces and mounts the sandbox uses.
+- for reference, ``bwrap ... bash -c true`` started by ``subprocess.run``: a ``bwrap`` per
+  command (the fallback when no persistent sandbox can start), with the same namespaces and
+  mounts. The sandboxed calls above go to the policy's persistent ``bwrap`` (``_zygote``).
 - git P8 (``status`` and ``log 50`` on bench_git's 500-file, 200-commit repository) with the
   sandbox on, against the git CLI; target <= 1.5x.
 

@@ -147,7 +147,7 @@ def test_a_dead_spawner_is_replaced_and_the_next_call_runs(root):
     os.kill(spawner_pid(first), signal.SIGKILL)
     first.popen.wait(10)
     code, out, _ = run(sb, "echo again", root)
-    assert (code, out) == (0, "again\n")
+    assert (code, out) == (0, "again\n"), out
     assert the_instance() is not first and _zygote.POOL.broken is None
 
 
@@ -201,3 +201,11 @@ def test_the_per_call_bwrap_is_used_when_no_instance_can_start(root, monkeypatch
     assert (code, out) == (0, "fallback\n")
     assert _zygote.POOL.broken is not None
     assert "each command gets its own bwrap" in caplog.text
+
+
+def test_a_command_that_stops_its_reaper_still_leaves_nothing_running(root, monkeypatch):
+    monkeypatch.setattr(_zygote.Watchdog, "LATE", 0.5)
+    marker = f"9123.{os.getpid()}"
+    code, _, _ = run(bash_box(root), f"setsid sleep {marker} & kill -STOP $PPID; true", root, timeout=20)
+    assert code == -9 or code == 128 + 9 or code is None
+    assert alive_with(marker) == []

@@ -248,8 +248,15 @@ class Sandbox:
             return Prepared(argv=list(argv), env=dict(env) if env is not None else None)
         assert self.found is not None and self.found.path is not None
         cwd = Path(cwd)
-        layout = self.layout()
-        placeholders = _PLACEHOLDERS.acquire(layout.missing)
+        for _ in range(3):
+            layout = self.layout()
+            placeholders = _PLACEHOLDERS.acquire(layout.missing)
+            # Placeholders another run or a persistent sandbox made: kept for this run too
+            # (released meanwhile, a mount of this run would have no source).
+            shared = _PLACEHOLDERS.share(layout.read_only)
+            if all(os.path.lexists(path) for path in layout.read_only):
+                break
+            _PLACEHOLDERS.release([*placeholders, *shared])  # one went between the look and the hold
         writable = list(layout.writable)
         read_only = [*layout.read_only, *placeholders]
         hidden_files, hidden_dirs = list(layout.hidden_files), list(layout.hidden_dirs)
@@ -274,11 +281,11 @@ class Sandbox:
         clean["TMPDIR"] = "/tmp"
 
         def cleanup() -> None:
-            _PLACEHOLDERS.release(placeholders)
+            _PLACEHOLDERS.release([*placeholders, *shared])
 
         family = (self.server, self.root, self.network, self.git_config_writable, self.writable, self.protected)
         launch = Launch(policy=tuple(policy), family=family, argv=tuple(argv), cwd=str(cwd))
-        return Prepared(argv=command, env=clean, cleanup=cleanup if placeholders else None, launch=launch)
+        return Prepared(argv=command, env=clean, cleanup=cleanup if placeholders or shared else None, launch=launch)
 
 
 OFF = Sandbox()

@@ -417,10 +417,12 @@ class Instance:
                 raise OSError(answer["errno"], answer["strerror"])
             try:
                 pid = _host_pid(got[0])
-            finally:
+            except BaseException:
                 for fd in got:
                     os.close(fd)
+                raise
             mine.send(b"ok")  # the reaper may reap the command now
+            WATCHDOG.watch(self, got[0], mine)
             return pid, mine
         except BaseException:
             mine.close()
@@ -464,6 +466,65 @@ class Instance:
                 pass
         if wait and self._thread is not threading.current_thread():
             self._thread.join(10)
+
+
+class Watchdog:
+    """Stops an instance whose reaper does not report a call it should have ended.
+
+    A command can stop its own reaper (``kill -STOP $PPID``: same user, same PID namespace); its
+    leftovers would then outlive the call. Once the command itself has exited (its pidfd), the
+    status must follow within ``LATE`` seconds, or the whole instance is killed, and its PID
+    namespace with everything in it.
+    """
+
+    LATE = 5.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[int, tuple[Instance, socket.socket, float | None]] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, instance: Instance, pidfd: int, call: socket.socket) -> None:
+        with self._lock:
+            self._calls[pidfd] = (instance, call, None)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="sandbox-watchdog", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._calls:
+                    self._thread = None
+                    return
+                waiting = [fd for fd, (_, _, exited) in self._calls.items() if exited is None]
+                sockets = [call.fileno() for _, call, _ in self._calls.values() if call.fileno() != -1]
+            try:
+                ready, _, _ = select.select([*waiting, *sockets], [], [], 0.5)
+            except (OSError, ValueError):  # a socket closed meanwhile: looked at below
+                ready = []
+            readable = set(ready)
+            now = time.monotonic()
+            late = []
+            with self._lock:
+                for fd in list(self._calls):
+                    instance, call, exited = self._calls[fd]
+                    # reported (readable, or read and closed by the host) or the instance is gone
+                    if call.fileno() in readable or call.fileno() == -1 or instance.dead:
+                        del self._calls[fd]
+                        os.close(fd)
+                    elif exited is None and fd in readable:
+                        self._calls[fd] = (instance, call, now)
+                    elif exited is not None and now - exited > self.LATE:
+                        late.append(instance)
+                        del self._calls[fd]
+                        os.close(fd)
+            for instance in late:
+                log.warning("sandbox: a call's reaper did not report in %.0f s; its sandbox is stopped", self.LATE)
+                instance.stop()
+
+
+WATCHDOG = Watchdog()
 
 
 class Pool:
