@@ -209,3 +209,20 @@ def test_a_command_that_stops_its_reaper_still_leaves_nothing_running(root, monk
     code, _, _ = run(bash_box(root), f"setsid sleep {marker} & kill -STOP $PPID; true", root, timeout=20)
     assert code == -9 or code == 128 + 9 or code is None
     assert alive_with(marker) == []
+
+
+def test_a_server_that_exits_leaves_no_placeholder_behind(root):
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from entropic_mcp._config import config_from_dict
+        from entropic_mcp._sandbox import HostSandbox
+        from entropic_mcp.toolkit import run_process_sync
+        sb = HostSandbox(config_from_dict({{"sandbox": {{"mode": "required"}}}}, root=Path({str(root)!r}))).for_server("bash")
+        done = run_process_sync(["bash", "-c", "ls -a"], cwd={str(root)!r}, timeout=20, sandbox=sb)
+        print(done.stdout.text())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert ".mcp.json" in done.stdout  # covered while the sandbox ran
+    assert sorted(p.name for p in root.iterdir()) == ["entropic-mcp.toml"]

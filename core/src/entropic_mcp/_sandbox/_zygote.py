@@ -18,6 +18,7 @@ the PID namespace.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -546,7 +547,10 @@ class Pool:
             old = self._families.get(family)
             retire = [self._instances.pop(old)] if old is not None and old in self._instances and old != prefix else []
             self._instances.pop(prefix, None)
-            instance = Instance(prefix, holds())
+            try:
+                instance = Instance(prefix, holds())
+            except OSError as exc:  # bwrap or the interpreter could not be started
+                raise SpawnerGone(str(exc)) from exc
             self._instances[prefix] = instance
             self._families[family] = prefix
             if len(self._instances) > MAX_INSTANCES:
@@ -589,6 +593,8 @@ class Pool:
 
 
 POOL = Pool()
+# A server that exits normally stops its instances, so their placeholders do not stay behind.
+atexit.register(POOL.stop_all)
 
 
 def _pipe_ends(spec: Any, *, reading: bool, stdout_end: int | None = None) -> tuple[int, Any, bool]:
