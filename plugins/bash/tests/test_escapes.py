@@ -3,6 +3,7 @@ victim) and the pipeline refuses it, under allow rules and under a deny rule, wi
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from bash_helpers import make_manager
-from entropic_mcp import CallContext, ServerManager
+from entropic_mcp import CallContext, ServerManager, ToolError
 from entropic_mcp_bash import BashServer
 from escape_corpus import CASES, CONTINUATIONS, OPTION_WRITES, PLANTING, POLICY, REDIRECTS, SED, Case
 from hypothesis import given, settings
@@ -257,6 +258,14 @@ def test_a_case_wrapped_in_more_shell_is_still_never_allowed(case: str, around: 
     text = around.format(case)
     server, deny, allow = _deciders()
     parts = server.permission_parts("execute", {"command": text})
+    if server.syntax.known(text, server.settings.shell) is not None:
+        # Broken shell (bash -n agrees): answered as a syntax error by the tool, never run.
+        with pytest.raises(ToolError) as refused:
+            tool = server.get_tool("execute")
+            assert tool is not None
+            asyncio.run(tool.execute({"command": text}, CallContext(conversation_id="c")))
+        assert refused.value.code == "syntax_error"
+        return
     assert allow.permissions.decide(parts, read_only=False)[0] != "allow", text
     assert deny.permissions.decide(parts, read_only=False)[0] != "allow", text
 

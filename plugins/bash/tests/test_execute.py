@@ -464,3 +464,23 @@ def test_a_change_to_the_server_environment_reaches_the_next_run(root: Path, mon
         "second\n",
         "[]\n",
     ]
+
+
+@pytest.mark.parametrize(
+    ("command", "line", "column"),
+    [("echo 'unterminated", 1, 6), ("if true; then echo x", 1, 1), ("ls\nfor x in; do echo $x; dne", 2, 1)],
+)
+def test_a_syntax_error_is_answered_as_one_with_its_position_and_nothing_runs(
+    root: Path, command: str, line: int, column: int
+) -> None:
+    manager, _ = make_manager(root, permissions={"default": "allow"})
+    marker = root / "ran"
+    result = manager.call_sync(
+        "bash.execute", {"command": f"touch {marker}\n{command}"}, CallContext(conversation_id="c")
+    )
+    data = orjson.loads(result.response.result)
+    assert result.kind != "rejected_permission", data
+    assert data["error"] == "syntax_error"
+    assert f"line {line + 1}, column {column}" in data["message"]
+    assert "syntax error" in data["message"] and "not run" in data["message"]
+    assert not marker.exists()

@@ -155,7 +155,6 @@ def test_prefix_rule_with_subcommand(root: Path) -> None:
         "$x foo",
         "$(echo rm) x",
         "`echo rm` x",
-        "echo 'unterminated",
         "r* x",
         "{rm,x}",
         "${CMD} x",

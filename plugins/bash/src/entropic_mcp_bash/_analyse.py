@@ -343,6 +343,8 @@ class Unclear:
 
 
 Finding = Invocation | Write | Unclear
+#: The reason given when the command line itself (not a script inside it) does not parse.
+UNPARSED = "the command line does not parse"
 
 
 def analyse(text: str, cwd: Path, *, env: Mapping[str, str] | None = None, cwds: Sequence[Path] = ()) -> list[Finding]:
@@ -414,7 +416,7 @@ class _Analysis:
             elif isinstance(item, Hidden):
                 yield from self.script(item.script, depth + 1)
         if not parsed.complete:
-            yield Unclear(text=text, reason="does not parse")
+            yield Unclear(text=text, reason=UNPARSED if depth == 0 else "does not parse")
 
     def assigns(self, name: str, text: str) -> Iterator[Unclear]:
         """A name the script sets: risky names (``PATH``, ``BASH_ENV``, ``HOME``) are not understood."""

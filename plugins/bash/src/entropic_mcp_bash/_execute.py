@@ -53,6 +53,11 @@ class ExecuteTool(ToolBase):
         command = toolkit.text(args, "command", required=True, allow_empty=True)
         if not command.strip():
             raise ToolError("invalid_args", "'command' must be a non-empty shell command line, e.g. \"ls -la\"")
+        # A line the permission check found broken (bash -n) is answered, never run: bash runs a
+        # script line by line, and the lines before the error were not judged one by one.
+        broken = self.server.syntax.known(command, settings.shell)
+        if broken is not None:
+            raise ToolError("syntax_error", broken)
         background = toolkit.flag(args, "run_in_background")
         timeout = self._timeout(toolkit.number(args, "timeout_seconds"), ctx, background=background)
         cwd = self._working_dir(toolkit.text(args, "working_dir"), ctx)

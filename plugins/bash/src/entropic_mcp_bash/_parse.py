@@ -584,3 +584,38 @@ def parse(text: str) -> Script:
             items.append(Assignment(name=reader.assigned_name(node), text=reader.text(node)))
         stack.extend(reversed(children))
     return Script(items=tuple(items), complete=not root.has_error)
+
+
+def syntax_position(text: str) -> tuple[int, int, str] | None:
+    """Where the parser first finds ``text`` broken: (line, column, the text there), 1-based, the
+    column in characters; None when it parses. Used for the message of a syntax error, after
+    bash itself (``bash -n``) confirmed one."""
+    source = text.encode("utf-8", errors="surrogatepass")
+    with _PARSER_LOCK:
+        tree = _PARSER.parse(_parser_input(text, source))
+    stack = [tree.root_node]
+    broken = None
+    while stack and broken is None:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            broken = node
+        else:
+            stack.extend(reversed(node.children))
+    if broken is None:
+        return None
+    # Inside the broken region, skip the complete commands it swallowed (``ls`` before ``for``).
+    spot = next(
+        (
+            child
+            for child in broken.children
+            if child.type == "ERROR"
+            or not child.is_named
+            or child.has_error
+            or child.type in ("word", "string", "raw_string")
+        ),
+        broken,
+    )
+    row, column = spot.start_point
+    line = source.split(b"\n")[row] if row < source.count(b"\n") + 1 else b""
+    shown = line[column:].decode("utf-8", errors="replace").split("\n")[0][:30]
+    return row + 1, len(line[:column].decode("utf-8", errors="replace")) + 1, shown

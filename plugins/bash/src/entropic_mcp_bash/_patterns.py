@@ -11,12 +11,12 @@ sub-command for multi-level tools.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from entropic_mcp import PathPolicy, PermissionPart, is_within, path_part
 
-from ._analyse import SHELLS, Invocation, Unclear, Write, analyse
+from ._analyse import SHELLS, UNPARSED, Invocation, Unclear, Write, analyse
 
 TOOL = "bash.execute"
 
@@ -98,6 +98,7 @@ def permission_parts(
     cwds: Sequence[Path] = (),
     bash_like: bool = True,
     policy: PathPolicy | None = None,
+    syntax_error: Callable[[], str | None] | None = None,
 ) -> list[PermissionPart]:
     """The parts of one ``bash.execute`` call, commands first in source order.
 
@@ -109,10 +110,20 @@ def permission_parts(
         bash_like: False when the configured shell is not bash's grammar: nothing is understood.
         policy: the server's outside-root policy; a write outside the root that it does not
             allow outright is not understood (it asks).
+        syntax_error: asked when the command line does not parse: a message when bash confirms
+            a syntax error. Such a line is never run (the tool answers the error), so it is one
+            neutral part: only a rule naming ``bash.execute`` itself decides it.
     """
     parts: dict[PermissionPart, None] = {}
     commands = False
     findings = analyse(command, cwd, env=env, cwds=cwds)
+    if (
+        syntax_error is not None
+        and bash_like
+        and any(isinstance(f, Unclear) and f.reason == UNPARSED for f in findings)
+        and syntax_error() is not None
+    ):
+        return [PermissionPart(names=(TOOL,), store=f"{TOOL}:{escape(command.strip())}", neutral=True)]
     if not bash_like:
         findings.insert(0, Unclear(text=command, reason="the configured shell is not bash"))
     for finding in findings:

@@ -32,6 +32,9 @@ class BashServer(MCPServerBase):
         from ._gitsafe import GitOverrides
 
         self.git_overrides = GitOverrides()
+        from ._syntax import SyntaxCheck
+
+        self.syntax = SyntaxCheck()
         self._trailer_dir: Path | None = None
         self.register_tool(ExecuteTool(self))
         self.register_tool(OutputTool(self))
@@ -113,6 +116,7 @@ class BashServer(MCPServerBase):
             env=settings.environment() or os.environ,
             bash_like=os.path.basename(settings.shell) in ("bash", "sh", "dash", "ash", "rbash"),
             policy=settings.path_policy,
+            syntax_error=lambda: self.syntax.error(command, settings.shell),
         )
 
     def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
