@@ -313,3 +313,74 @@ def test_streamed_pages_agree_with_naive_line_splitting(monkeypatch):
         assert page.next_offset == (offset + limit if more and expected else None)
 
     check()
+
+
+# -- pages of a settled file: the line index seeks, the tracker keeps the stat identity ----------
+
+
+def _settled_text_file(root, monkeypatch):
+    import os
+
+    from entropic_mcp_filesystem import _tracker
+
+    monkeypatch.setattr(_tracker, "RACY_NS", 0)
+    lines = []
+    for n in range(1, 1201):
+        if n % 97 == 0:
+            lines.append("é" * 3000)  # longer than max_line_chars: cut, with a marker
+        elif n % 13 == 0:
+            lines.append(f"crlf line {n}\r")
+        else:
+            lines.append(f"{n} ünïcode ✓ " + "x" * (n % 50))
+    path = root / "mixed.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
+    probe = root / ".probe"
+    probe.write_bytes(b"")
+    while probe.stat().st_ctime_ns <= path.stat().st_ctime_ns:
+        os.utime(probe)
+    probe.unlink()
+    return path, [line.removesuffix("\r") for line in lines]
+
+
+def _page_through(harness, **extra):
+    offset, got, calls = 1, [], 0
+    while offset:
+        data = harness.ok("read_file", {"path": "mixed.txt", "offset": offset, "format": "json", **extra})
+        assert data["start"] == offset and data["total"] == 1200
+        got.extend(data["lines"])
+        offset = data["next_offset"] or 0
+        calls += 1
+    return got, calls
+
+
+def test_paging_a_settled_file_returns_every_line_once_through_the_line_index(make, root, monkeypatch):
+    _, expected = _settled_text_file(root, monkeypatch)
+    harness = make(result_cap=16384)
+    first, calls = _page_through(harness)
+    assert calls > 3  # the byte budget cut the pages
+    assert [line[:2000] for line in expected] == first
+    again, _ = _page_through(harness, limit=37)  # other page ends: seeks from the nearest known line start
+    assert again == first
+    assert harness.server.tracker.get("c1", str(root / "mixed.txt")).digest is None
+
+
+def test_a_page_of_a_settled_file_matches_the_same_page_read_whole(make, root, monkeypatch):
+    from entropic_mcp_filesystem import _tracker
+
+    _settled_text_file(root, monkeypatch)
+    harness = make(result_cap=16384)
+    _page_through(harness)  # fills the line index
+    seek = [harness.ok("read_file", {"path": "mixed.txt", "offset": n, "limit": 50}) for n in (1, 388, 777, 1199)]
+    monkeypatch.setattr(_tracker, "RACY_NS", 10**20)  # every read streams and hashes the whole file
+    fresh = make(result_cap=16384)
+    whole = [fresh.ok("read_file", {"path": "mixed.txt", "offset": n, "limit": 50}) for n in (1, 388, 777, 1199)]
+    assert seek == whole
+
+
+def test_a_text_page_fills_the_result_cap_without_being_cut_afterwards(make, root):
+    (root / "big.txt").write_text("".join(f"line {n} " + "y" * 60 + "\n" for n in range(1, 5001)))
+    text = make(result_cap=16384).ok("read_file", {"path": "big.txt"})
+    assert len(text.encode()) <= 16384
+    assert "max_result_bytes" not in text  # cut by the page budget, not afterwards by fit_text
+    assert text.rsplit("\n", 1)[1].startswith("[lines 1-")
+    assert len(text.encode()) > 16384 - 600  # the page is full, not a quarter of the cap

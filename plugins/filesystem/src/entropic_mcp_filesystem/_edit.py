@@ -316,7 +316,7 @@ class EditFile(FilesystemTool):
         def render(existing: Existing | None) -> bytes:
             if existing is None:
                 raise ToolError("not_found", f"{loc.display} does not exist; create it with filesystem.write_file")
-            fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data)
+            fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data, existing.stat)
             if b"\x00" in existing.data[:SNIFF]:
                 raise binary_refusal(loc.display)
             try:

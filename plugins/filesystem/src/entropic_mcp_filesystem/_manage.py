@@ -20,6 +20,7 @@ from entropic_mcp import POLICY_FILES, AccessLevel, CallContext, ToolError, Tool
 from ._base import FilesystemTool
 from ._fsio import FILE_FLAGS, Location, open_dir, os_failure, read_at_most, unsafe
 from ._rules import WalkGate
+from ._tracker import digest
 
 #: Entries a directory move inspects before it gives up (and says to move less at once).
 MAX_MOVE_ENTRIES = 10_000
@@ -58,9 +59,11 @@ def _check_read(fs: Any, ctx: CallContext, parent: int, loc: Location, key: str,
     finally:
         os.close(fd)
     try:
-        fs.tracker.check(ctx.conversation_id, key, loc.display, data)
+        fs.tracker.check(ctx.conversation_id, key, loc.display, data, st)
     except ToolError as exc:
         raise ToolError(exc.code, exc.message.replace("write or edit it", verb), **exc.extra) from None
+    # The content's hash stands for it from here: a move changes the file's ctime.
+    fs.tracker.record(ctx.conversation_id, key, size=st.st_size, mtime_ns=st.st_mtime_ns, data_digest=digest(data))
     return st
 
 

@@ -1,15 +1,20 @@
 """filesystem.read_file: a page of a text file's lines, recorded in the read tracker.
 
-The file is streamed once in fixed-size chunks: all of it is hashed (for the tracker) and its
-newlines counted, but only the lines of the page are cut out, and of each line only what can be
-shown is kept — one 200 MB line costs the same memory as a short one, and time linear in its
-length.
+A page costs what it shows, not the file: the cutter stops at the page's line limit or byte
+budget (the rendered page's bytes, so nothing is rendered only to be dropped), and of each line
+only what can be shown is kept — one 200 MB line costs the same memory as a short one. The rest
+of the file is only counted (for ``total``), and not even that once the server's line index
+knows the file: it keeps, per file identity, the line count and where each page it ended
+starts, so the next page seeks there. The tracker records the file's stat identity instead of a
+hash; only a file changed within the racy window is streamed whole and hashed (``_tracker``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from collections import OrderedDict
 from typing import Any, BinaryIO
 
 import attrs
@@ -17,11 +22,16 @@ from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_t
 
 from ._base import FilesystemTool
 from ._fsio import open_regular
+from ._tracker import Identity, identity, identity_vouches
 
 CHUNK = 1 << 20
 SNIFF = 8192
 #: Worst-case UTF-8 bytes per character: how many bytes to keep for N characters.
 UTF8_MAX = 4
+#: Bytes kept back from the byte budget for the page's closing note.
+NOTE_BYTES = 240
+#: A cut line's continuation marker, at most.
+MARKER_BYTES = 120
 
 
 @attrs.frozen(kw_only=True)
@@ -37,7 +47,49 @@ class Page:
     total: int
     next_offset: int | None
     size: int
-    digest: bytes
+    digest: bytes | None
+    #: Where line ``next_offset`` starts in the file (bytes), when known.
+    next_byte: int | None = None
+
+
+class LineIndex:
+    """Per file identity: its line count and the byte offsets of lines pages ended at (bounded)."""
+
+    FILES = 128
+    MARKS = 512
+
+    def __init__(self) -> None:
+        self._files: OrderedDict[tuple[str, Identity], tuple[int, dict[int, int]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str, ident: Identity, line: int) -> tuple[int | None, tuple[int, int] | None]:
+        """The file's line count (None: not known) and the known line start nearest before ``line``."""
+        with self._lock:
+            entry = self._files.get((path, ident))
+            if entry is None:
+                return None, None
+            self._files.move_to_end((path, ident))
+            total, marks = entry
+            if line in marks:
+                return total, (line, marks[line])
+            best = max((n for n in marks if n <= line), default=None)
+            return total, None if best is None else (best, marks[best])
+
+    def put(self, path: str, ident: Identity, total: int, line: int | None, at: int | None) -> None:
+        with self._lock:
+            key = (path, ident)
+            entry = self._files.get(key)
+            marks = entry[1] if entry is not None else {1: 0}
+            if line is not None and at is not None and len(marks) < self.MARKS:
+                marks[line] = at
+            self._files[key] = (total, marks)
+            self._files.move_to_end(key)
+            while len(self._files) > self.FILES:
+                self._files.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
 
 
 def binary_refusal(display: str) -> ToolError:
@@ -66,6 +118,16 @@ class _LineCutter:
         self.next_offset: int | None = None
         self.full = False
         self.tail = b""  # the last byte of the current line seen so far
+        self.base = 0  # the file offset of the chunk being fed
+        self.line_start = 0  # the file offset of the line being read
+        self.next_byte: int | None = None
+        #: Rendered bytes per line besides its text: the right-aligned number, a tab, a newline.
+        self.overhead = len(str(offset + limit)) + 2
+
+    def start_at(self, line: int, at: int) -> None:
+        """The stream starts at line ``line``, byte ``at`` of the file (a known line start)."""
+        self.number = line
+        self.base = self.line_start = at
 
     def _keep_bytes(self) -> int:
         skip = self.column - 1 if self.number == self.offset else 0
@@ -74,12 +136,36 @@ class _LineCutter:
     def feed(self, chunk: bytes) -> None:
         if self.full:
             return
-        if not self.pieces and not self.length and self.number + chunk.count(b"\n") < self.offset:
-            self.number += chunk.count(b"\n")  # wholly before the page: count, keep nothing
-            return
+        if not self.pieces and not self.length:
+            newlines = chunk.count(b"\n")
+            if self.number + newlines < self.offset:  # wholly before the page: count, keep nothing
+                self.number += newlines
+                if newlines:
+                    self.line_start = self.base + chunk.rfind(b"\n") + 1
+                self.base += len(chunk)
+                return
         pos = 0
         end = len(chunk)
+        try:
+            self._feed(chunk, pos, end)
+        finally:
+            self.base += end
+
+    def _feed(self, chunk: bytes, pos: int, end: int) -> None:
+        while not self.length and self.number < self.offset:  # lines before the page: count them
+            at = chunk.find(b"\n", pos)
+            if at < 0:
+                break
+            self.number += 1
+            pos = at + 1
+            self.line_start = self.base + pos
+            if pos == end:
+                return
         while pos <= end and not self.full:
+            if not self.length and self.number >= self.offset and (self.column == 1 or self.number != self.offset):
+                pos = self._short_lines(chunk, pos, end)
+                if self.full or pos == end:
+                    return
             at = chunk.find(b"\n", pos)
             stop = end if at < 0 else at
             if self.number >= self.offset:
@@ -93,12 +179,44 @@ class _LineCutter:
             self.length += stop - pos
             if at < 0:
                 return
-            self._finish()
+            self._finish(self.base + at + 1)
             pos = at + 1
             if pos == end:
                 return
 
-    def _finish(self) -> None:
+    def _short_lines(self, chunk: bytes, pos: int, end: int) -> int:
+        """Whole lines no longer than ``max_chars`` bytes, taken in one split (most of a page);
+        returns where the line-by-line path goes on."""
+        stop = chunk.rfind(b"\n", pos, min(end, pos + self.budget - self.used + 1))
+        if stop < 0:
+            return pos
+        for raw in chunk[pos:stop].split(b"\n"):
+            size = len(raw)
+            if size > self.max_chars:
+                return pos
+            after = pos + size + 1
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            cost = len(raw) + self.overhead
+            if self.lines and self.used + cost > self.budget:
+                self.next_offset = self.number
+                self.next_byte = self.base + pos
+                self.full = True
+                return pos
+            self.lines.append(Line(number=self.number, text=raw.decode("utf-8", "replace"), rest=0))
+            self.used += cost
+            self.number += 1
+            pos = after
+            self.line_start = self.base + pos
+            if len(self.lines) >= self.limit:
+                self.next_offset = self.number
+                self.next_byte = self.line_start
+                self.full = True
+                return pos
+        return pos
+
+    def _finish(self, after: int) -> None:
+        """Line ``number`` ended; the next one starts at byte ``after``."""
         if self.number >= self.offset:
             raw = b"".join(self.pieces)
             length = self.length
@@ -115,16 +233,22 @@ class _LineCutter:
                 rest = 0
             else:
                 rest = max(1, length - len(text[: skip + len(shown)].encode("utf-8")))
-            if self.lines and self.used + len(shown) + 8 > self.budget:
+            cost = (len(shown) if shown.isascii() else len(shown.encode("utf-8"))) + self.overhead
+            if rest:
+                cost += MARKER_BYTES
+            if self.lines and self.used + cost > self.budget:
                 self.next_offset = self.number
+                self.next_byte = self.line_start
                 self.full = True
                 return
             self.lines.append(Line(number=self.number, text=shown, rest=rest))
-            self.used += len(shown) + 8
+            self.used += cost
             if len(self.lines) >= self.limit:
                 self.next_offset = self.number + 1
+                self.next_byte = after
                 self.full = True
         self.number += 1
+        self.line_start = after
         self.pieces = []
         self.kept = 0
         self.length = 0
@@ -133,7 +257,7 @@ class _LineCutter:
     def close(self) -> None:
         """The file ended: the last line, if it had no newline."""
         if not self.full and (self.length or self.pieces):
-            self._finish()
+            self._finish(self.base)
 
 
 def read_page(
@@ -145,33 +269,57 @@ def read_page(
     display: str,
     max_chars: int = 2000,
     column: int = 1,
+    whole: bool = True,
+    total: int | None = None,
+    start: tuple[int, int] | None = None,
 ) -> Page:
-    """Stream the file once: hash all of it, count its lines, keep the page's lines."""
-    hasher = hashlib.blake2b(digest_size=16)
+    """Cut the page's lines from the stream.
+
+    ``whole``: stream the whole file and hash it (the tracker cannot trust the stat identity).
+    Otherwise the stream stops at the end of the page when ``total`` (the file's line count) is
+    known, else only counts the lines after it; ``start`` is a known (line, byte) to seek to.
+    """
+    hasher = hashlib.blake2b(digest_size=16) if whole else None
     cutter = _LineCutter(offset=offset, limit=limit, budget=budget, max_chars=max_chars, column=column)
     newlines = 0
     size = 0
     last = b""
-    first = True
+    pending = b""
+    if start is not None and hasher is None and total is not None and start[0] > 1:
+        handle.seek(start[1])
+        cutter.start_at(*start)
+    else:
+        pending = handle.read(SNIFF)
+        if b"\x00" in pending:
+            raise binary_refusal(display)
     while True:
-        chunk = handle.read(CHUNK)
-        if first:
-            first = False
-            if b"\x00" in chunk[:SNIFF]:
-                raise binary_refusal(display)
+        chunk, pending = (pending, b"") if pending else (handle.read(CHUNK), b"")
         if not chunk:
             break
         size += len(chunk)
-        hasher.update(chunk)
-        newlines += chunk.count(b"\n")
+        if hasher is not None:
+            hasher.update(chunk)
         last = chunk[-1:]
-        cutter.feed(chunk)
+        if not cutter.full:
+            cutter.feed(chunk)
+            if cutter.full and hasher is None and total is not None:
+                break
+        if total is None:
+            newlines += chunk.count(b"\n")
     cutter.close()
-    total = newlines + (1 if size and last != b"\n" else 0)
+    if total is None:
+        total = newlines + (1 if size and last != b"\n" else 0)
     next_offset = cutter.next_offset
     if next_offset is not None and next_offset > total:
         next_offset = None
-    return Page(lines=cutter.lines, total=total, next_offset=next_offset, size=size, digest=hasher.digest())
+    return Page(
+        lines=cutter.lines,
+        total=total,
+        next_offset=next_offset,
+        size=size,
+        digest=None if hasher is None else hasher.digest(),
+        next_byte=cutter.next_byte if next_offset is not None else None,
+    )
 
 
 def render_text(page: Page, *, display: str, offset: int, column: int) -> str:
@@ -267,20 +415,41 @@ def read_lines(
 ) -> Page:
     """Page one open file (closing it); records the read in the tracker."""
     settings = fs.settings
+    path = str(resolved.path)
+    ident = identity(st)
+    trusted = identity_vouches(st)
+    total, start = fs.line_index.get(path, ident, offset) if trusted else (None, None)
     with open(fd, "rb", closefd=True) as handle:
         page = read_page(
             handle,
             offset=offset,
             limit=limit,
-            budget=settings.max_read_bytes,
+            budget=page_budget(settings.max_read_bytes, toolkit.result_limit(ctx)),
             display=loc.display,
             max_chars=settings.max_line_chars,
             column=column,
+            whole=not trusted,
+            total=total,
+            start=start,
         )
+    if trusted:
+        fs.line_index.put(path, ident, page.total, page.next_offset, page.next_byte)
     fs.tracker.record(
-        ctx.conversation_id, str(resolved.path), size=page.size, mtime_ns=st.st_mtime_ns, data_digest=page.digest
+        ctx.conversation_id,
+        path,
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        data_digest=page.digest,
+        stat_identity=ident,
     )
     return page
+
+
+def page_budget(read_bytes: int, result_cap: int) -> int:
+    """The bytes a page's lines may take: the read budget, within the host's result cap."""
+    if result_cap > 0:
+        return max(1, min(read_bytes, result_cap - NOTE_BYTES))
+    return read_bytes
 
 
 def open_for_reading(fs: Any, loc: Any, resolved: Any) -> tuple[int, Any]:
@@ -358,8 +527,9 @@ class ReadFiles(FilesystemTool):
             raise ToolError("invalid_args", f"at most {MAX_FILES} paths per call; split them over several calls")
         limit = toolkit.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
         sections = []
+        budget = page_budget(fs.settings.max_read_bytes, toolkit.result_limit(ctx))
         for raw in paths:
-            share = max(4096, fs.settings.max_read_bytes // len(paths))
+            share = max(4096, budget // len(paths))
             sections.append(self._one(raw, ctx, limit, share=share, args=args))
         return ToolResult(text=fit_text("\n\n".join(sections), toolkit.result_limit(ctx)))
 
@@ -391,3 +561,4 @@ class _With:
     def __init__(self, fs: Any, settings: Any) -> None:
         self.settings = settings
         self.tracker = fs.tracker
+        self.line_index = fs.line_index

@@ -69,6 +69,9 @@ class FilesystemServer(MCPServerBase):
         self.settings = Settings()
         self.tracker = ReadTracker()
         self.ignore_cache = IgnoreCache()
+        from ._read import LineIndex
+
+        self.line_index = LineIndex()
         from ._edit import EditFile
         from ._glob import Glob
         from ._grep import Grep
@@ -116,6 +119,7 @@ class FilesystemServer(MCPServerBase):
 
     def close(self) -> None:
         self.tracker.clear()
+        self.line_index.clear()
         self.ignore_cache.clear()
         super().close()
 

@@ -1,8 +1,19 @@
-"""The per-conversation read tracker behind read-before-write and changed-since-read."""
+"""The per-conversation read tracker behind read-before-write and changed-since-read.
+
+A read records the file's stat identity (device, inode, size, mtime, ctime) instead of hashing
+it whole on every page: any write to a file moves its ctime, and no unprivileged call sets ctime
+back (``os.utime`` restoring the mtime moves the ctime too). What the identity cannot see is a
+change within the filesystem's timestamp granularity of the change before it (the "racy git"
+case: two writes in one clock tick leave one ctime), so a file changed less than ``RACY_NS``
+before it is read is hashed whole, as before, and the write compares the hash. Writes and edits
+read the file whole anyway; they record the hash of what they wrote.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections import OrderedDict
 
 import attrs
@@ -10,6 +21,22 @@ from entropic_mcp import ToolError
 
 MAX_CONVERSATIONS = 1024
 MAX_FILES_PER_CONVERSATION = 4096
+#: A file whose last change is younger than this at the read is hashed whole: its stat identity
+#: may not move for a write in the same timestamp tick (ext4 and tmpfs tick with the kernel's
+#: coarse clock, up to 10 ms; FAT keeps 2 s; a network server's clock may run ahead).
+RACY_NS = 2_000_000_000
+
+Identity = tuple[int, int, int, int, int]
+
+
+def identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def identity_vouches(st: os.stat_result, now_ns: int | None = None) -> bool:
+    """True when any later change to the file will show in its stat identity."""
+    now = time.time_ns() if now_ns is None else now_ns
+    return now - max(st.st_ctime_ns, st.st_mtime_ns) >= RACY_NS
 
 
 def digest(data: bytes) -> bytes:
@@ -24,7 +51,9 @@ class Seen:
 
     size: int
     mtime_ns: int
-    digest: bytes
+    #: The whole content's hash; None when ``identity`` alone vouches for it (a page was read).
+    digest: bytes | None
+    identity: Identity | None = None
 
 
 class ReadTracker:
@@ -41,7 +70,18 @@ class ReadTracker:
         self._conversations: OrderedDict[str, OrderedDict[str, Seen]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def record(self, conversation_id: str, path: str, *, size: int, mtime_ns: int, data_digest: bytes) -> None:
+    def record(
+        self,
+        conversation_id: str,
+        path: str,
+        *,
+        size: int,
+        mtime_ns: int,
+        data_digest: bytes | None,
+        stat_identity: Identity | None = None,
+    ) -> None:
+        if data_digest is None and stat_identity is None:
+            raise ValueError("a read is recorded with its content hash, its stat identity or both")
         with self._lock:
             files = self._conversations.get(conversation_id)
             if files is None:
@@ -50,7 +90,7 @@ class ReadTracker:
                     self._conversations.popitem(last=False)
             else:
                 self._conversations.move_to_end(conversation_id)
-            files[path] = Seen(size=size, mtime_ns=mtime_ns, digest=data_digest)
+            files[path] = Seen(size=size, mtime_ns=mtime_ns, digest=data_digest, identity=stat_identity)
             files.move_to_end(path)
             while len(files) > self.max_files:
                 files.popitem(last=False)
@@ -60,8 +100,15 @@ class ReadTracker:
             files = self._conversations.get(conversation_id)
             return None if files is None else files.get(path)
 
-    def check(self, conversation_id: str, path: str, display: str, data: bytes) -> None:
-        """Refuse a write to an existing file this conversation has not read, or that changed since."""
+    def check(
+        self, conversation_id: str, path: str, display: str, data: bytes, st: os.stat_result | None = None
+    ) -> None:
+        """Refuse a write to an existing file this conversation has not read, or that changed since.
+
+        ``data`` is the file as the writer read it and ``st`` its status from the same descriptor.
+        A read vouched for by its stat identity alone passes only when that identity is unchanged
+        (so a ``touch`` or ``chmod`` since the read also asks for a fresh read).
+        """
         seen = self.get(conversation_id, path)
         if seen is None:
             raise ToolError(
@@ -69,7 +116,11 @@ class ReadTracker:
                 f"{display} exists and has not been read in this conversation; read it with "
                 "filesystem.read_file first, then write or edit it",
             )
-        if seen.size != len(data) or seen.digest != digest(data):
+        if seen.digest is None:
+            changed = st is None or identity(st) != seen.identity
+        else:
+            changed = seen.size != len(data) or seen.digest != digest(data)
+        if changed:
             raise ToolError(
                 "file_changed",
                 f"{display} changed on disk since you read it; read it again with filesystem.read_file, "

@@ -46,7 +46,7 @@ class WriteFile(FilesystemTool):
             nonlocal written_data
             text = content
             if existing is not None:
-                fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data)
+                fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data, existing.stat)
                 old = existing.data.decode("utf-8", "replace")
                 # A file that is CRLF throughout stays CRLF when the model sends LF text.
                 if line_style(old) == "crlf" and "\r\n" not in text:
