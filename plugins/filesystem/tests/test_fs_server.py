@@ -244,3 +244,16 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_descriptions_state_the_configured_values_not_config_keys(make):
+    import orjson
+
+    listed = {t["name"]: t for t in make({"read_page_lines": 750, "max_glob_results": 321}).server.list_tools()}
+    text = orjson.dumps(listed).decode()
+    assert "${" not in text
+    for key in ("read_page_lines", "max_line_chars", "max_glob_results", "max_grep_matches", "max_read_bytes"):
+        assert key not in text, key
+    assert "up to 750 lines and 262,144 bytes per call" in listed["read_file"]["description"]
+    assert "(default 750)" in listed["read_file"]["inputSchema"]["properties"]["limit"]["description"]
+    assert "at most 321;" in listed["glob"]["description"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
-from entropic_mcp import ToolBase
+from entropic_mcp import ToolBase, ToolDefinition
 
 if TYPE_CHECKING:
     from ._server import FilesystemServer
@@ -47,3 +47,33 @@ def fit_list(results: list[Any], cap: int, note: str) -> list[Any]:
         else:
             high = middle - 1
     return [*items[:low], marker]
+
+
+def described(definition: ToolDefinition, settings: Any) -> ToolDefinition:
+    """``definition`` with each ``${key}`` in its descriptions replaced by the setting's value
+    (numbers with thousands separators), so a model reads "2,000 lines", not a config key."""
+    import attrs
+
+    if "${" not in definition.description and "${" not in orjson.dumps(definition.input_schema).decode():
+        return definition
+    from string import Template
+
+    values = {
+        field.name: f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+        for field in attrs.fields(type(settings))
+        for value in [getattr(settings, field.name)]
+    }
+
+    def render(node: Any) -> Any:
+        if isinstance(node, str):
+            return Template(node).substitute(values)
+        if isinstance(node, dict):
+            return {
+                key: render(value) if key == "description" or isinstance(value, dict) else value
+                for key, value in node.items()
+            }
+        return node
+
+    return attrs.evolve(
+        definition, description=render(definition.description), input_schema=render(dict(definition.input_schema))
+    )

@@ -95,12 +95,21 @@ class FilesystemServer(MCPServerBase):
             CreateDirectory,
         ):
             self.register_tool(tool(self))
+        self.describe()
 
     # -- configuration and lifecycle ----------------------------------------------------------
 
     def configure(self, config: Mapping[str, Any]) -> None:
         super().configure(config)
         self.settings = read_settings(self.name, config)
+        self.describe()
+
+    def describe(self) -> None:
+        """Render the tools' descriptions with the configured values (``${key}`` in the JSON)."""
+        from ._base import described
+
+        for tool in self.tools.values():
+            tool.definition = described(type(tool).definition, self.settings)
 
     def set_working_dir(self, path: str | Path) -> bool:
         """Re-root the server (ignore rules are re-read from the new root); False if not a directory."""
