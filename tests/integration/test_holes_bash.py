@@ -47,6 +47,10 @@ allow = [
     "bash.output", "bash.list",
 ]
 deny = ["bash.execute:rm *", "filesystem.write_file:secrets/*"]
+# The rules alone must hold (the OS sandbox is defence in depth, and with it active an allow rule
+# may let a command it bounds run unanalysed: docs/sandbox.md#rules-and-sandbox-together).
+[sandbox]
+mode = "off"
 """
 LOCAL = "# local overrides\n"
 PLANT = "printf '[core]\\n\\tfsmonitor = rm -f victim; false\\n'"

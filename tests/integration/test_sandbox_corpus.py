@@ -124,12 +124,15 @@ NETWORK = {
 }
 
 PROCESSES = {
-    "setsid": "setsid sleep {m} & disown",
+    # each escape completes before the command returns (its flag, the parent's wait): otherwise
+    # the run's group kill can catch the process before it has left the group, and the
+    # without-sandbox demonstration is a race
+    "setsid": "setsid sh -c 'touch /tmp/esc-{m}; exec sleep {m}' & until [ -e /tmp/esc-{m} ]; do sleep 0.01; done; rm -f /tmp/esc-{m}; disown",
     "double fork": "( ( sleep {m} & ) & )",
     "nohup": "nohup sleep {m} >/dev/null 2>&1 &",
     "setsid double fork": "setsid bash -c '(sleep {m} &)'",
     "disown": "sleep {m} & disown -a",
-    "python daemon": "python3 -c \"import os\nif os.fork() == 0:\n os.setsid()\n if os.fork() == 0: os.execvp('sleep', ['sleep', '{m}'])\"",
+    "python daemon": "python3 -c \"import os\nif os.fork() == 0:\n os.setsid()\n if os.fork() == 0: os.execvp('sleep', ['sleep', '{m}'])\nelse: os.wait()\"",
     "setsid nohup": "setsid nohup sleep {m} >/dev/null 2>&1 < /dev/null &",
     "trap ignoring": "bash -c 'trap \"\" TERM HUP; sleep {m}' &",
 }
