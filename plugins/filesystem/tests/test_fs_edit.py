@@ -203,3 +203,30 @@ def test_dry_run_still_needs_the_read(fs, root):
     (root / "unread.txt").write_text("x\n")
     error = fs.error("edit_file", {"path": "unread.txt", "old_string": "x", "new_string": "y", "dry_run": True})
     assert error["error"] == "read_before_write"
+
+
+# -- hints a model can act on -------------------------------------------------------------------
+
+
+def test_an_edit_that_changes_nothing_is_refused(fs, root):
+    (root / "a.py").write_text("x = 1\n")
+    fs.ok("read_file", {"path": "a.py"})
+    error = fs.error("edit_file", {"path": "a.py", "old_string": "x = 1", "new_string": "x = 1"})
+    assert error["error"] == "invalid_args" and "the same" in error["message"]
+
+
+def test_old_string_with_read_files_line_number_prefix_says_to_drop_it(fs, root):
+    (root / "a.py").write_text("def f():\n    return 1\n")
+    fs.ok("read_file", {"path": "a.py"})
+    error = fs.error("edit_file", {"path": "a.py", "old_string": "1\tdef f():\n2\t    return 1", "new_string": "y"})
+    assert error["error"] == "not_found"
+    assert "line-number prefix" in error["message"] and "drop" in error["message"]
+    assert (root / "a.py").read_text() == "def f():\n    return 1\n"
+
+
+def test_not_found_names_the_nearest_lines_with_their_numbers(fs, root):
+    (root / "a.py").write_text("import os\n\n\ndef handle_request(request):\n    return request\n")
+    fs.ok("read_file", {"path": "a.py"})
+    error = fs.error("edit_file", {"path": "a.py", "old_string": "def handle_requests(req):", "new_string": "y"})
+    assert error["error"] == "not_found"
+    assert "4: def handle_request(request):" in error["message"]

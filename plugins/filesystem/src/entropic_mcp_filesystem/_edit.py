@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from typing import Any
@@ -50,8 +51,7 @@ def replace(body: str, old: str, new: str, *, replace_all: bool, display: str, l
     if count == 0:
         raise ToolError(
             "not_found",
-            f"old_string was not found in {display}; read the file again with "
-            "filesystem.read_file and copy the exact text, including whitespace and indentation",
+            f"old_string was not found in {display}; {not_found_hint(body, old)}",
         )
     if count > 1 and not replace_all:
         lines: list[int] = []
@@ -75,6 +75,42 @@ def replace(body: str, old: str, new: str, *, replace_all: bool, display: str, l
     if size > limit:
         raise too_large(display, size, limit)
     return body.replace(old, new, -1 if replace_all else 1), count if replace_all else 1
+
+
+#: read_file's text form: the right-aligned line number and a tab before each line.
+NUMBERED = re.compile(r"^ *\d+\t", re.MULTILINE)
+#: Files longer than this get no nearest-lines hint (it compares every line).
+HINT_MAX_LINES = 20_000
+
+
+def not_found_hint(body: str, old: str) -> str:
+    """How to recover: drop read_file's line numbers, or look at the lines most like old_string."""
+    lines = old.split("\n")
+    if all(NUMBERED.match(line) for line in lines if line):
+        stripped = NUMBERED.sub("", old)
+        where = " (without them the text is in the file)" if stripped and stripped in body else ""
+        return (
+            "it carries read_file's line-number prefix (the number and the tab before each line)"
+            f"{where}; drop the prefix from every line of old_string and try again"
+        )
+    advice = (
+        "read the file again with filesystem.read_file and copy the exact text, including whitespace and indentation"
+    )
+    probe = next((line.strip() for line in lines if line.strip()), "")
+    file_lines = body.split("\n")
+    if not probe or len(file_lines) > HINT_MAX_LINES:
+        return advice
+    import difflib
+
+    stripped_lines = [line.strip() for line in file_lines]
+    close = difflib.get_close_matches(probe, stripped_lines, n=3, cutoff=0.6)
+    if not close:
+        return advice
+    shown = []
+    for candidate in close:
+        number = stripped_lines.index(candidate) + 1
+        shown.append(f"{number}: {file_lines[number - 1][:200]}")
+    return f"the nearest lines are {'; '.join(shown)} — {advice}"
 
 
 def insert(body: str, new: str, after: int) -> str:
@@ -216,6 +252,12 @@ def parse_edit(item: Any, where: str | None) -> Edit:
                 "(line to insert after), not both and not neither",
             )
         old = file_text(item, "old_string") if has_old else None
+        if has_old and old == new:
+            raise ToolError(
+                "invalid_args",
+                "old_string and new_string are the same, so the edit would change nothing; "
+                "put the text you want in new_string",
+            )
         if has_old and not old:
             raise ToolError(
                 "invalid_args",
