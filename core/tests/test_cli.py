@@ -396,6 +396,27 @@ def test_serve_http_exits_130_on_sigint(stuck_project):
     assert err.decode() == "entropic-mcp: interrupted\n"
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sigterm_stops_serve_cleanly_with_status_0_even_during_a_stuck_call(stuck_project, transport):
+    import signal
+
+    root, env, marker = stuck_project
+    argv = _cli("serve", "--transport", "http", "--port", "0") if transport == "http" else _cli("serve")
+    process = subprocess.Popen(
+        argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    if transport == "http":
+        assert "serving 2 tools on http://127.0.0.1:" in process.stderr.readline().decode()
+    else:
+        process.stdin.write((json.dumps(INITIALIZE) + "\n" + json.dumps(STUCK_CALL) + "\n").encode())
+        process.stdin.flush()
+        _wait_for(marker, process)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert err.decode() == "entropic-mcp: stopped (SIGTERM)\n"
+
+
 def test_serve_in_a_terminal_shows_how_to_connect_and_stops_on_the_first_ctrl_c(stuck_project):
     import os
     import pty

@@ -261,3 +261,34 @@ def test_http_workers_keep_one_todo_list_per_conversation(tmp_path: Path, pg: tu
         assert left == [(None, 0)] * conversations
     finally:
         store.close()
+
+
+def test_sigterm_flushes_the_audit_trail_before_the_worker_exits(tmp_path: Path, pg: tuple[str, str]) -> None:
+    """What systemd, Docker and Kubernetes send: every call answered before it is in the audit
+    trail afterwards (the buffer would otherwise have waited a minute to flush)."""
+    import psycopg
+    from psycopg import sql
+
+    dsn, schema = pg
+    root = _project(tmp_path / "worker", dsn, schema)
+    config = (root / "entropic-mcp.toml").read_text().replace("audit_flush_seconds = 0.2", "audit_flush_seconds = 600")
+    (root / "entropic-mcp.toml").write_text(config)
+    served = start_http(root)
+    try:
+
+        async def calls() -> None:
+            async with connect(served.url, "2026-07-28") as peer:
+                for i in range(5):
+                    meta = {CONVERSATION_KEY: "sigterm"}
+                    done = await peer.call("entropic.todo", {"action": "add", "content": f"item {i}"}, meta=meta)
+                    assert not done.is_error, done
+
+        anyio.run(calls)
+    finally:
+        stop(served.process)  # SIGTERM to the worker's group
+    assert served.process.returncode == 0, served.log.read_text(errors="replace")
+    with psycopg.connect(dsn) as conn:
+        query = sql.SQL("SELECT count(*) FROM {} WHERE record->>'tool' = 'entropic.todo'").format(
+            sql.Identifier(schema, "tool_calls")
+        )
+        assert conn.execute(query).fetchone()[0] == 5

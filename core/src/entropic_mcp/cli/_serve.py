@@ -49,10 +49,13 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     # Processes a tool starts itself (subprocess.Popen in a tool) are serve's to stop: as their
     # subreaper it stays their ancestor even when their own parent exits first.
     become_subreaper()
+    terminated = _stop_on_sigterm()
     try:
         run(manager, transport=chosen, host=host, port=port)
     except KeyboardInterrupt:
-        raise Interrupted from None
+        if not terminated:
+            raise Interrupted from None
+        click.echo("entropic-mcp: stopped (SIGTERM)", err=True)
     finally:
         from .._sandbox import uninstall
 
@@ -70,3 +73,23 @@ def demo(keep: bool) -> None:
 
     settle()
     click.get_current_context().exit(run_demo(keep=keep))
+
+
+def _stop_on_sigterm() -> list[int]:
+    """SIGTERM (what systemd, Docker and Kubernetes send) stops serve the way Ctrl-C does: the
+    transports' clean-up, the audit flushed, background runs stopped, descendants reaped; then
+    exit status 0. Returns a list that holds the signal once one came."""
+    import signal
+    import threading
+
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        return came
+
+    def handler(signum: int, frame: object) -> None:
+        if not came:
+            came.append(signum)
+            signal.raise_signal(signal.SIGINT)  # the same path as Ctrl-C, counted as a real one
+
+    signal.signal(signal.SIGTERM, handler)
+    return came
