@@ -88,7 +88,8 @@ def test_the_matcher_agrees_with_the_old_backtracking_translation(pattern, path)
             with pytest.raises(re.error):
                 legacy(pattern)
         else:
-            assert any(w in exc.message for w in ("must be relative", "is empty", "'..' segments")), exc.message
+            words = ("must be relative", "is empty", "'..' segments", "never closes it")
+            assert any(w in exc.message for w in words), exc.message
         return
     assert compiled.match(path) is (legacy(pattern).match(path) is not None), (pattern, path)
     if compiled.name_matcher is not None and "/" not in path and path:
@@ -153,10 +154,15 @@ def test_patterns_that_cannot_be_matched_get_a_clear_error(pattern, words):
     assert "'glob'" in raised.value.message and all(w in raised.value.message for w in words), raised.value.message
 
 
-def test_an_unclosed_class_stays_a_literal_bracket():
-    # As in fnmatch and the shell (and as before): '[' without its ']' is an ordinary character.
-    assert compile_glob("[abc").match("[abc") is True
-    assert compile_glob("[abc").match("a") is False
+def test_an_unclosed_class_is_refused_with_how_to_write_a_literal_bracket():
+    # It used to be a literal '[' (as in fnmatch), which silently matched nothing the model meant.
+    for pattern in ("[abc", "src/[ab/x.py", "**/*[.py"):
+        with pytest.raises(ToolError) as raised:
+            compile_glob(pattern, argument="pattern")
+        assert raised.value.code == "invalid_args"
+        assert "never closes it" in raised.value.message and "\\[" in raised.value.message
+    assert compile_glob("\\[abc").match("[abc") is True
+    assert compile_glob("[[]abc").match("[abc") is True
 
 
 NAME_CHARS = st.sampled_from([*"ab-]!.{},", "é", "\udcff", "\n"])

@@ -90,7 +90,7 @@ def _split_top(body: str) -> list[str]:
 
 
 def _class_end(pattern: str, start: int) -> int:
-    """Index of the ``]`` closing the class opened at ``start``, or -1 (then ``[`` is literal)."""
+    """Index of the ``]`` closing the class opened at ``start``, or -1 (unclosed)."""
     i = start + 1
     if i < len(pattern) and pattern[i] in "!^":
         i += 1
@@ -158,7 +158,12 @@ def _segment(segment: str, argument: str) -> str:
         elif ch == "[":
             end = _class_end(segment, i)
             if end < 0:
-                out.append(_char(ch))
+                # fnmatch reads it as a literal '[', which silently matches nothing the model meant.
+                raise ToolError(
+                    "invalid_args",
+                    f"'{argument}' opens a character class with '[' in {segment!r} but never closes it with "
+                    "']' (a class cannot span '/'); close it, e.g. [abc], or write a literal bracket as \\[ or [[]",
+                )
             else:
                 body = segment[i + 1 : end]
                 negate = body[:1] in ("!", "^")
