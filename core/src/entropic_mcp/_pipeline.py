@@ -397,6 +397,15 @@ class CallPipeline:
         unclear = any(v.kind == "not_understood" for v in verdict.verdicts)
         if unclear:
             reason = "part of the call could not be fully analysed"
+            # A server may say which part, and where (bash: the construct and its column).
+            explain = getattr(call.server, "unclear_reason", None)
+            try:
+                detail = explain(call.tool_name, call.args) if explain is not None else None
+            except Exception:
+                log.warning("server %s: unclear_reason raised", getattr(call.server, "name", "?"), exc_info=True)
+                detail = None
+            if detail:
+                reason += f": {detail}"
         elif ask_rules:
             reason = f'the rule ask = ["{ask_rules[0]}"] matched'
         else:

@@ -335,3 +335,20 @@ def test_unquoted_empty_braces_are_inert_and_the_commands_are_modelled(
 def test_xargs_replacing_into_the_program_name_is_not_understood(root: Path, command: str) -> None:
     _, server = make_manager(root)
     assert any(not p.understood for p in server.permission_parts("execute", {"command": command}))
+
+
+@pytest.mark.parametrize(
+    ("command", "construct", "where"),
+    [
+        ("echo hi; $CMD x", "$CMD x", "line 1, column 10"),
+        ('ls\necho ok && eval "$x"', 'eval "$x"', "line 2, column 12"),
+    ],
+)
+def test_a_not_fully_analysed_refusal_names_the_construct_and_its_column(
+    root: Path, command: str, construct: str, where: str
+) -> None:
+    manager, _ = make_manager(root, permissions={"default": "allow"})
+    result = manager.call_sync("bash.execute", {"command": command}, CallContext(conversation_id="c"))
+    assert result.kind == "rejected_permission"
+    message = orjson.loads(result.response.result)["message"]
+    assert construct in message and where in message, message

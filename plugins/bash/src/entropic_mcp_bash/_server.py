@@ -119,6 +119,55 @@ class BashServer(MCPServerBase):
             syntax_error=lambda: self.syntax.error(command, settings.shell),
         )
 
+    def unclear_reason(self, tool_name: str, args: Mapping[str, Any]) -> str | None:
+        """What of ``args["command"]`` the analysis did not understand, and where (for the refusal).
+
+        Asked only when a call is refused or asked about as not fully analysed: the analysis
+        runs again here rather than on every call.
+        """
+        command = args.get("command") if isinstance(args, Mapping) else None
+        if tool_name != "execute" or not isinstance(command, str):
+            return None
+        import os
+
+        from ._analyse import Invocation, Unclear, analyse
+
+        if os.path.basename(self.settings.shell) not in ("bash", "sh", "dash", "ash", "rbash"):
+            return f"the configured shell {self.settings.shell!r} is not bash, so no command of it is analysed"
+        cwds = self.runs.all_cwds() if args.get("working_dir") is None else ()
+        env = self.settings.environment() or os.environ
+        findings = analyse(command, self._cwd_for(args.get("working_dir")), env=env, cwds=cwds)
+        unclear: list[tuple[str, str]] = []
+        for finding in findings:
+            if isinstance(finding, Unclear):
+                unclear.append((finding.text, finding.reason or "not analysed"))
+            elif isinstance(finding, Invocation) and not finding.understood:
+                text = " ".join([finding.program, *(w.text for w in finding.args)])
+                computed = any(c in finding.program for c in "$`*?[")
+                reason = "a program name computed at run time" if computed else "options it does not model"
+                unclear.append((text, reason))
+        if not unclear:
+            return None
+        # Once per construct: the words inside one already named (a guess at the command a wrapper
+        # with unknown options runs) are not named again.
+        kept: list[tuple[str, str]] = []
+        for raw, reason in unclear:
+            if not any(raw.strip() in seen for seen, _ in kept):
+                kept.append((raw.strip(), reason))
+        unclear = kept
+        described = []
+        for text, reason in unclear[:3]:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            at = command.find(text) if text else -1
+            where = ""
+            if at >= 0:
+                line = command.count("\n", 0, at) + 1
+                column = at - (command.rfind("\n", 0, at) + 1) + 1
+                where = f" at line {line}, column {column}"
+            described.append(f"{reason} in `{shown}`{where}")
+        more = f" (and {len(unclear) - 3} more)" if len(unclear) > 3 else ""
+        return "; ".join(described) + more
+
     def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
         return self.permission_parts(tool_name, args)[0].store
 
