@@ -292,3 +292,30 @@ def test_sigterm_flushes_the_audit_trail_before_the_worker_exits(tmp_path: Path,
             sql.Identifier(schema, "tool_calls")
         )
         assert conn.execute(query).fetchone()[0] == 5
+
+
+def test_a_worker_whose_store_is_unreachable_is_alive_but_not_ready(tmp_path: Path, pg: tuple[str, str]) -> None:
+    import urllib.error
+    import urllib.request
+
+    def probe(url: str, path: str) -> tuple[int, dict[str, Any]]:
+        try:
+            with urllib.request.urlopen(url.removesuffix("/mcp") + path, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as refused:
+            return refused.code, json.loads(refused.read())
+
+    dsn, schema = pg
+    good = start_http(_project(tmp_path / "good", dsn, schema))
+    # nothing listens on port 9: every connection is refused
+    bad = start_http(_project(tmp_path / "bad", "postgresql://postgres@127.0.0.1:9/test", schema))
+    try:
+        assert probe(good.url, "/healthz") == (200, {"status": "alive"})
+        assert probe(good.url, "/readyz") == (200, {"status": "ready"})
+        assert probe(bad.url, "/healthz") == (200, {"status": "alive"})
+        status, body = probe(bad.url, "/readyz")
+        assert status == 503 and body["status"] == "not ready"
+        assert any(p.startswith("the store") for p in body["problems"]), body
+    finally:
+        stop(good.process)
+        stop(bad.process)

@@ -64,8 +64,17 @@ def _origin_allowed(origin: str, allowed: Iterable[str]) -> bool:
 class Guard:
     """ASGI middleware in front of the SDK app: Origin, Host (on loopback) and bearer token."""
 
-    def __init__(self, app: Any, *, token: str | None, allowed_origins: Iterable[str], loopback: bool) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        token: str | None,
+        allowed_origins: Iterable[str],
+        loopback: bool,
+        probes: Any = None,
+    ) -> None:
         self.app = app
+        self.probes = probes
         self.token = token.encode() if token else None
         self.allowed_origins = tuple(allowed_origins)
         self.loopback = loopback
@@ -89,6 +98,9 @@ class Guard:
             if not is_loopback(name):
                 await _respond(send, 421, "Misdirected Request: Host is not a loopback name")
                 return
+        if self.probes is not None and self.probes.handles(scope["path"]):
+            await self.probes(scope, send)  # liveness and readiness answer without the token
+            return
         if self.token is not None:
             given = headers.get("authorization", "")
             scheme, _, credential = given.partition(" ")
@@ -263,7 +275,15 @@ def build_app(serve_app: Any, *, host: str, token: str | None) -> tuple[Any, lis
 
     streaming, json = manager(False), manager(True)
     endpoint = Endpoint(StreamableHTTPASGIApp(streaming), StreamableHTTPASGIApp(json), limit=settings.max_message_bytes)
-    guarded = Guard(endpoint, token=token, allowed_origins=settings.allowed_origins, loopback=is_loopback(host))
+    from ._probes import Probes
+
+    guarded = Guard(
+        endpoint,
+        token=token,
+        allowed_origins=settings.allowed_origins,
+        loopback=is_loopback(host),
+        probes=Probes(serve_app.manager),
+    )
     return guarded, [streaming, json]
 
 
