@@ -1,8 +1,8 @@
 """/healthz and /readyz answer a load balancer: alive, and ready only when plugins and store are."""
 
 import anyio
-import pytest
 import orjson
+import pytest
 from entropic_mcp._serve._probes import Probes
 from entropic_mcp.testing import make_manager
 
