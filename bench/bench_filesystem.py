@@ -152,11 +152,11 @@ def median_time(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(times), value
 
 
-def manager_for(root: Path, table: dict) -> ServerManager:
+def manager_for(root: Path, table: dict, deny: list[str] | None = None) -> ServerManager:
     config = config_from_dict(
         {
             "storage": {"backend": "none"},
-            "permissions": {"default": "allow"},
+            "permissions": {"default": "allow", "deny": deny or []},
             "pipeline": {"max_result_bytes": 0},
             "servers": {"filesystem": table},
         },
@@ -235,6 +235,38 @@ def bench_grep(repeat: int) -> tuple[float, float, int, int]:
     return peer_time, our_time, int(peer_count), int(our_count)  # type: ignore[arg-type]
 
 
+def deny_rules(count: int = 100) -> list[str]:
+    """A grown team policy: vendored and secret directories, two rules on every directory."""
+    rules = ["filesystem.read:**/.env", "filesystem.read:**/*.pem"]
+    rules += [f"filesystem.read:vendor/lib{i}/**" for i in range((count - 2) // 2)]
+    rules += [f"filesystem.read:pkg{i % 10}/secret{i}/*" for i in range(count - len(rules))]
+    return rules
+
+
+def bench_grep_rules(rounds: int) -> dict[str, float]:
+    """grep over the 10,000 files with 100 deny rules on paths against the same grep with none."""
+    make_grep_tree(GREP_TREE)
+    plain = manager_for(GREP_TREE, {"max_grep_matches": 1000})
+    ruled = manager_for(GREP_TREE, {"max_grep_matches": 1000}, deny=deny_rules())
+    counter = [0]
+
+    async def grep(manager: ServerManager) -> str:
+        counter[0] += 1
+        ctx = CallContext(conversation_id=f"rules-{counter[0]}")
+        outcome = await manager.call("filesystem.grep", {"pattern": GREP_PATTERN}, ctx)
+        if outcome.response.is_error:
+            raise SystemExit(f"grep failed: {outcome.response.result}")
+        return outcome.response.result
+
+    with anyio.from_thread.start_blocking_portal() as portal:
+        same = portal.call(grep, plain) == portal.call(grep, ruled)
+        figures = interleaved(lambda: portal.call(grep, ruled), lambda: portal.call(grep, plain), rounds)
+    plain.close()
+    ruled.close()
+    figures["same"] = same
+    return figures
+
+
 def bench_glob(repeat: int) -> tuple[float, float, int, int]:
     make_glob_tree(GLOB_TREE)
     manager = manager_for(GLOB_TREE, {"max_glob_results": 1_000_000})
@@ -304,9 +336,11 @@ def row(key: str, what: str, name: str, peer_t: float, our_t: float, counts: str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--only", choices=("read", "grep", "glob"), action="append", help="run only these (repeatable)")
+    parser.add_argument(
+        "--only", choices=("read", "grep", "grep-rules", "glob"), action="append", help="run only these (repeatable)"
+    )
     args = parser.parse_args(argv)
-    only = set(args.only or ("read", "grep", "glob"))
+    only = set(args.only or ("read", "grep", "grep-rules", "glob"))
     failed = False
     if "read" in only:
         fig = bench_read_whole(max(args.repeat, 11))
@@ -319,6 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     if "grep" in only:
         peer, ours, peer_n, our_n = bench_grep(args.repeat)
         failed |= row("P9", "grep, 10,000 files", "GNU grep -rn", peer, ours, f"{peer_n}/{our_n}")
+    if "grep-rules" in only:
+        fig = bench_grep_rules(max(args.repeat, 9))
+        failed |= fig["ratio"] > 1.2
+        print(
+            f"grep  10,000 files with 100 deny rules {fig['ours'] * 1e3:.1f} ms vs none {fig['peer'] * 1e3:.1f} ms "
+            f"-> {fig['ratio']:.2f}x (range {fig['low']:.2f}-{fig['high']:.2f}x, target <=1.2x, load "
+            f"{fig['load']:.2f}; same answer: {fig['same']})"
+        )
     if "glob" in only:
         peer, ours, peer_n, our_n = bench_glob(args.repeat)
         failed |= row("P10", 'glob "**/*.py", 100,000 files', "git ls-files + filter", peer, ours, f"{peer_n}/{our_n}")

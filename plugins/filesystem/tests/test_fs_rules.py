@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 from entropic_mcp import CallContext
+from hypothesis import given, settings
 
 SECRET = "TOPSECRET-key\n"
 
@@ -368,3 +369,32 @@ def test_the_pin_belongs_to_the_call_another_look_at_its_pattern_cannot_move_it(
     # The pin is used once: the same arguments executed again resolve afresh.
     again = anyio.run(fs.server.execute, "write_file", {"path": "link/other.txt", "content": "x"}, CallContext())
     assert not again.is_error and (root / "denied" / "other.txt").exists()  # no pipeline: no rules here
+
+
+_GLOB_PARTS = ["a", "b", "/", "*", "?", "[ab]", "**", "ab/", "x"]
+_PATH_PARTS = ["a", "b", "/", "x", "ab", "ba/"]
+
+
+def _globs():
+    from hypothesis import strategies as st
+
+    glob = st.lists(st.sampled_from(_GLOB_PARTS), min_size=1, max_size=6).map("".join)
+    return st.lists(glob, min_size=1, max_size=8)
+
+
+def _paths():
+    from hypothesis import strategies as st
+
+    return st.lists(st.lists(st.sampled_from(_PATH_PARTS), min_size=1, max_size=6).map("".join), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_globs(), _paths())
+def test_the_per_directory_prefilter_agrees_with_matching_every_rule(globs, paths):
+    from fnmatch import fnmatchcase
+
+    from entropic_mcp_filesystem._rules import _Prefilter
+
+    prefilter = _Prefilter(globs)
+    for path in paths:
+        assert prefilter.may_match(path) is any(fnmatchcase(path, g) for g in globs), (globs, path)

@@ -48,8 +48,8 @@ def _heads(access: str) -> list[str]:
     return [f"filesystem.{access}:", *(f"filesystem.{t}:" for t in tools)]
 
 
-def _prefilter(rules: list[str], access: str) -> re.Pattern[str] | None:
-    """One regex over bare paths that every refused path matches, when the rules allow one.
+def _prefilter(rules: list[str], access: str) -> _Prefilter | None:
+    """A test over bare paths that every refused path passes, when the rules allow one.
 
     A rule whose part before ``:`` is a literal name of this kind (``filesystem.read:``,
     ``filesystem.grep:``) matches a name exactly when its glob after the ``:`` matches the path,
@@ -66,7 +66,36 @@ def _prefilter(rules: list[str], access: str) -> re.Pattern[str] | None:
             globs.append(rest)
     if not globs:
         return None
-    return re.compile("|".join(f"(?:{translate(g)})" for g in globs))
+    return _Prefilter(globs)
+
+
+class _Prefilter:
+    """The rule globs, narrowed per directory to those whose literal prefix fits under it.
+
+    A glob matches a path only if the path starts with the glob's literal prefix (before its
+    first ``*``, ``?`` or ``[``), so for the files of one directory only the globs whose prefix
+    agrees with the directory can match: compiled once per directory, and a directory that no
+    rule can reach costs one dictionary look-up per file, however many rules there are.
+    """
+
+    def __init__(self, globs: list[str]) -> None:
+        self._globs = [(_literal_prefix(glob), glob) for glob in globs]
+        self._dirs: dict[str, re.Pattern[str] | None] = {}
+
+    def under(self, directory: str) -> re.Pattern[str] | None:
+        try:
+            return self._dirs[directory]
+        except KeyError:
+            pass
+        under = directory + "/" if directory else ""
+        chosen = [glob for literal, glob in self._globs if under.startswith(literal) or literal.startswith(under)]
+        found = re.compile("|".join(f"(?:{translate(g)})" for g in chosen)) if chosen else None
+        self._dirs[directory] = found
+        return found
+
+    def may_match(self, path: str) -> bool:
+        pattern = self.under(path.rpartition("/")[0])
+        return pattern is not None and pattern.match(path) is not None
 
 
 def _private_displays(ctx: CallContext, root: Path) -> tuple[str, ...]:
@@ -94,14 +123,30 @@ class WalkGate:
         self._private = _private_displays(ctx, root)
         self.active = rules != []
         self._quick = _prefilter(rules, access) if rules else None
+        self._root_text = str(root).rstrip("/")
+        self._globs_under: dict[str, tuple[re.Pattern[str] | None, re.Pattern[str] | None]] = {}
+        self._private_set = frozenset(self._private)
+        self._private_dirs = tuple(p + "/" for p in self._private)
         self.skipped = 0
         self._dirs: dict[str, bool] = {}
 
-    def _refused_one(self, display: str) -> bool:
-        also = (str(self.root / display),) if not display.startswith("/") and display != "." else ()
+    def _refused_one(self, display: str, head: str | None = None) -> bool:
+        relative = not display.startswith("/") and display != "."
         quick = self._quick
-        if quick is not None and quick.match(display) is None and not any(quick.match(a) for a in also):
-            return False
+        if quick is not None:
+            if head is None:
+                head = display.rpartition("/")[0]
+            pair = self._globs_under.get(head)
+            if pair is None:
+                # The rule globs that could match here, for both spellings the core judges.
+                absolute = f"{self._root_text}/{head}" if head else self._root_text
+                pair = self._globs_under[head] = (quick.under(head), quick.under(absolute) if relative else None)
+            near, far = pair
+            if (near is None or near.match(display) is None) and (
+                far is None or far.match(f"{self._root_text}/{display}") is None
+            ):
+                return False
+        also = (str(self.root / display),) if relative else ()
         return self._ask(self.access, display, also=also) is not None
 
     def _dir_refused(self, display: str) -> bool:
@@ -114,13 +159,13 @@ class WalkGate:
 
     def refused(self, display: str) -> bool:
         """True (and counted) when ``display`` or a directory above it is refused by a rule."""
-        if self._private and any(display == p or display.startswith(p + "/") for p in self._private):
+        if self._private and (display in self._private_set or display.startswith(self._private_dirs)):
             self.skipped += 1
             return True
         if not self.active:
             return False
         head, _, _ = display.rpartition("/")
-        if (head and head != "/" and self._dir_refused(head)) or self._refused_one(display):
+        if (head and head != "/" and self._dir_refused(head)) or self._refused_one(display, head):
             self.skipped += 1
             return True
         return False
