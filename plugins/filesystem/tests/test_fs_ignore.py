@@ -234,3 +234,26 @@ def test_a_backtracking_ignore_line_written_into_the_project_does_not_stall_walk
     assert all(rules.verdict("a" * 100) is None for _ in range(1000))
     assert fs.ok("glob", {"pattern": "a*"}) == ["a" * 100]
     assert fs.ok("grep", {"pattern": "^a$", "output_mode": "count"}) == [{"path": "a" * 100, "count": 1}]
+
+
+def test_ignore_files_with_the_same_text_share_one_matcher_and_an_edit_splits_them(tmp_path):
+    import os
+
+    from entropic_mcp_filesystem._ignore import IgnoreCache
+
+    cache = IgnoreCache()
+    fds = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / ".gitignore").write_text("*.tmp\n!keep.tmp\n")
+        fds.append(os.open(tmp_path / name, os.O_RDONLY | os.O_DIRECTORY))
+    try:
+        first, second = (cache.load(fd, ".gitignore") for fd in fds)
+        assert first is second and first.verdict("x.tmp") is True
+        (tmp_path / "b" / ".gitignore").write_text("*.log\n")
+        edited = cache.load(fds[1], ".gitignore")
+        assert edited is not first and edited.verdict("x.tmp") is None and edited.verdict("x.log") is True
+        assert cache.load(fds[0], ".gitignore").verdict("x.tmp") is True
+    finally:
+        for fd in fds:
+            os.close(fd)
