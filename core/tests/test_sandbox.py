@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -416,3 +417,20 @@ def test_a_read_deny_rule_naming_a_file_outside_the_root_hides_it(root):
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)
     assert "outside-secret" not in out and "plain-text" in out
+
+
+def test_the_host_interpreter_under_tmp_stays_visible_inside(tmp_path, monkeypatch):
+    """A virtual environment or checkout under /tmp (CI clones, test runs): inside, /tmp is a
+    private tmpfs, so the interpreter and its import path are bound in read-only — the persistent
+    sandbox's spawner and external servers run sys.executable (they found nothing before)."""
+    from entropic_mcp._sandbox._sandbox import _host_python_under_tmp
+
+    venv = Path(tempfile.mkdtemp(prefix="venv-", dir="/tmp"))
+    try:
+        monkeypatch.setattr(sys, "prefix", str(venv))
+        monkeypatch.setattr(sys, "path", [*sys.path, str(venv / "missing")])
+        found = _host_python_under_tmp()
+        assert venv in found and venv / "missing" not in found
+        assert all(path.parts[1] == "tmp" for path in found)
+    finally:
+        venv.rmdir()

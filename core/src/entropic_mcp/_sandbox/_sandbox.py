@@ -128,6 +128,26 @@ def _under(path: Path, parents: Sequence[Path]) -> bool:
     return any(path == parent or parent in path.parents for parent in parents)
 
 
+def _host_python_under_tmp() -> tuple[Path, ...]:
+    """The host's own interpreter and import path where they lie under ``/tmp`` (a virtual
+    environment or checkout made there, as CI and tests do): inside, ``/tmp`` is a private
+    tmpfs, and the persistent sandbox's spawner, ``python`` commands and external servers started
+    with ``sys.executable`` would find nothing. Kept visible read-only; nothing else of /tmp is."""
+    import sys
+
+    found: set[Path] = set()
+    for text in (sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(sys.executable), *sys.path):
+        if not text:
+            continue
+        path = Path(os.path.realpath(text))
+        if path.parts[1:2] == ("tmp",) and path.exists():
+            found.add(path)
+        unresolved = Path(os.path.abspath(text))
+        if unresolved.parts[1:2] == ("tmp",) and unresolved.exists() and not unresolved.is_symlink():
+            found.add(unresolved)
+    return tuple(sorted(found))
+
+
 @attrs.frozen(kw_only=True, eq=False)
 class Sandbox:
     """What one server's programs may touch: where they write, what they cannot read, the network.
@@ -262,6 +282,7 @@ class Sandbox:
         hidden_files, hidden_dirs = list(layout.hidden_files), list(layout.hidden_dirs)
         if not _under(cwd, writable):
             read_only.append(cwd)  # a working directory outside (approved by the user) stays visible
+        read_only += [path for path in _host_python_under_tmp() if not _under(path, writable)]
         mask_file, mask_dir = _masks()
         # Sorted (a parent before what is inside it; all are read-only binds of themselves, so the
         # order among them changes nothing): one policy is one key, however the paths were found.
