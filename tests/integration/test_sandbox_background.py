@@ -73,6 +73,24 @@ async def test_a_background_run_cannot_write_outside_and_says_why(root, tmp_path
     assert "[entropic-mcp sandbox]" in output and str(target) in output
 
 
+async def test_the_note_comes_even_when_the_refusal_was_read_while_the_run_went_on(root, tmp_path):
+    target = Path("/usr/local") / f"entropic-sandbox-read-{os.getpid()}.txt"
+    command = f"touch {target}; status=$?; echo refused; sleep 2; exit $status"
+    async with connect(params(root, tmp_path), ERA) as peer:
+        started = result_of(await peer.call("bash.execute", {"command": command, "run_in_background": True}))
+        first = ""
+        with anyio.fail_after(30):
+            while "refused" not in first:
+                data = result_of(await peer.call("bash.output", {"run_id": started["run_id"]}))
+                assert data["status"] == "running", data  # the refusal is taken before the run ends
+                first += data.get("output", "")
+                await anyio.sleep(0.05)
+        rest, final = await read_until_done(peer, started["run_id"])
+    assert str(target) in first and "[entropic-mcp sandbox]" not in first
+    assert final["exit_code"] != 0
+    assert "[entropic-mcp sandbox]" in rest and str(target) in rest
+
+
 async def test_killing_a_background_run_leaves_no_process_even_escaped_ones(root, tmp_path):
     marker = f"4{os.getpid() % 1000}.{int(time.monotonic()) % 1000}"
     command = f"setsid sleep {marker} & (sleep {marker} &); nohup sleep {marker} >/dev/null 2>&1 & sleep {marker}"

@@ -25,6 +25,7 @@ from entropic_mcp.toolkit import Sandbox, group_alive, sandbox_blocked, sandbox_
 #: Seconds between the reader thread's checks of the shell, the deadline and a stop request.
 POLL = 0.1
 READ_SIZE = 65536
+TAIL_BYTES = 65536
 #: Runs not yet ended, killed at interpreter exit: a host that exits without closing the server
 #: must not leave them running in their own sessions.
 _LIVE: weakref.WeakSet[BackgroundRun] = weakref.WeakSet()
@@ -74,6 +75,9 @@ class BackgroundRun:
         self.exit_code: int | None = None
         self.total = 0
         self._unread = bytearray()
+        # The last bytes printed, read or not: a reader that polls while the run goes on has
+        # taken the sandbox's refusal by the time the run ends, and the note must still see it.
+        self._tail = bytearray()
         self._dropped = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._lock = threading.Lock()
@@ -164,6 +168,9 @@ class BackgroundRun:
         with self._lock:
             self.total += len(data)
             self._unread += data
+            self._tail += data
+            if len(self._tail) > TAIL_BYTES:
+                del self._tail[: len(self._tail) - TAIL_BYTES]
             excess = len(self._unread) - self.max_unread
             if excess > 0:
                 del self._unread[:excess]
@@ -236,7 +243,7 @@ class BackgroundRun:
 
     def _note_blocked(self) -> None:
         with self._lock:
-            tail = bytes(self._unread[-65536:]).decode("utf-8", "replace")
+            tail = bytes(self._tail).decode("utf-8", "replace")
         note = sandbox_blocked(tail, self.sandbox, exit_code=self.exit_code)
         if note is not None:
             self._feed(f"\n{note}\n".encode())
