@@ -1,5 +1,7 @@
 import json
 
+import pluggy
+
 import pytest
 from click.testing import CliRunner
 from entropic_mcp import ConfigError, PluginError, PluginLoadWarning, Plugins, ServerManager, config_from_dict
@@ -178,3 +180,40 @@ def test_two_plugins_offering_one_storage_backend_name_is_an_error_naming_both(t
     with pytest.raises(ConfigError) as excinfo:
         ServerManager.from_config(config, plugins=plugins, load_entry_points=False)
     assert "builtin-tinydb" in str(excinfo.value) and "twin" in str(excinfo.value)
+
+
+class _Wrapping:
+    """A plugin that wraps the before-call hook and also implements a plain one."""
+
+    ran: list[str] = []
+
+    @pluggy.HookimplMarker("entropic_mcp")(wrapper=True)
+    def entropic_mcp_before_tool_call(self, call):
+        self.ran.append("wrapper")
+        return (yield)
+
+    @pluggy.HookimplMarker("entropic_mcp")
+    def entropic_mcp_after_tool_call(self, call, outcome):
+        self.ran.append("after")
+
+
+class _OldStyleWrapping:
+    @pluggy.HookimplMarker("entropic_mcp")(hookwrapper=True)
+    def entropic_mcp_after_tool_call(self, call, outcome):
+        yield
+
+
+@pytest.mark.parametrize("plugin", [_Wrapping(), _OldStyleWrapping()], ids=["wrapper", "hookwrapper"])
+def test_a_hook_wrapper_fails_its_plugin_at_registration_saying_what_to_do(plugin, tmp_path):
+    plugins = Plugins(strict=False)
+    with pytest.warns(PluginLoadWarning, match="as a hook wrapper .* never runs.*Implement the hook plainly"):
+        assert plugins.register(plugin, "wrapping") is False
+    info = plugins.infos["wrapping"]
+    assert info.status == "failed" and "entropic_mcp_" in info.error
+    assert plugins.pm.get_plugin("wrapping") is None  # nothing of it is left half-registered
+    assert "wrapping" not in {name for name, _ in plugins.implementations("entropic_mcp_after_tool_call")}
+
+
+def test_a_hook_wrapper_is_an_error_in_strict_mode():
+    with pytest.raises(PluginError, match="hook wrapper"):
+        Plugins(strict=True).register(_Wrapping(), "wrapping")

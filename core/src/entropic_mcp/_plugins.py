@@ -186,7 +186,28 @@ class Plugins:
         self.infos[name] = PluginInfo(
             name=name, distribution=distribution, version=version, hooks=self._hooks_of(plugin)
         )
+        wrapped = self._wrappers_of(plugin)
+        if wrapped:
+            self.fail(
+                name,
+                f"implements {', '.join(wrapped)} as a hook wrapper (wrapper=True or hookwrapper=True), which "
+                "entropic-mcp never runs: its hooks are called one implementation at a time, so that one "
+                "plugin's fault is its own. Implement the hook plainly (tryfirst/trylast order it), "
+                "or wrap the tool's behaviour in a before/after hook pair",
+                distribution=distribution,
+                version=version,
+            )
+            return False
         return True
+
+    def _wrappers_of(self, plugin: object) -> list[str]:
+        """The entropic-mcp hooks ``plugin`` implements as wrappers, which would be listed yet never run."""
+        return sorted(
+            caller.name
+            for caller in self.pm.get_hookcallers(plugin) or ()
+            if caller.name.startswith("entropic_mcp_")
+            and any(impl.plugin is plugin and (impl.wrapper or impl.hookwrapper) for impl in caller.get_hookimpls())
+        )
 
     def load_entry_points(self, enabled: Iterable[str] | None = None) -> None:
         """Load installed plugins one at a time; ``enabled`` (config) limits which."""
