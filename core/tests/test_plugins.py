@@ -1,7 +1,6 @@
 import json
 
 import pluggy
-
 import pytest
 from click.testing import CliRunner
 from entropic_mcp import ConfigError, PluginError, PluginLoadWarning, Plugins, ServerManager, config_from_dict
