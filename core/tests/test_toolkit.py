@@ -372,3 +372,35 @@ def test_without_pidfds_a_thread_sees_the_exit(tmp_path, monkeypatch):
     assert stopped.timed_out and stopped.exit_code is None
     capped = run_process_sync(["yes"], cwd=tmp_path, timeout=30, max_output_bytes=100, stop_at_cap=True, grace=0.3)
     assert capped.stopped_at_cap and capped.ok
+
+
+def _guide_section_three() -> str:
+    """The server example of docs/plugin-authors.md, section 3, as the guide prints it."""
+    guide = (Path(__file__).parents[2] / "docs" / "plugin-authors.md").read_text(encoding="utf-8")
+    section = guide.split("## 3. Write the server and register it", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_guides_own_server_takes_every_base_key_the_user_guide_promises(tmp_path):
+    from entropic_mcp import ToolBase, ToolDefinition
+    from entropic_mcp.toolkit import SERVER_BASE_KEYS
+
+    class WordCount(ToolBase):  # section 2's tool; its definition file is not part of the guide's text
+        definition = ToolDefinition(name="word_count", description="Count words.", input_schema={"type": "object"})
+
+        def __init__(self, server):
+            super().__init__()
+
+        def execute(self, args, ctx):
+            return "0"
+
+    namespace: dict[str, object] = {"WordCount": WordCount, "__name__": "guide_example"}
+    exec(compile(_guide_section_three(), "plugin-authors.md", "exec"), namespace)
+    server = namespace["WordServer"](root=tmp_path)
+    assert {"timeout_seconds", "max_threads"} == SERVER_BASE_KEYS
+    server.configure({"max_words": 5, "timeout_seconds": 3, "max_threads": 2})
+    assert (server.settings.max_words, server.max_threads, server.default_timeout_seconds) == (5, 2, 3.0)
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) 'max_word'.*max_threads"):
+        server.configure({"max_word": 5})
+    with pytest.raises(ConfigError, match="max_threads: expected a whole number"):
+        server.configure({"max_threads": 0})

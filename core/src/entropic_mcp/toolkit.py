@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # asyncio and subprocess are imported when a program is run: 
     import subprocess
 
 __all__ = [
+    "SERVER_BASE_KEYS",
     "HeadTail",
     "ProcessResult",
     "Sandbox",
@@ -287,6 +288,10 @@ def strings(
 _S = TypeVar("_S")
 
 
+#: Keys every ``[servers.<name>]`` table may hold, handled by ``MCPServerBase.configure``.
+SERVER_BASE_KEYS = frozenset({"timeout_seconds", "max_threads"})
+
+
 def settings_from_table(
     cls: type[_S],
     table: Mapping[str, Any],
@@ -301,8 +306,9 @@ def settings_from_table(
     float with no fraction accepted), ``float`` (an int accepted), ``str``, ``Path``,
     ``tuple[str, ...]`` (from a TOML array), ``Literal[...]`` and ``X | None``. A field's
     ``metadata={"min": n}`` / ``{"max": n}`` bound numbers. Unknown keys are errors
-    (typos must not pass silently) except ``extra_keys`` (what the server base handles itself,
-    e.g. ``timeout_seconds``).
+    (typos must not pass silently) except ``extra_keys`` and :data:`SERVER_BASE_KEYS`, which
+    ``MCPServerBase.configure`` handles itself for every server (``timeout_seconds``,
+    ``max_threads``) unless ``cls`` declares a field of that name.
 
     Raises:
         ConfigError: naming the file (``source``), the table and key, and what was expected.
@@ -313,6 +319,7 @@ def settings_from_table(
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where}[servers.{server}] must be a table, got {type(table).__name__}")
     fields = {field.alias or field.name: field for field in attrs.fields(cls) if field.init}
+    extra_keys = extra_keys | (SERVER_BASE_KEYS - set(fields))
     unknown = sorted(set(table) - set(fields) - extra_keys)
     if unknown:
         raise ConfigError(
