@@ -130,6 +130,8 @@ class ApprovalRequest:
     patterns: tuple[str, ...] = ()
     access: AccessLevel = AccessLevel.WRITE
     identity: str | None = None
+    #: The person asked for (the OAuth token's subject): "always" answers are theirs alone.
+    subject: str | None = None
     conversation_id: str = "default"
     reason: str = ""
     always: bool = True

@@ -30,6 +30,8 @@ class CallContext:
 
     conversation_id: str = DEFAULT_CONVERSATION
     identity: str | None = None
+    #: The person behind the call: the OAuth token's subject (``serve`` with ``[auth]``), else None.
+    subject: str | None = None
     iteration: int = 0
     deadline: float | None = None
     progress: ProgressReporter | None = None

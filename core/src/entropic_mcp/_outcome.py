@@ -22,6 +22,7 @@ class CallOutcome:
         elapsed_ms: time spent in the pipeline.
         conversation_id: the conversation the call belonged to.
         identity: the caller's identity, if any.
+        subject: the person behind the call (the OAuth token's subject), if known.
         args: the arguments, after any hook replacement.
         permission: the permission decision (``allow``, ``ask->allow``, ``deny``, ...).
         pattern: what "always" answers store for the call.
@@ -39,6 +40,7 @@ class CallOutcome:
     elapsed_ms: float
     conversation_id: str
     identity: str | None = None
+    subject: str | None = None
     args: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     permission: str | None = None
     pattern: str | None = None

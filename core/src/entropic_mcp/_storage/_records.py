@@ -32,6 +32,7 @@ class ToolCallRecord:
         elapsed_ms: time spent in the pipeline.
         conversation_id: the conversation the call belonged to.
         identity: the caller's identity, if any.
+        subject: the person behind the call (the OAuth token's subject), if known.
         permission: the permission decision (``allow``, ``ask->allow``, ``deny``, ...).
         pattern: the permission pattern the call was checked against.
         args: the arguments, whole.
@@ -47,6 +48,7 @@ class ToolCallRecord:
     elapsed_ms: float = 0.0
     conversation_id: str = ""
     identity: str | None = None
+    subject: str | None = None
     permission: str | None = None
     pattern: str | None = None
     args: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_dict)
@@ -65,6 +67,7 @@ class ToolCallRecord:
             elapsed_ms=round(outcome.elapsed_ms, 3),
             conversation_id=outcome.conversation_id,
             identity=outcome.identity,
+            subject=getattr(outcome, "subject", None),
             permission=outcome.permission,
             pattern=outcome.pattern,
             args=outcome.args,
@@ -84,6 +87,7 @@ class ToolCallRecord:
             "arg_names": sorted(self.args),
             "conversation_id": self.conversation_id,
             "identity": self.identity,
+            "subject": self.subject,
             "permission": self.permission,
             "time": self.time,
             "args": dict(self.args),
