@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _tracing
 from ._access import AccessLevel
 from ._builtins import drop_taken_external
 from ._calls import OutsideRootRequest
@@ -26,7 +27,6 @@ from ._isolation import describe, reraise_host_stop
 from ._keys import AccessKeys
 from ._outcome import BatchOutcome, CallOutcome
 from ._permissions import PermissionPart, PermissionRules, ProtectedPaths, pattern_part
-from ._pipeline import CallPipeline
 from ._plugins import Plugins
 from ._schema import SchemaValidator
 from ._server import MCPServerBase
@@ -72,7 +72,7 @@ class ServerManager:
         self._failed_servers: set[str] = set()  # servers of plugins that failed: their tables are not typos
         self._tool_list: list[dict[str, Any]] | None = None
         self._closed = False
-        self.pipeline = CallPipeline(self)
+        self.pipeline = _tracing.pipeline(self)  # the traced one when a tracer provider is set
         for server in servers:
             self.add_server(server)
 

@@ -113,6 +113,7 @@ class _Call:
     tool_name = ""
     state: GuardState | None = None
     write = True
+    span: Any = None  # the open stage's span when the call is traced (_traced.py)
 
     def __init__(self, name: str, ctx: CallContext, started: float, snap: Any) -> None:
         self.name = name

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import attrs
 
+from . import _tracing
 from ._errors import ConfigError, ToolError
 from ._sandbox import Sandbox
 
@@ -564,8 +565,9 @@ async def run_process(
     except BaseException:
         prepared.close()
         raise
+    span = None if _tracing.tracer is None else _traced_start(argv, popen.pid, started)
     try:
-        return await _run_popen(
+        result = await _run_popen(
             loop,
             popen,
             argv,
@@ -580,8 +582,27 @@ async def run_process(
             stop_at_cap=stop_at_cap,
             on_output=on_output,
         )
+    except BaseException as exc:
+        if span is not None:
+            _traced_end(span, None, exc)
+        raise
     finally:
         prepared.close()
+    if span is not None:
+        _traced_end(span, result, None)
+    return result
+
+
+def _traced_start(argv: tuple[str, ...], pid: int, started: float) -> Any:
+    from ._traced import start_process
+
+    return start_process(_tracing.tracer, argv, pid, started)
+
+
+def _traced_end(span: Any, result: ProcessResult | None, exc: BaseException | None) -> None:
+    from ._traced import end_process
+
+    end_process(span, result, exc)
 
 
 def sandbox_for(server: str | None = None) -> Sandbox:

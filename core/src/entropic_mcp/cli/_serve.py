@@ -31,6 +31,9 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
         from .._serve._http import token_for
 
         token_for(host or settings.host)  # refuse an unprotected address before loading any plugin
+    from .._tracing import configure_from_env
+
+    configure_from_env()  # OTEL_TRACES_EXPORTER, ENTROPIC_MCP_TRACES_FILE (docs/tracing.md): before the manager
     approver = ServeApprover()
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
     from .._sandbox import install
