@@ -28,6 +28,8 @@ class Session:
         self.server = server
 
     def call(self, tool: str, args: dict[str, Any], conversation: str = "a") -> tuple[str, dict[str, Any]]:
+        # The structure is what these tests check: the JSON form (the text form has its own tests).
+        args = {"format": "json", **args}
         result = self.manager.call_sync(f"bash.{tool}", args, CallContext(conversation_id=conversation))
         return result.kind, orjson.loads(result.response.result)
 
@@ -346,10 +348,10 @@ server = BashServer(root=root)
 config = config_from_dict({"storage": {"backend": "none"}, "permissions": {"default": "allow"}}, root=root)
 manager = ServerManager(config, servers=[server])
 ctx = CallContext(conversation_id="c")
-result = manager.call_sync("bash.execute", {"command": "echo $$; sleep 1000", "run_in_background": True}, ctx)
+result = manager.call_sync("bash.execute", {"command": "echo $$; sleep 1000", "run_in_background": True, "format": "json"}, ctx)
 run_id = result.response.result.split('"run_id":"')[1].split('"')[0]
 for _ in range(200):
-    out = manager.call_sync("bash.output", {"run_id": run_id}, ctx).response.result
+    out = manager.call_sync("bash.output", {"run_id": run_id, "format": "json"}, ctx).response.result
     if '"output":"' in out and out.split('"output":"')[1][:1].isdigit():
         print(out.split('"output":"')[1].split("\\\\n")[0], flush=True)
         break

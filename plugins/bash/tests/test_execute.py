@@ -28,6 +28,8 @@ def run(
     **args: Any,
 ) -> tuple[str, dict[str, Any]]:
     manager, _ = make_manager(root, bash=bash, grace=grace, pipeline=pipeline)
+    # The structure is what these tests check: the JSON form (the text form has its own tests).
+    args = {"format": "json", **args}
     result = manager.call_sync("bash.execute", {"command": command, **args}, ctx or CallContext(conversation_id="c"))
     return result.kind, orjson.loads(result.response.result)
 
@@ -342,9 +344,15 @@ def test_a_bare_server_has_no_result_cap_and_a_manager_gives_its_own(root: Path)
     tool = server.get_tool("execute")
     assert tool is not None
     bare = asyncio.run(tool.execute({"command": "seq 1 10000"}, CallContext(conversation_id="c")))
-    assert orjson.loads(bare.text)["truncated"] is False
+    assert bare.structured is not None and bare.structured["truncated"] is False
+    assert bare.text.endswith("9999\n10000\n[exit 0, " + bare.text.rpartition(", ")[2])
     kind, capped = run(root, "seq 1 10000", pipeline={"max_result_bytes": 2048})
     assert capped["truncated"] is True and len(orjson.dumps(capped)) <= 2048
+    manager, _ = make_manager(root, pipeline={"max_result_bytes": 2048})
+    text = manager.call_sync("bash.execute", {"command": "seq 1 10000"}).response.result
+    # The plain form is cut by the tool, not the pipeline: head, marker, tail and the footer all fit.
+    assert len(text.encode()) <= 2048 and text.startswith("1\n2\n") and "bytes omitted ...]" in text
+    assert "\n10000\n[exit 0, " in text and text.endswith(", truncated: head and tail kept]")
 
 
 def test_whole_float_timeouts_and_explicit_false_are_accepted(root: Path) -> None:
@@ -411,7 +419,7 @@ manager.close()
         [sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True, timeout=60
     ).stdout
     seen_by_command, _, rest = out.partition("\nSELF ")
-    assert '"exit_code":0' in seen_by_command
+    assert "\n[exit 0, " in seen_by_command
     assert "serve-token-4242" not in seen_by_command
     assert "secret-9191" not in seen_by_command
     assert rest.startswith("serve-token-4242 secret-9191")
@@ -459,10 +467,10 @@ def test_a_change_to_the_server_environment_reaches_the_next_run(root: Path, mon
     third = manager.call_sync(
         "bash.execute", {"command": 'echo "[$ENTROPIC_TEST_VALUE]"'}, CallContext(conversation_id="c")
     )
-    assert [orjson.loads(r.response.result)["output"] for r in (first, second, third)] == [
-        "first\n",
-        "second\n",
-        "[]\n",
+    assert [r.response.result.rpartition("\n[exit 0")[0] for r in (first, second, third)] == [
+        "first",
+        "second",
+        "[]",
     ]
 
 

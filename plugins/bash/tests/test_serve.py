@@ -41,8 +41,14 @@ async def test_output_lines_stream_as_progress_and_rules_are_parsed(root: Path) 
             "bash.execute", {"command": "echo one; echo two; printf three"}, progress_callback=progress
         )
         assert result.is_error is False
-        assert json.loads(result.content[0].text)["exit_code"] == 0
-        assert json.loads(result.content[0].text)["output"] == "one\ntwo\nthree"
+        # Plain text over the wire: the output as printed, one footer line, no JSON escaping, and
+        # no structuredContent (the tool declares no outputSchema).
+        [block] = result.content
+        assert block.type == "text" and block.text.startswith("one\ntwo\nthree\n[exit 0, ")
+        assert block.text.count("\n") == 3 and block.text.endswith(" ms]") and result.structured_content is None
+        asked = await client.call_tool("bash.execute", {"command": "echo one", "format": "json"})
+        assert json.loads(asked.content[0].text)["output"] == "one\n"
+        assert asked.structured_content is None
         denied = await client.call_tool("bash.execute", {"command": "echo hi && FOO=1 /bin/rm -rf x"})
         assert denied.is_error is True
         assert json.loads(denied.content[0].text)["error"] == "permission_denied"
@@ -50,7 +56,7 @@ async def test_output_lines_stream_as_progress_and_rules_are_parsed(root: Path) 
 
 
 def data(result: object) -> dict:
-    """The JSON result of a tool call (its text content; structured content is optional)."""
+    """The JSON result of a tool call called with ``format: "json"`` (its text content)."""
     return json.loads(result.content[0].text)  # type: ignore[attr-defined]
 
 
@@ -80,20 +86,22 @@ async def test_background_runs_and_the_working_directory_over_mcp(root: Path) ->
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert {"bash.execute", "bash.output", "bash.kill", "bash.list"} <= names
         started = await client.call_tool(
-            "bash.execute", {"command": "echo ready; sleep 1000", "run_in_background": True}
+            "bash.execute", {"command": "echo ready; sleep 1000", "run_in_background": True, "format": "json"}
         )
         run_id = data(started)["run_id"]
         seen = ""
         with anyio.fail_after(20):
             while "ready" not in seen:
-                read = await client.call_tool("bash.output", {"run_id": run_id})
+                read = await client.call_tool("bash.output", {"run_id": run_id, "format": "json"})
                 seen += data(read)["output"]
                 await anyio.sleep(0.05)
-        listed = await client.call_tool("bash.list", {})
+        listed = await client.call_tool("bash.list", {"format": "json"})
         assert [r["run_id"] for r in data(listed)["runs"]] == [run_id]
-        killed = await client.call_tool("bash.kill", {"run_id": run_id})
+        killed = await client.call_tool("bash.kill", {"run_id": run_id, "format": "json"})
         assert data(killed)["status"] == "killed"
-        moved = await client.call_tool("bash.execute", {"command": "cd sub"})
+        moved = await client.call_tool("bash.execute", {"command": "cd sub", "format": "json"})
         assert data(moved)["cwd"] == "sub"
         where = await client.call_tool("bash.execute", {"command": "pwd"})
-        assert data(where)["output"] == f"{root / 'sub'}\n"
+        assert where.content[0].text.startswith(f"{root / 'sub'}\n[exit 0, ") and where.content[0].text.endswith(
+            ", cwd sub]"
+        )

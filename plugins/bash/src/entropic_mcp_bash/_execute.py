@@ -18,6 +18,8 @@ from entropic_mcp import (
     toolkit,
 )
 
+from ._render import as_text, wants_json
+
 if TYPE_CHECKING:
     from ._output import OutputBuffer
     from ._server import BashServer
@@ -59,12 +61,13 @@ class ExecuteTool(ToolBase):
         if broken is not None:
             raise ToolError("syntax_error", broken)
         background = toolkit.flag(args, "run_in_background")
+        as_json = wants_json(args)
         timeout = self._timeout(toolkit.number(args, "timeout_seconds"), ctx, background=background)
         cwd = self._working_dir(toolkit.text(args, "working_dir"), ctx)
         # A hostile repository's config must not make an allowed ``git status`` run its programs.
         env = self.server.git_overrides.environment(settings.environment(), dict.fromkeys([cwd, self.server.root]))
         if background:
-            return self._start_background(command, cwd, env, timeout, ctx)
+            return self._start_background(command, cwd, env, timeout, ctx, as_json=as_json)
         # Only bash's cd, pushd and popd change its directory; a command that names none of them
         # cannot move (a computed one, ``eval "c""d" x``, is not followed), and skipping the
         # trailer saves a third of a trivial call.
@@ -111,7 +114,9 @@ class ExecuteTool(ToolBase):
             return self._result(
                 {"error": "cancelled", "message": message, "elapsed_ms": done.elapsed_ms}, done.output, ctx, error=True
             )
-        return self._result({"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms, **extra}, done.output, ctx)
+        return self._result(
+            {"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms, **extra}, done.output, ctx, as_json=as_json
+        )
 
     def _follow_cwd(self, where: Path | None, ctx: CallContext) -> dict[str, Any]:
         """Keep the directory the shell ended in for the conversation's next call (inside the root only)."""
@@ -132,7 +137,7 @@ class ExecuteTool(ToolBase):
         return extra
 
     def _start_background(
-        self, command: str, cwd: Path, env: dict[str, str], timeout: float, ctx: CallContext
+        self, command: str, cwd: Path, env: dict[str, str], timeout: float, ctx: CallContext, *, as_json: bool
     ) -> ToolResult:
         settings = self.server.settings
         try:
@@ -162,18 +167,33 @@ class ExecuteTool(ToolBase):
                 "stop it with bash.kill. It is stopped when this conversation ends."
             ),
         }
-        return ToolResult(text=orjson.dumps(data).decode(), structured=data)
+        if as_json:
+            return ToolResult(text=orjson.dumps(data).decode(), structured=data)
+        return ToolResult(text=f"[run {run.run_id}: running, timeout {timeout:g} s] {data['message']}", structured=data)
 
     def _result(
-        self, data: dict[str, Any], output: OutputBuffer, ctx: CallContext, *, error: bool = False
+        self,
+        data: dict[str, Any],
+        output: OutputBuffer,
+        ctx: CallContext,
+        *,
+        error: bool = False,
+        as_json: bool = True,
     ) -> ToolResult:
         """The result with as much output as fits both ``max_output_bytes`` and the pipeline's cap.
 
         The pipeline cuts over-long results at the end, which would lose the tail (where errors
         usually are) and break the JSON; cutting the output here keeps head, tail and a valid object.
+        Failures (timeout, cancelled) stay JSON objects, as every tool error is.
         """
         cap = _result_cap(ctx)
         limit = self.server.settings.max_output_bytes
+        if not as_json and not error:
+            if cap:  # plain text: the footer is the only fixed part, and nothing is escaped
+                fixed = len(as_text({**data, "output": "x", "truncated": True}).encode()) + 64  # + the marker
+                limit = max(0, min(limit, cap - fixed))
+            payload = {**data, "output": output.text(limit), "truncated": output.truncated(limit)}
+            return ToolResult(text=as_text(payload), structured=payload)
         fixed = 0
         if cap:
             fixed = len(orjson.dumps({**data, "output": "", "truncated": True})) + 64  # + the marker

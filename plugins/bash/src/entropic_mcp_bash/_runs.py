@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,8 @@ from entropic_mcp import (
     load_tool_definition,
     toolkit,
 )
+
+from ._render import duration, reply, wants_json
 
 if TYPE_CHECKING:
     from ._background import BackgroundRun
@@ -182,8 +185,8 @@ class _RunTool(ToolBase):
         super().__init__()
         self.server = server
 
-    def _reply(self, data: dict[str, object]) -> ToolResult:
-        return ToolResult(text=orjson.dumps(data).decode(), structured=data)
+    def _reply(self, data: dict[str, Any], args: Mapping[str, Any]) -> ToolResult:
+        return reply(data, json=wants_json(args))
 
 
 class LineFilter:
@@ -227,7 +230,7 @@ def _filter_error(pattern: str, exc: Exception) -> str:
     return f"'filter' is not a valid regular expression ({detail}); fix or drop it"
 
 
-def _read(run: BackgroundRun, pattern: LineFilter | None) -> dict[str, object]:
+def _read(run: BackgroundRun, pattern: LineFilter | None) -> dict[str, Any]:
     from ._background import describe
 
     output, dropped = run.read()
@@ -250,7 +253,7 @@ class OutputTool(_RunTool):
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         run = self.server.runs.get(ctx.conversation_id, toolkit.text(args, "run_id", required=True))
         raw = toolkit.text(args, "filter", allow_empty=True)
-        return self._reply(_read(run, LineFilter(raw) if raw else None))
+        return self._reply(_read(run, LineFilter(raw) if raw else None), args)
 
 
 class KillTool(_RunTool):
@@ -266,7 +269,7 @@ class KillTool(_RunTool):
         if run.running:
             run.stop()
             run.wait(2 * self.server.grace + 1.0)
-        return self._reply(_read(run, None))
+        return self._reply(_read(run, None), args)
 
 
 class ListTool(_RunTool):
@@ -286,4 +289,16 @@ class ListTool(_RunTool):
             runs.append(data)
         root = self.server.root
         cwd = self.server.runs.cwd(ctx.conversation_id, root)
-        return self._reply({"runs": runs, "cwd": "." if cwd == root else cwd.relative_to(root).as_posix()})
+        data = {"runs": runs, "cwd": "." if cwd == root else cwd.relative_to(root).as_posix()}
+        if wants_json(args):
+            return ToolResult(text=orjson.dumps(data).decode(), structured=data)
+        lines = [f"cwd {data['cwd']}"] if runs else [f"no background runs; cwd {data['cwd']}"]
+        for run_data in runs:
+            status = run_data["status"]
+            if run_data.get("exit_code") is not None:
+                status = f"{status} {run_data['exit_code']}"
+            lines.append(
+                f"{run_data['run_id']}\t{status}\t{duration(run_data['elapsed_ms'])}\t"
+                f"{run_data['unread_bytes']} unread bytes\t{run_data['command']}"
+            )
+        return ToolResult(text="\n".join(lines), structured=data)
