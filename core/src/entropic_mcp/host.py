@@ -53,6 +53,14 @@ from ._directives import (
     TierChange,
 )
 from ._errors import StorageError
+from ._host_models import (
+    AnthropicMessagesModel,
+    ModelError,
+    OpenAICompatibleModel,
+    TierModels,
+    model_from_config,
+    models_from_config,
+)
 from ._storage._records import DEFAULT_SCOPE
 
 if TYPE_CHECKING:
@@ -162,7 +170,9 @@ class RunResult:
 
     ``status``: ``completed`` (``entropic.complete`` was called), ``answered`` (the model
     replied without tool calls; its text is the summary) or ``max_turns``. A model or store that
-    raises propagates out of ``run`` (a child's delegation record is marked ``failed`` first).
+    raises propagates out of ``run`` (a child's delegation record is marked ``failed`` first),
+    except a child's :class:`ModelError` (its endpoint failed): that delegation is ``failed`` with
+    the reason, and the parent reads it and goes on.
     """
 
     conversation_id: str
@@ -407,11 +417,14 @@ class Host:
         # execute_batch runs delegation last; its outcomes come back in that order.
         last = self.manager.runs_last
         ordered = [c for c in calls if not last(c.name)] + [c for c in calls if last(c.name)]
+        # A model whose API spells tool names its own way (``tool_name``) reads errors in that spelling.
+        spelling = getattr(self._model_for(state.identity), "tool_name", None)
         ctx = CallContext(
             conversation_id=state.conversation_id,
             identity=state.identity,
             iteration=turn,
             meta={"delegation_id": state.delegation_id} if state.delegation_id else {},
+            tool_names=spelling if callable(spelling) else None,
         )
         batch = await self.manager.execute_batch([(c.name, c.arguments) for c in ordered], ctx)
         for index, call in enumerate(ordered):
@@ -564,6 +577,21 @@ class Host:
                 delegation_id=started.delegation_id,
                 depth=depth + 1,
             )
+        except ModelError as exc:
+            # A child's model endpoint failing is the parent's to handle (retry, another tier), not the run's end.
+            summary = f"the '{started.target}' tier's model failed: {exc}"
+            log.warning("delegation %s: %s", started.delegation_id, summary)
+            finish_delegation(storage, started.delegation_id, "failed", summary)
+            return DelegationResult(
+                delegation_id=started.delegation_id,
+                child_conversation_id=started.child_conversation_id,
+                target=started.target,
+                task=started.task,
+                status="failed",
+                summary=summary,
+                resume_from=started.resume_from,
+                persisted=started.persisted,
+            )
         except BaseException as exc:
             # The record must not stay "running" when the child dies; the error still propagates.
             if storage is not None:
@@ -640,6 +668,7 @@ async def run_conversation(
 
 
 __all__ = [
+    "AnthropicMessagesModel",
     "AssistantTurn",
     "Completion",
     "DelegationResult",
@@ -647,10 +676,15 @@ __all__ = [
     "DirectiveContext",
     "Host",
     "Model",
+    "ModelError",
+    "OpenAICompatibleModel",
     "PipelineStarted",
     "RunResult",
+    "TierModels",
     "ToolCallRequest",
     "finish_delegation",
+    "model_from_config",
+    "models_from_config",
     "run_conversation",
     "start_delegation",
 ]
