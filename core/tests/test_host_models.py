@@ -82,6 +82,8 @@ def check_openai(path: str, headers: dict[str, str], body: dict[str, Any], api_k
         problems.append("content-type is not application/json")
     if api_key is not None and headers.get("authorization") != f"Bearer {api_key}":
         problems.append(f"authorization header {headers.get('authorization')!r}")
+    if api_key is None and "authorization" in headers:
+        problems.append("an authorization header though no key is configured")
     allowed = {"model", "messages", "tools", "max_tokens", "temperature", "tool_choice", "top_p"}
     if set(body) - allowed:
         problems.append(f"unknown body keys {sorted(set(body) - allowed)}")

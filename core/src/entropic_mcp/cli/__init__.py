@@ -13,6 +13,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("entropic_mcp.cli._inspect:plugins", "List plugins, their status, hooks and servers."),
     "tools": ("entropic_mcp.cli._inspect:tools", "List every tool with its access level and annotations."),
     "call": ("entropic_mcp.cli._call:call", "Call one tool through the whole pipeline."),
+    "run": ("entropic_mcp.cli._run:run", "Run a task through the reference host, each tier on a real model."),
     "init": ("entropic_mcp.cli._config:init", "Write a commented starter entropic-mcp.toml."),
     "config": ("entropic_mcp.cli._config:config", "Print the effective configuration and its sources."),
     "check-rule": (
