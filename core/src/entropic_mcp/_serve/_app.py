@@ -22,11 +22,13 @@ from .._context import CallContext
 from .._envelope import dumps
 from .._manager import ServerManager
 from .._pipeline import CallOutcome
-from ._approval import CURRENT, ElicitingChannel, SuspendedCall, answer_from, input_required, supports_elicitation
+from ._approval import CURRENT, ElicitingChannel, SuspendedCall, supports_elicitation
 from ._listing import LIST_TTL_MS, InvalidCursor, Listing
 from ._names import ToolNames
 from ._progress import ProgressRelay, progress_token
 from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
+from ._sampling import Delegations, SamplingCall, SessionSampler, answer_for, sampling_of
+from ._sampling import input_required as input_request_result
 
 log = logging.getLogger("entropic_mcp.serve")
 
@@ -58,6 +60,8 @@ class ServeApp:
         self.names = ToolNames.build([tool["name"] for tool in tools], settings.tool_names)
         self.names.report()
         self.listing = Listing(tools, self.names, settings.list_page_size)
+        self.delegations = Delegations(manager, self._exposed, lambda name: self.names.internal(name))
+        self.plain_listing = self._plain_listing(tools)
         self.declared = _declared(tools)
         self.display = self.names.exposed if self.names.style != "dotted" else None
         self.check_listing()
@@ -81,6 +85,19 @@ class ServeApp:
         self._watch_external_servers()
 
     # -- tools/list ---------------------------------------------------------------------------------
+
+    def _exposed(self, name: str) -> str:
+        return self.names.to_exposed.get(name, name)
+
+    def _plain_listing(self, tools: list[dict[str, Any]]) -> Listing:
+        """The listing for a client that can neither sample nor run directives: no delegation tools."""
+        hidden = self.delegations.tools
+        if not hidden:
+            return self.listing
+        return Listing([t for t in tools if t["name"] not in hidden], self.names, self.settings.list_page_size)
+
+    def _listing_for(self, ctx: Any) -> Listing:
+        return self.listing if self.delegations.listed(ctx.session.client_capabilities) else self.plain_listing
 
     def _watch_external_servers(self) -> None:
         """External servers' tools come and go: rebuild the listing and tell the clients each time.
@@ -130,6 +147,7 @@ class ServeApp:
         tools = self.manager.list_tools()
         self.names = ToolNames.build([tool["name"] for tool in tools], self.settings.tool_names)
         self.listing = Listing(tools, self.names, self.settings.list_page_size)
+        self.plain_listing = self._plain_listing(tools)
         self.declared = _declared(tools)
         if "display" in vars(self):
             self.display = self.names.exposed if self.names.style != "dotted" else None
@@ -153,7 +171,7 @@ class ServeApp:
                 self._listing_sessions.add(connection)
         cursor = params.cursor if params is not None else None
         try:
-            page = self.listing.page(cursor)
+            page = self._listing_for(ctx).page(cursor)
         except InvalidCursor as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         if self._tool_events is not None:
@@ -218,7 +236,7 @@ class ServeApp:
         if cursor is not None and not isinstance(cursor, str):
             raise MCPError(code=INVALID_PARAMS, message="Invalid request parameters: cursor must be a string")
         try:
-            page = self.listing.page(cursor)
+            page = self._listing_for(ctx).page(cursor)
         except InvalidCursor as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         meta: dict[str, Any] = {SERVER_INFO_META_KEY: dict(self._server_stamp)}
@@ -250,19 +268,39 @@ class ServeApp:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._call_modern(ctx, params, internal, arguments, conversation)
         session = ctx.session
-        channel = None
+        channel = sampler = None
         if session.can_send_request and supports_elicitation(session.client_capabilities):
             channel = ElicitingChannel(session, ctx.request_id)
-        return await self._call_inline(ctx, internal, arguments, conversation, channel)
+        sampling, tools = sampling_of(session.client_capabilities)
+        if sampling and session.can_send_request:
+            sampler = SessionSampler(session, ctx.request_id, tools=tools)
+        return await self._call_inline(ctx, internal, arguments, conversation, channel, sampler)
+
+    async def _run(
+        self, ctx: Any, internal: str, arguments: dict[str, Any], call_ctx: CallContext, sampler: Any
+    ) -> Any:
+        """One call through the pipeline; a delegation directive's children run here when the client samples."""
+        outcome = await self.manager.call(internal, arguments, call_ctx)
+        if internal not in self.delegations.tools:
+            return outcome
+        if sampler is not None:
+            return await self.delegations.carry_out(outcome, call_ctx, sampler)
+        if not self.delegations.listed(ctx.session.client_capabilities) and not outcome.response.is_error:
+            return self.delegations.refusal(outcome)
+        return outcome
 
     async def _call_inline(
-        self, ctx: Any, internal: str, arguments: dict[str, Any], conversation: str, channel: Any
+        self, ctx: Any, internal: str, arguments: dict[str, Any], conversation: str, channel: Any, sampler: Any = None
     ) -> dict[str, Any]:
         relay = ProgressRelay(ctx.session) if progress_token(ctx.params) is not None else None
         token = CURRENT.set(channel)
         try:
-            outcome = await self.manager.call(
-                internal, arguments, CallContext(conversation_id=conversation, progress=relay, tool_names=self.display)
+            outcome = await self._run(
+                ctx,
+                internal,
+                arguments,
+                CallContext(conversation_id=conversation, progress=relay, tool_names=self.display),
+                sampler,
             )
         except BaseException:
             if relay is not None:
@@ -297,21 +335,26 @@ class ServeApp:
             if call.relay is not None:
                 call.relay.target = ctx.session
             waiting = call.next_round()
-            call.answer(answer_from(params.input_responses))
-        elif not supports_elicitation(ctx.session.client_capabilities):
+            call.answer(answer_for(call, params.input_responses))
+        elif not supports_elicitation(ctx.session.client_capabilities) and not self.delegations.wants(
+            internal, ctx.session.client_capabilities
+        ):
             # Nobody to ask: the call cannot pause, so it runs inline like a handshake-era one.
             return {**await self._call_inline(ctx, internal, arguments, conversation, None), "resultType": "complete"}
         else:
-            call = SuspendedCall(name=internal, arguments=arguments, conversation=conversation)
+            sampling, tools = sampling_of(ctx.session.client_capabilities)
+            call = SamplingCall(name=internal, arguments=arguments, conversation=conversation, tools=tools)
             if progress_token(ctx.params) is not None:
                 call.relay = ProgressRelay(ctx.session)
-            token = CURRENT.set(call)
+            token = CURRENT.set(call if supports_elicitation(ctx.session.client_capabilities) else None)
             try:
                 call.start(
-                    self.manager.call(
+                    self._run(
+                        ctx,
                         internal,
                         arguments,
                         CallContext(conversation_id=conversation, progress=call.relay, tool_names=self.display),
+                        call if sampling else None,
                     )
                 )
             finally:
@@ -329,7 +372,7 @@ class ServeApp:
             self.suspended[state] = call
             assert call.task is not None
             call.task.add_done_callback(self._forget(state))
-            return input_required(asked, state)
+            return input_request_result(asked, state)
         assert call.task is not None
         outcome = call.task.result()
         if call.relay is not None:

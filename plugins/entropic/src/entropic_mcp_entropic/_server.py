@@ -30,7 +30,9 @@ class EntropicServer(MCPServerBase):
     """
 
     name: ClassVar[str] = "entropic"
-    config_keys: ClassVar[frozenset[str]] = frozenset({"tiers", "requires_context", "max_turns_limit"})
+    config_keys: ClassVar[frozenset[str]] = frozenset(
+        {"tiers", "requires_context", "max_turns_limit", "profiles", "delegation_deadline", "without_sampling"}
+    )
 
     def __init__(self, name: str | None = None, *, root: str | Path | None = None) -> None:
         super().__init__(name, root=root)
@@ -64,6 +66,14 @@ class EntropicServer(MCPServerBase):
         if self.tiers.names:
             return {}
         return {tool: NO_TIERS for tool in DELEGATION_TOOLS}
+
+    def sampling_plan(self) -> dict[str, Any]:
+        """How ``entropic-mcp serve`` runs this server's delegations through the client's sampling.
+
+        ``{"tiers": {tier: profile}, "deadline": seconds, "without_sampling": "hide" | "directives"}``
+        (see docs/plugins/entropic.md, "Delegation under serve").
+        """
+        return self.tiers.sampling_plan()
 
     def skip_duplicate_check(self, tool_name: str) -> bool:
         # Every WRITE tool here only returns directives: a repeat is a new request to the host
