@@ -78,11 +78,10 @@ class TracedPipeline(CallPipeline):
         self.tracer = tracer
 
     async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:
-        shown = ctx.display(name)
         server, _, tool = name.partition(".")
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": shown,
+            "gen_ai.tool.name": name,
             SERVER: server,
             TOOL: tool,
             CONVERSATION: ctx.conversation_id,
@@ -90,7 +89,7 @@ class TracedPipeline(CallPipeline):
         if ctx.identity is not None:
             attributes[IDENTITY] = ctx.identity
         parent = _parent(ctx)
-        span = self.tracer.start_span(f"execute_tool {shown}", context=parent, attributes=attributes)
+        span = self.tracer.start_span(f"execute_tool {name}", context=parent, attributes=attributes)
         token = otel_context.attach(trace.set_span_in_context(span, parent))
         try:
             outcome = await super().run(name, raw_args, ctx)
