@@ -32,6 +32,9 @@ import attrs
 
 from . import _tracing
 from ._errors import ConfigError, ToolError
+from ._gitconfig import DYNAMIC_KEYS as GIT_DYNAMIC_KEYS
+from ._gitconfig import NEUTRALISING_CONFIG as GIT_NEUTRALISING_CONFIG
+from ._gitconfig import overrides_for as git_overrides_for
 from ._sandbox import Sandbox
 
 if TYPE_CHECKING:  # asyncio and subprocess are imported when a program is run: a plugin reading
@@ -40,12 +43,15 @@ if TYPE_CHECKING:  # asyncio and subprocess are imported when a program is run: 
     import subprocess
 
 __all__ = [
+    "GIT_DYNAMIC_KEYS",
+    "GIT_NEUTRALISING_CONFIG",
     "SERVER_BASE_KEYS",
     "HeadTail",
     "ProcessResult",
     "Sandbox",
     "choice",
     "flag",
+    "git_overrides_for",
     "group_alive",
     "integer",
     "number",

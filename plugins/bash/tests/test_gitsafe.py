@@ -117,19 +117,21 @@ def test_overrides_come_after_the_entries_the_environment_already_has(hostile: P
     assert keys["diff.evil.textconv"] == ""
 
 
-def test_the_lists_cover_the_git_servers() -> None:
+def test_bash_and_the_git_server_use_the_toolkits_one_list() -> None:
+    from entropic_mcp import toolkit
+
     safety = pytest.importorskip("entropic_mcp_git._safety", reason="the git plugin is not installed")
     output_shape = {"color.ui", "core.quotepath", "log.showRoot"}  # the git server's output, not safety
-    theirs = {entry.partition("=")[0] for entry in safety.STATIC_CONFIG} - output_shape
-    ours = {entry.partition("=")[0] for entry in _gitsafe.STATIC_CONFIG}
-    assert theirs <= ours
-    assert set(safety.DYNAMIC_KEYS) <= set(_gitsafe.DYNAMIC_KEYS)
-    for section, variables in safety.DYNAMIC_KEYS.items():
-        assert set(variables) <= set(_gitsafe.DYNAMIC_KEYS[section]), section
-    for section, triggers in safety._TRIGGERS.items():
-        for variable in triggers:
+    assert [e for e in safety.STATIC_CONFIG if e.partition("=")[0] not in output_shape] == list(_gitsafe.STATIC_CONFIG)
+    assert _gitsafe.STATIC_CONFIG == toolkit.GIT_NEUTRALISING_CONFIG
+    assert safety.DYNAMIC_KEYS is _gitsafe.DYNAMIC_KEYS is toolkit.GIT_DYNAMIC_KEYS
+    for section, variables in toolkit.GIT_DYNAMIC_KEYS.items():
+        for variable, _ in variables:
             key = f"{section}.x.{variable}"
-            assert _gitsafe.dynamic_overrides([key]) == safety.overrides_for([key]), key
+            assert _gitsafe.dynamic_overrides([key]) == safety.overrides_for([key]) != [], key
+    for key in ("hook.x.event", "difftool.x.path", "pager.log"):
+        assert _gitsafe.dynamic_overrides([key]) == safety.overrides_for([key]) != [], key
+    assert _gitsafe.dynamic_overrides(["remote.origin.url", "user.name"]) == []
 
 
 def _age(*paths: Path) -> None:

@@ -9,9 +9,8 @@ git the run starts, however deeply nested). Keys whose middle name the repositor
 (``filter.<name>.clean``) are read from ``git config --list --name-only`` of the repositories
 the run starts in (that listing runs nothing).
 
-The lists are the git server's (``entropic_mcp_git._safety``); the two plugins are separate
-distributions, so bash keeps its own copy and a test fails when the git server's grows a key this
-copy lacks. The analysis refuses to let a command undo them: ``GIT_*`` assignments, ``env -i``,
+The lists are the ones the git server uses too, kept once in ``entropic_mcp.toolkit``
+(``GIT_NEUTRALISING_CONFIG``, ``GIT_DYNAMIC_KEYS``, ``git_overrides_for``). The analysis refuses to let a command undo them: ``GIT_*`` assignments, ``env -i``,
 ``env -u GIT_...`` and ``exec -c`` are not understood.
 """
 
@@ -28,66 +27,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
+from entropic_mcp.toolkit import GIT_DYNAMIC_KEYS, GIT_NEUTRALISING_CONFIG, git_overrides_for
 
 #: ``key=value`` overrides for every git process (an empty value disables a command).
-STATIC_CONFIG: tuple[str, ...] = (
-    "core.pager=cat",
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    "diff.external=",
-    "interactive.diffFilter=",
-    "core.editor=:",
-    "sequence.editor=:",
-    "core.sshCommand=ssh",
-    "core.askPass=",
-    "core.gitProxy=none",
-    "credential.helper=",
-    "core.alternateRefsCommand=",
-    "gpg.program=",
-    "gpg.openpgp.program=",
-    "gpg.x509.program=",
-    "gpg.ssh.program=",
-    "gpg.ssh.defaultKeyCommand=",
-    "commit.gpgSign=false",
-    "tag.gpgSign=false",
-    "tag.forceSignAnnotated=false",
-    "push.gpgSign=false",
-    "merge.verifySignatures=false",
-    "log.showSignature=false",
-    "diff.ignoreSubmodules=all",
-    "status.submoduleSummary=false",
-    "submodule.recurse=false",
-    "fetch.recurseSubmodules=false",
-    "push.recurseSubmodules=no",
-    "gc.auto=0",
-    "maintenance.auto=false",
-)
-#: ``<section>.<name>.<variable>`` keys naming a program: for each name a repository uses with
-#: one of the section's variables, every variable listed is overridden.
-DYNAMIC_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
-    "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
-    "diff": (("command", ""), ("textconv", "")),
-    "merge": (("driver", ""),),
-    "remote": (("uploadpack", "git-upload-pack"), ("receivepack", "git-receive-pack"), ("vcs", "")),
-    "submodule": (("update", "none"),),
-    "trailer": (("command", ""), ("cmd", "")),
-    "hook": (("command", ""),),
-    "difftool": (("cmd", ""),),
-    "mergetool": (("cmd", ""),),
-    "gpg": (("program", ""),),
-    "credential": (("helper", ""),),
-    "man": (("cmd", ""),),
-    "browser": (("cmd", ""),),
-    "guitool": (("cmd", ""),),
-}
-#: Extra variables whose presence makes a name worth overriding (``hook.<n>.event``, ...).
-_ALSO_TRIGGERS = {
-    "hook": ("event",),
-    "difftool": ("path",),
-    "mergetool": ("path",),
-    "man": ("path",),
-    "browser": ("path",),
-}
+STATIC_CONFIG: tuple[str, ...] = GIT_NEUTRALISING_CONFIG
+#: ``<section>.<name>.<variable>`` keys naming a program (the toolkit's, as the git server's).
+DYNAMIC_KEYS = GIT_DYNAMIC_KEYS
 
 
 def _static() -> list[tuple[str, str]]:
@@ -96,19 +41,7 @@ def _static() -> list[tuple[str, str]]:
 
 def dynamic_overrides(keys: Iterable[str]) -> list[tuple[str, str]]:
     """The overrides for the repository-named keys among ``keys`` (as ``git config`` lists them)."""
-    found: dict[str, str] = {}
-    for key in keys:
-        section, _, rest = key.partition(".")
-        if section == "pager" and rest and "." not in rest:
-            found[key] = "false"
-            continue
-        name, _, variable = rest.rpartition(".")
-        variables = DYNAMIC_KEYS.get(section)
-        if not name or variables is None:
-            continue
-        if variable in {v for v, _ in variables} or variable in _ALSO_TRIGGERS.get(section, ()):
-            found.update((f"{section}.{name}.{v}", value) for v, value in variables)
-    return list(found.items())
+    return git_overrides_for(keys)
 
 
 #: A file changed this recently may change again within the same timestamp tick: not cached.

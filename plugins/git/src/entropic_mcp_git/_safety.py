@@ -31,92 +31,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
+from entropic_mcp.toolkit import GIT_DYNAMIC_KEYS, GIT_NEUTRALISING_CONFIG, git_overrides_for
 
-#: ``-c`` overrides given to every git process. Empty values disable a command (git skips an empty
-#: filter, askpass or credential helper list); ``:`` is the editor git knows to skip.
+#: ``-c`` overrides given to every git process: the neutralising list every git a tool starts
+#: gets (``entropic_mcp.toolkit``, shared with bash), then the output shape the tools parse.
 STATIC_CONFIG: tuple[str, ...] = (
-    # output shape
-    "core.pager=cat",
+    *GIT_NEUTRALISING_CONFIG,
     "color.ui=false",
     "core.quotepath=false",
     "log.showRoot=true",
-    # hooks and the file-system monitor
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    # diff and merge programs
-    "diff.external=",
-    "interactive.diffFilter=",
-    # editors (GIT_EDITOR/GIT_SEQUENCE_EDITOR are ':' too)
-    "core.editor=:",
-    "sequence.editor=:",
-    # transports, credentials and prompts
-    "core.sshCommand=ssh",
-    "core.askPass=",
-    "core.gitProxy=none",
-    "credential.helper=",
-    "core.alternateRefsCommand=",
-    # signing and signature checks (each runs gpg.program / gpg.<format>.program)
-    "gpg.program=",
-    "gpg.openpgp.program=",
-    "gpg.x509.program=",
-    "gpg.ssh.program=",
-    "gpg.ssh.defaultKeyCommand=",
-    "commit.gpgSign=false",
-    "tag.gpgSign=false",
-    "tag.forceSignAnnotated=false",
-    "push.gpgSign=false",
-    "merge.verifySignatures=false",
-    "log.showSignature=false",
-    # submodules and nested repositories: their own config names their own drivers, which the
-    # listing of this repository cannot see; git must not start git inside them (status/diff)
-    "diff.ignoreSubmodules=all",
-    "status.submoduleSummary=false",
-    # submodule commands (submodule.<n>.update = !cmd) and background processes
-    "submodule.recurse=false",
-    "fetch.recurseSubmodules=false",
-    "push.recurseSubmodules=no",
-    "gc.auto=0",
-    "maintenance.auto=false",
 )
-
-#: Keys ``<section>.<name>.<variable>`` whose ``<name>`` the repository chooses, that name a
-#: program (or make a missing one fatal): for each name found, every variable listed is set.
-DYNAMIC_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
-    "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
-    "diff": (("command", ""), ("textconv", "")),
-    "merge": (("driver", ""),),
-    "remote": (("uploadpack", "git-upload-pack"), ("receivepack", "git-receive-pack"), ("vcs", "")),
-    "submodule": (("update", "none"),),
-    "trailer": (("command", ""), ("cmd", "")),
-    "hook": (("command", ""),),
-    "difftool": (("cmd", ""),),
-    "mergetool": (("cmd", ""),),
-    "gpg": (("program", ""),),
-    "credential": (("helper", ""),),
-    "man": (("cmd", ""),),
-    "browser": (("cmd", ""),),
-    "guitool": (("cmd", ""),),
-}
-#: Which of a section's variables make its name worth overriding (a ``remote.origin.url`` alone
-#: needs nothing; ``remote.origin.uploadpack`` does).
-_TRIGGERS: dict[str, frozenset[str]] = {
-    "filter": frozenset({"clean", "smudge", "process", "required"}),
-    "diff": frozenset({"command", "textconv"}),
-    "merge": frozenset({"driver"}),
-    "remote": frozenset({"uploadpack", "receivepack", "vcs"}),
-    "submodule": frozenset({"update"}),
-    "trailer": frozenset({"command", "cmd"}),
-    "hook": frozenset({"command", "event"}),
-    "difftool": frozenset({"cmd", "path"}),
-    "mergetool": frozenset({"cmd", "path"}),
-    "gpg": frozenset({"program"}),
-    "credential": frozenset({"helper"}),
-    "man": frozenset({"cmd", "path"}),
-    "browser": frozenset({"cmd", "path"}),
-    "guitool": frozenset({"cmd"}),
-}
-#: ``pager.<command>`` (two-part keys) may name a program; ``false`` turns each off.
-_PAGER = "pager"
+#: Keys ``<section>.<name>.<variable>`` whose ``<name>`` the repository chooses (the toolkit's).
+DYNAMIC_KEYS = GIT_DYNAMIC_KEYS
+overrides_for = git_overrides_for
 
 #: Transports when network operations are off: none (a name no transport has).
 NO_PROTOCOLS = "none"
@@ -125,28 +52,6 @@ NETWORK_PROTOCOLS = "https:http:ssh:file"
 
 #: A file changed this recently may change again within the same timestamp tick: not cached.
 RACY_SECONDS = 1.0
-
-
-def overrides_for(keys: Sequence[str]) -> list[tuple[str, str]]:
-    """The ``(key, value)`` overrides that neutralise every program-naming key in ``keys``.
-
-    ``keys`` are as ``git config --list`` prints them: section and variable lower-cased, the
-    middle name (``filter "Name"``) as written.
-    """
-    seen: dict[str, str] = {}
-    for key in keys:
-        section, dot, rest = key.partition(".")
-        if not dot:
-            continue
-        if section == _PAGER and "." not in rest:
-            seen[f"pager.{rest}"] = "false"
-            continue
-        name, dot, variable = rest.rpartition(".")
-        if not dot or not name or section not in DYNAMIC_KEYS or variable not in _TRIGGERS[section]:
-            continue
-        for var, value in DYNAMIC_KEYS[section]:
-            seen[f"{section}.{name}.{var}"] = value
-    return list(seen.items())
 
 
 def config_env(overrides: Sequence[tuple[str, str]]) -> dict[str, str]:
