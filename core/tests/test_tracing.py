@@ -31,10 +31,21 @@ TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """A global SDK tracer provider recording into memory, for this test only."""
+    yield from recording(TracerProvider())
+
+
+@pytest.fixture
+def unsampled_spans() -> Iterator[InMemorySpanExporter]:
+    """The same with a sampler that keeps a call only when its caller's trace is sampled."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    yield from recording(TracerProvider(sampler=ParentBased(ALWAYS_OFF)))
+
+
+def recording(provider: TracerProvider) -> Iterator[InMemorySpanExporter]:
     from opentelemetry.util._once import Once
 
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
     trace._TRACER_PROVIDER_SET_ONCE = Once()
@@ -163,6 +174,25 @@ def test_invalid_arguments_end_in_the_validation_span(tmp_path: Path, spans: InM
     assert outcome.kind == "rejected_schema"
     validation = by_name(spans)["validation"]
     assert validation.attributes is not None and validation.attributes["entropic_mcp.refusal"] == "invalid_args"
+
+
+def test_a_call_the_sampler_leaves_out_makes_no_spans(tmp_path: Path, unsampled_spans: InMemorySpanExporter) -> None:
+    manager = manager_at(tmp_path, sandbox={"mode": "off"})
+    assert call(manager, "traced.shell").response.result == "exit 0"
+    assert call(manager, "traced.echo", {"wrong": 1}).kind == "rejected_schema"
+    assert unsampled_spans.get_finished_spans() == ()
+    # a caller whose trace is sampled (flags 01) gets the whole tree: the sampler follows it
+    assert call(manager, "traced.shell", meta={"traceparent": TRACEPARENT}).kind == "ok"
+    names = {span.name for span in unsampled_spans.get_finished_spans()}
+    assert names == {
+        "execute_tool traced.shell",
+        "validation",
+        "permission",
+        "loop guards",
+        "tool run",
+        "run true",
+        "outcome",
+    }
 
 
 def test_no_tracer_provider_means_the_plain_pipeline(tmp_path: Path) -> None:

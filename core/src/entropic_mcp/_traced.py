@@ -116,6 +116,8 @@ class TracedPipeline(CallPipeline):
             span.end()
 
     def _stage(self, name: str, step: Callable[..., _T], *args: Any) -> _T:
+        if not trace.get_current_span().is_recording():
+            return step(*args)  # a call the sampler left out: its stages are left out too
         span = self.tracer.start_span(name)
         try:
             return step(*args)
@@ -130,6 +132,8 @@ class TracedPipeline(CallPipeline):
 
     def _normalise(self, call: _Call) -> None:
         # normalising and the schema are one stage: validation
+        if not trace.get_current_span().is_recording():
+            return super()._normalise(call)
         call.span = span = self.tracer.start_span("validation")
         try:
             super()._normalise(call)
@@ -140,6 +144,8 @@ class TracedPipeline(CallPipeline):
 
     def _schema(self, call: _Call) -> None:
         span = call.span
+        if span is None:
+            return super()._schema(call)
         try:
             super()._schema(call)
         except BaseException as exc:
@@ -155,34 +161,41 @@ class TracedPipeline(CallPipeline):
         return self._stage("permission", super()._permission, call)
 
     async def _ask(self, call: _Call, verdict: Verdict) -> None:
-        with self.tracer.start_as_current_span(
-            "approval", record_exception=False, set_status_on_exception=False
-        ) as span:
-            try:
-                await super()._ask(call, verdict)
-            except BaseException as exc:
-                _fail(span, exc)
-                raise
-            finally:
-                if call.permission is not None:
-                    span.set_attribute(PERMISSION, call.permission)
+        span, token = self._current("approval")
+        try:
+            await super()._ask(call, verdict)
+        except BaseException as exc:
+            _fail(span, exc)
+            raise
+        finally:
+            if call.permission is not None:
+                span.set_attribute(PERMISSION, call.permission)
+            otel_context.detach(token)
+            span.end()
 
     def _loop_guards(self, call: _Call) -> None:
         self._stage("loop guards", super()._loop_guards, call)
 
     async def _dispatch(self, call: _Call) -> ServerResponse:
         # The current span while the tool runs: programs it starts and calls it makes nest under it.
-        with self.tracer.start_as_current_span(
-            "tool run", record_exception=False, set_status_on_exception=False
-        ) as span:
-            try:
-                response = await super()._dispatch(call)
-            except BaseException as exc:
-                _fail(span, exc)
-                raise
+        span, token = self._current("tool run")
+        try:
+            response = await super()._dispatch(call)
             if response.is_error:
                 span.set_status(Status(StatusCode.ERROR))
             return response
+        except BaseException as exc:
+            _fail(span, exc)
+            raise
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    def _current(self, name: str) -> tuple[Any, Any]:
+        """A stage span made the current one (a non-recording call's own span stays current)."""
+        current = trace.get_current_span()
+        span = self.tracer.start_span(name) if current.is_recording() else current
+        return span, otel_context.attach(trace.set_span_in_context(span))
 
     def _result(self, call: _Call, response: ServerResponse) -> CallOutcome:
         return self._stage("outcome", super()._result, call, response)

@@ -1,0 +1,195 @@
+"""P1 with tracing (docs/tracing.md): what OpenTelemetry costs the in-process call, off and on.
+
+The call is bench_pipeline.py's P1 (an async echo through the whole pipeline: schema, access
+keys, permission rules, loop guards, duplicate check, envelope), in a fresh process per run:
+
+- ``absent``: ``opentelemetry`` cannot be imported (a meta path finder blocks it): the extra
+  is not installed;
+- ``api``: ``opentelemetry.trace`` imported but no tracer provider set (the MCP SDK brings the
+  API; serve without ``OTEL_TRACES_EXPORTER``);
+- ``sdk``: the SDK's ``TracerProvider`` with a ``SimpleSpanProcessor`` and an exporter that
+  does nothing (every span made, ended and handed to an exporter: the cost of tracing itself);
+- ``sdk-batch``: the same with a ``BatchSpanProcessor`` (what serve sets up for
+  ``OTEL_TRACES_EXPORTER``; the export runs on the processor's thread);
+- ``sdk-unsampled``: ``sdk`` with a sampler that keeps no call (what a call left out by
+  ``OTEL_TRACES_SAMPLER=parentbased_traceidratio`` costs: its call span only, no stage spans).
+
+``--before SRC`` adds ``before``: the ``absent`` run with ``entropic_mcp`` imported from SRC
+(e.g. ``git archive`` of the commit before tracing), to show the untraced call unchanged.
+
+Counted with ``valgrind --tool=callgrind`` (repeatable whatever the load): instructions of a run
+of ``CALLS`` calls minus a run of 0, per call. ``--time``: CPU time per call instead, modes
+interleaved A B A B over ``ROUNDS`` rounds, median per mode. Target: ``absent`` and ``api`` =
+``before``; ``sdk`` ≤ 1.2× ``absent``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import report
+
+CALLS = 300
+TIMED_CALLS = 3000
+ROUNDS = 5
+
+WORKER = r"""
+import sys, tempfile, time
+mode, calls = sys.argv[1], int(sys.argv[2])
+if mode in ("absent", "before"):
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "opentelemetry":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    sys.meta_path.insert(0, Block())
+elif mode == "api":
+    import opentelemetry.trace
+else:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult)
+
+    class Nothing(SpanExporter):
+        def export(self, spans):
+            return SpanExportResult.SUCCESS
+
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF) if mode == "sdk-unsampled" else None)
+    processor = BatchSpanProcessor if mode == "sdk-batch" else SimpleSpanProcessor
+    provider.add_span_processor(processor(Nothing()))
+    trace.set_tracer_provider(provider)
+
+import anyio
+from entropic_mcp import AccessLevel, CallContext, MCPServerBase, ToolBase, ToolDefinition
+from entropic_mcp.testing import make_manager
+
+schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+class Echo(ToolBase):
+    required_access_level = AccessLevel.READ
+
+    async def execute(self, args, ctx):
+        return args["text"]
+
+class Bench(MCPServerBase):
+    name = "bench"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.register_tool(Echo(ToolDefinition(name="echo", description="echo", input_schema=schema)))
+
+root = tempfile.mkdtemp()
+manager = make_manager(root, servers=[Bench(root=root)], config={
+    "permissions": {"default": "ask", "allow": ["bench.*"], "deny": ["bench.echo:never"]},
+    "identities": {"agent": {"keys": {"bench.*": "READ"}}},
+    "pipeline": {"same_tool_limit": 10**9},
+})
+traced = type(manager.pipeline).__name__ == "TracedPipeline"
+assert traced == mode.startswith("sdk"), (mode, type(manager.pipeline))
+
+async def run():
+    await manager.call("bench.echo", {"text": "warm"}, CallContext(conversation_id="w", identity="agent"))
+    contexts = [CallContext(conversation_id="c", identity="agent") for _ in range(calls)]
+    start = time.process_time()
+    for i, ctx in enumerate(contexts):
+        outcome = await manager.call("bench.echo", {"text": f"hi {i}"}, ctx)
+        assert outcome.kind == "ok", outcome
+    return time.process_time() - start
+
+spent = anyio.run(run)
+if mode in ("absent", "before"):
+    assert not [m for m in sys.modules if m.startswith("opentelemetry")]
+print(spent / max(calls, 1))
+"""
+
+
+def _env(mode: str, before: str | None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if mode == "before" and before:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [before, env.get("PYTHONPATH", "")]))
+    return env
+
+
+def _instructions(mode: str, calls: int, before: str | None) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "callgrind.out"
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={log}",
+                sys.executable,
+                "-c",
+                WORKER,
+                mode,
+                str(calls),
+            ],
+            capture_output=True,
+            text=True,
+            env=_env(mode, before),
+        )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr[-2000:])
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if found is None:
+            raise RuntimeError("callgrind printed no total")
+        return int(found.group(1))
+
+
+def _cpu(mode: str, before: str | None) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, mode, str(TIMED_CALLS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(mode, before),
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    before = None
+    if "--before" in sys.argv:
+        before = sys.argv[sys.argv.index("--before") + 1]
+    modes = (["before"] if before else []) + ["absent", "api", "sdk", "sdk-batch", "sdk-unsampled"]
+    callgrind = shutil.which("valgrind") is not None and "--time" not in sys.argv
+    loads = [os.getloadavg()[0]]
+    if callgrind:
+        costs = {m: (_instructions(m, CALLS, before) - _instructions(m, 0, before)) / CALLS for m in modes}
+        shown = {m: f"{costs[m]:,.0f} instructions" for m in modes}
+    else:
+        samples: dict[str, list[float]] = {m: [] for m in modes}
+        for _ in range(ROUNDS):  # interleaved: every mode once per round
+            for mode in modes:
+                samples[mode].append(_cpu(mode, before))
+            loads.append(os.getloadavg()[0])
+        costs = {m: statistics.median(s) for m, s in samples.items()}
+        shown = {
+            m: f"{costs[m] * 1e6:.1f} µs CPU (rounds {min(s) * 1e6:.1f}–{max(s) * 1e6:.1f})" for m, s in samples.items()
+        }
+    loads.append(os.getloadavg()[0])
+    base = costs["before"] if before else costs["absent"]
+    rows = []
+    for mode in modes:
+        target = {"absent": "= before", "api": "= before", "sdk": "≤ 1.2×", "sdk-batch": "≤ 1.2×"}.get(mode, "")
+        rows.append(
+            (f"P1 tracing: {mode}", shown[mode], "before" if before else "absent", f"{costs[mode] / base:.2f}×", target)
+        )
+    unit = "callgrind instructions" if callgrind else "CPU time"
+    print(f"measured {time.strftime('%Y-%m-%d %H:%M')} in {unit}, load {min(loads):.1f}–{max(loads):.1f}")
+    report("bench_tracing", rows)
+
+
+if __name__ == "__main__":
+    main()
