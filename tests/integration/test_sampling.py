@@ -9,13 +9,15 @@ request) end in `entropic.complete`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from conftest import stdio_params, write_project
+from conftest import ENTROPIC_MCP, serve_env, start_http, stdio_params, stop, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -205,3 +207,330 @@ async def test_delegate_through_sampling_stdio_official_client(tmp_path: Path) -
         assert tools == ["filesystem.read_file", "filesystem.grep", "filesystem.write_file", "entropic.complete"]
         grep = next(m for m in record["messages"] if m.get("name") == "filesystem.grep")
         assert "RETRIES = 3" in grep["content"]
+
+
+# -- the whole story, with every client, transport and era ---------------------------------------------
+
+
+class Peer:
+    """The official client or fastmcp's, the same calls."""
+
+    def __init__(self, client: Any, fast: bool) -> None:
+        self.client = client
+        self.fast = fast
+
+    async def names(self) -> set[str]:
+        listed = await self.client.list_tools()
+        tools = listed if self.fast else listed.tools
+        return learn_spelling({tool.name for tool in tools})
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        if self.fast:
+            return await self.client.call_tool(wire(name), arguments, raise_on_error=False)
+        return await self.client.call_tool(wire(name), arguments)
+
+
+@asynccontextmanager
+async def peer(kind: str, transport: str, era: str, root: Path, model: Any) -> AsyncIterator[Peer]:
+    served = start_http(root) if transport == "http" else None
+    mode = "legacy" if era == "2025-11-25" else "auto"
+    try:
+        if kind == "official":
+            from mcp import Client
+
+            target: Any = served.url if served is not None else stdio_params(root)
+            async with Client(
+                target,
+                mode=mode,
+                sampling_callback=model,
+                sampling_capabilities=sampling_capability(),
+                read_timeout_seconds=60,
+                input_required_max_rounds=50,
+            ) as client:
+                assert client.protocol_version == era
+                yield Peer(client, False)
+        else:
+            from fastmcp import Client as FastClient
+            from fastmcp.client.transports import StdioTransport
+
+            async def handler(messages: Any, params: Any, context: Any) -> Any:
+                answer = await model(context, params)
+                if not hasattr(answer, "content"):
+                    raise RuntimeError(answer.message)
+                return answer
+
+            target = (
+                served.url
+                if served is not None
+                else StdioTransport(command=str(ENTROPIC_MCP), args=["serve"], env=serve_env(), cwd=str(root))
+            )
+            async with FastClient(
+                target,
+                mode=mode,
+                sampling_handler=handler,
+                sampling_capabilities=sampling_capability(),
+                input_required_max_rounds=50,
+            ) as client:
+                assert client.protocol_version == era
+                yield Peer(client, True)
+    finally:
+        if served is not None:
+            stop(served.process)
+
+
+STORY = [
+    ("official", "stdio", "2025-11-25"),
+    ("official", "stdio", "2026-07-28"),
+    ("official", "http", "2025-11-25"),
+    ("official", "http", "2026-07-28"),
+    ("fastmcp", "stdio", "2025-11-25"),
+    ("fastmcp", "http", "2026-07-28"),
+]
+
+
+@pytest.mark.parametrize(("kind", "transport", "era"), STORY, ids=["-".join(case) for case in STORY])
+async def test_lead_delegates_recalls_resumes_and_runs_a_pipeline(
+    tmp_path: Path, kind: str, transport: str, era: str
+) -> None:
+    root = project_with(tmp_path)
+    model = ScriptedModel(
+        {
+            "researcher": [
+                *researcher_turns("RETRIES = 3 in settings.py"),
+                # resumed: it still has its earlier conversation, and looks for one more thing
+                [tool_use("filesystem.grep", {"pattern": "BACKOFF", "path": "."}, "s1")],
+                [tool_use("entropic.complete", {"summary": "BACKOFF = 2.5 next to RETRIES"}, "s2")],
+                # the pipeline's first stage
+                [tool_use("entropic.complete", {"summary": "retry settings: RETRIES, BACKOFF"}, "p1")],
+            ],
+            "writer": [[tool_use("entropic.complete", {"summary": "note drafted from the retry settings"}, "w1")]],
+        }
+    )
+    async with peer(kind, transport, era, root, model) as lead:
+        listed = await lead.names()
+        assert {wire("entropic.delegate"), wire("entropic.pipeline"), wire("entropic.resume_delegation")} <= listed
+        first = await lead.call("entropic.delegate", {"target": "researcher", "task": "Where are retries configured?"})
+        body = payload(first)
+        assert first.is_error is False, body
+        assert body["summary"] == "RETRIES = 3 in settings.py"
+        delegation_id = body["delegation_id"]
+
+        found = payload(await lead.call("entropic.followup", {"query": "retries configured"}))
+        assert [r["delegation_id"] for r in found["results"]] == [delegation_id]
+        assert found["results"][0]["summary"] == "RETRIES = 3 in settings.py"
+
+        resumed = await lead.call(
+            "entropic.resume_delegation", {"delegation_id": delegation_id, "task": "And the backoff?"}
+        )
+        again = payload(resumed)
+        assert resumed.is_error is False, again
+        assert again["summary"] == "BACKOFF = 2.5 next to RETRIES" and again["resumed_from"] == delegation_id
+        seeded = model.requests[3]
+        # The resumed child starts from the earlier conversation: its tool results and the new task.
+        assert [m.role for m in seeded.messages][:2] == ["user", "assistant"]
+        assert seeded.messages[-1].content.text == "And the backoff?"
+        assert any(getattr(c, "type", "") == "tool_result" for m in seeded.messages for c in _blocks(m.content)), (
+            seeded.messages
+        )
+
+        piped = await lead.call(
+            "entropic.pipeline", {"stages": ["researcher", "writer"], "task": "Write a note on the retry settings"}
+        )
+        stages = payload(piped)
+        assert piped.is_error is False, stages
+        assert [s["target"] for s in stages["stages"]] == ["researcher", "writer"]
+        assert stages["summary"] == "note drafted from the retry settings"
+        writer_request = next(r for r in model.requests if r.metadata["entropic-mcp/tier"] == "writer")
+        assert "retry settings: RETRIES, BACKOFF" in writer_request.messages[0].content.text
+        assert writer_request.system_prompt == "You are the writer."
+
+    manager, storage = store_of(root)
+    with manager:
+        rows = storage.list_delegations()
+        assert len(rows) == 4 and {r["status"] for r in rows} == {"completed"}
+        by_id = {r["delegation_id"]: r for r in rows}
+        parents = {r["parent_id"] for r in rows}
+        assert len(parents) == 1  # one client conversation, stored once
+        parent = storage.load_conversation(parents.pop())
+        assert parent["conversation"]["metadata"]["serve_conversation"]
+        resumed_record = storage.load_delegation_with_messages(again["delegation_id"])
+        first_record = storage.load_delegation_with_messages(delegation_id)
+        # The resumed child's conversation begins with the first one's messages.
+        prior = [(m["role"], m["content"]) for m in first_record["messages"]]
+        assert [(m["role"], m["content"]) for m in resumed_record["messages"]][: len(prior)] == prior
+        assert resumed_record["summary"] == "BACKOFF = 2.5 next to RETRIES"
+        assert {by_id[s["delegation_id"]]["target_tier"] for s in stages["stages"]} == {"researcher", "writer"}
+        writer = storage.load_delegation_with_messages(stages["stages"][1]["delegation_id"])
+        assert writer["messages"][0] == {**writer["messages"][0], "role": "system", "content": "You are the writer."}
+
+
+def _blocks(content: Any) -> list[Any]:
+    return content if isinstance(content, list) else [content]
+
+
+# -- what goes wrong: each a clear result for the lead and a consistent record -----------------------------
+
+
+@asynccontextmanager
+async def official(root: Path, model: Any, era: str = "2025-11-25") -> AsyncIterator[Any]:
+    from mcp import Client
+
+    async with Client(
+        stdio_params(root),
+        mode="legacy" if era == "2025-11-25" else "auto",
+        sampling_callback=model,
+        sampling_capabilities=sampling_capability(),
+        read_timeout_seconds=60,
+        input_required_max_rounds=50,
+    ) as client:
+        learn_spelling({tool.name for tool in (await client.list_tools()).tools})
+        yield client
+
+
+def record_of(root: Path, delegation_id: str) -> dict[str, Any]:
+    manager, storage = store_of(root)
+    with manager:
+        return dict(storage.load_delegation_with_messages(delegation_id))
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_child_that_never_completes_stops_at_max_turns(tmp_path: Path, era: str) -> None:
+    root = project_with(tmp_path, max_turns=2)
+    reads = [[tool_use("filesystem.read_file", {"path": "README.md"}, f"m{n}")] for n in range(5)]
+    model = ScriptedModel({"researcher": reads})
+    async with official(root, model, era) as client:
+        result = await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Read forever"})
+    body = payload(result)
+    assert result.is_error is True
+    assert body["error"] == "delegation_max_turns" and body["status"] == "max_turns" and body["turns"] == 2
+    assert "max_turns (2)" in body["message"] and "resume_delegation" in body["message"]
+    assert len(model.requests) == 2
+    record = record_of(root, body["delegation_id"])
+    assert record["status"] == "failed" and "max_turns (2)" in record["summary"]
+    assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+
+
+async def test_client_refusing_sampling_is_a_clear_error_and_a_failed_record(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    model = ScriptedModel({"researcher": researcher_turns("never")})
+    model.refuse = True
+    async with official(root, model) as client:
+        result = await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Look"})
+    body = payload(result)
+    assert result.is_error is True and body["error"] == "delegation_failed"
+    assert "the user declined the sampling request" in body["message"]
+    record = record_of(root, body["delegation_id"])
+    assert record["status"] == "failed" and "declined" in record["summary"]
+    assert [m["role"] for m in record["messages"]] == ["system", "user"]
+
+
+async def test_child_calling_a_denied_tool_is_refused_and_the_file_untouched(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    model = ScriptedModel(
+        {
+            "researcher": [
+                [tool_use("filesystem.write_file", {"path": "README.md", "content": "overwritten"}, "d1")],
+                [tool_use("filesystem.delete_file", {"path": "settings.py"}, "d2")],
+                [tool_use("entropic.complete", {"summary": "could not write"}, "d3")],
+            ]
+        }
+    )
+    async with official(root, model) as client:
+        result = await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Change things"})
+    body = payload(result)
+    assert result.is_error is False and body["summary"] == "could not write"
+    assert (root / "README.md").read_text(encoding="utf-8").startswith("# Demo")
+    assert (root / "settings.py").exists()
+    record = record_of(root, body["delegation_id"])
+    refusals = [m for m in record["messages"] if m["role"] == "tool" and m["name"] != "entropic.complete"]
+    assert len(refusals) == 2 and all(m["is_error"] for m in refusals)
+    assert all("researcher" in m["content"] and "access" in m["content"].lower() for m in refusals), refusals
+    assert record["status"] == "completed"
+
+
+async def test_cancelling_the_parent_call_stops_the_child_and_records_it_cancelled(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    asked = anyio.Event()
+    released = anyio.Event()
+
+    class Stalling(ScriptedModel):
+        async def __call__(self, context: Any, params: Any) -> Any:
+            if len(self.requests) == 1:
+                self.requests.append(params)
+                asked.set()
+                await released.wait()  # the model "thinks" until the lead gives up
+            return await super().__call__(context, params)
+
+    model = Stalling({"researcher": researcher_turns("never")})
+    async with official(root, model) as client:
+        with anyio.move_on_after(60) as scope:
+            async with anyio.create_task_group() as group:
+
+                async def call() -> None:
+                    await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Take long"})
+
+                group.start_soon(call)
+                await asked.wait()
+                group.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        released.set()
+        # The server is still serving: a later call answers, and sees the record closed.
+        found = await client.call_tool(wire("entropic.followup"), {"query": "Take long"})
+        assert found.is_error is False
+    manager, storage = store_of(root)
+    with manager:
+        rows = storage.list_delegations()
+        assert len(rows) == 1
+        record = storage.load_delegation_with_messages(rows[0]["delegation_id"])
+    assert record["status"] == "failed" and record["summary"].startswith("cancelled")
+    assert [m["role"] for m in record["messages"]][:4] == ["system", "user", "assistant", "tool"]
+
+
+async def test_client_without_sampling_is_not_listed_the_delegation_tools(tmp_path: Path) -> None:
+    from mcp import Client
+
+    root = project_with(tmp_path)
+    async with Client(stdio_params(root), mode="legacy", read_timeout_seconds=60) as client:
+        names = learn_spelling({tool.name for tool in (await client.list_tools()).tools})
+        assert wire("entropic.followup") in names
+        assert not {wire("entropic.delegate"), wire("entropic.pipeline"), wire("entropic.resume_delegation")} & names
+        refused = await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Look"})
+        body = payload(refused)
+        assert refused.is_error is True and body["error"] == "sampling_unsupported"
+        assert "entropic-mcp/directives" in body["message"]
+
+
+async def test_client_declaring_the_directives_extension_gets_the_directive(tmp_path: Path) -> None:
+    from mcp import ClientSession, stdio_client
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+    from mcp_types import (
+        ClientCapabilities,
+        Implementation,
+        InitializedNotification,
+        InitializeRequest,
+        InitializeRequestParams,
+        InitializeResult,
+    )
+
+    root = project_with(tmp_path)
+    async with stdio_client(stdio_params(root)) as (read, write):
+        session = ClientSession(dispatcher=JSONRPCDispatcher(read, write), read_timeout_seconds=30)
+        async with session:
+            result = await session.send_request(
+                InitializeRequest(
+                    params=InitializeRequestParams(
+                        protocol_version="2025-11-25",
+                        capabilities=ClientCapabilities(experimental={"entropic-mcp/directives": {}}),
+                        client_info=Implementation(name="directive-host", version="1"),
+                    )
+                ),
+                InitializeResult,
+            )
+            session.adopt(result)
+            await session.send_notification(InitializedNotification())
+            listed = learn_spelling({tool.name for tool in (await session.list_tools()).tools})
+            assert wire("entropic.delegate") in listed
+            answer = await session.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Look"})
+            assert answer.is_error is False
+            directives = answer.meta["entropic-mcp/directives"]
+            assert directives[0]["type"] == "delegate" and directives[0]["target"] == "researcher"
