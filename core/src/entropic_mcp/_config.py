@@ -7,12 +7,15 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ._access import AccessLevel
 from ._errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._serve._oauth import AuthSettings
 
 CONFIG_NAME = "entropic-mcp.toml"
 LOCAL_NAME = "entropic-mcp.local.toml"
@@ -118,6 +121,8 @@ class Config:
     pipeline: PipelineConfig = attrs.field(factory=PipelineConfig)
     serve: ServeConfig = attrs.field(factory=ServeConfig)
     identities: Mapping[str, IdentityConfig] = attrs.field(factory=dict)
+    #: ``[auth]``: OAuth resource-server mode for ``serve --transport http`` (None: not configured).
+    auth: AuthSettings | None = None
     servers: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     external: Mapping[str, ExternalServerConfig] = attrs.field(factory=dict)
     sandbox: SandboxConfig = attrs.field(factory=lambda: SandboxConfig())
@@ -567,13 +572,16 @@ def _validate_file(data: dict[str, Any], path: Path) -> dict[tuple[str, str], An
                             f"{path}: identities.{name}.keys.{pattern}", '"NONE", "READ" or "WRITE"', level
                         ) from None
                 flat[("identities", name)] = IdentityConfig(keys=levels)
+        elif section == "auth":  # validated whole in build_config: the local file may add client_secret
+            for key, value in _table(table, where).items():
+                flat[("auth", key)] = value
         elif section == "external":
             for name, server_table in _table(table, where).items():
                 flat[("external", name)] = external_server(name, server_table, path)
         elif section == "import_mcp_json":  # also accepted at the top level of the file
             flat[("entropic_mcp", "import_mcp_json")] = _bool_or_path(table, f"{path}: import_mcp_json")
         else:
-            known = [*SECTIONS, "servers", "identities", "external"]
+            known = [*SECTIONS, "servers", "identities", "external", "auth"]
             raise ConfigError(f"{path}: unknown section [{section}]; expected one of: {', '.join(known)}")
     return flat
 
@@ -650,6 +658,15 @@ def build_config(
     if wanted:
         mcp_json = (root / ".mcp.json" if wanted is True else (base_dir / Path(str(wanted)).expanduser())).resolve()
         approved = _import_approved(mcp_json, external)
+    auth_table = section("auth")
+    auth = None
+    if auth_table:
+        from ._serve._oauth import AuthSettings
+
+        try:
+            auth = AuthSettings.from_table(auth_table)
+        except ConfigError as exc:
+            raise ConfigError(f"{sources.get('auth.' + next(iter(auth_table)), 'config')}: {exc}") from None
     return Config(
         root=root,
         plugins=plugins,
@@ -658,6 +675,7 @@ def build_config(
         pipeline=PipelineConfig(**section("pipeline")),
         serve=ServeConfig(**section("serve")),
         identities=section("identities"),
+        auth=auth,
         servers=section("servers"),
         external=external,
         sandbox=SandboxConfig(**section("sandbox")),

@@ -25,6 +25,7 @@ from .._pipeline import CallOutcome
 from ._approval import CURRENT, ElicitingChannel, SuspendedCall, supports_elicitation
 from ._listing import LIST_TTL_MS, InvalidCursor, Listing
 from ._names import ToolNames
+from ._oauth import PRINCIPAL_KEY, Principal
 from ._progress import ProgressRelay, progress_token
 from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
 from ._sampling import Delegations, SamplingCall, SessionSampler, answer_for, sampling_of
@@ -299,7 +300,7 @@ class ServeApp:
                 ctx,
                 internal,
                 arguments,
-                CallContext(conversation_id=conversation, progress=relay, tool_names=self.display),
+                self._call_context(ctx, conversation, relay),
                 sampler,
             )
         except BaseException:
@@ -353,7 +354,7 @@ class ServeApp:
                         ctx,
                         internal,
                         arguments,
-                        CallContext(conversation_id=conversation, progress=call.relay, tool_names=self.display),
+                        self._call_context(ctx, conversation, call.relay),
                         call if sampling else None,
                     )
                 )
@@ -396,15 +397,43 @@ class ServeApp:
 
     # -- conversations -------------------------------------------------------------------------------
 
+    def principal(self, ctx: Any) -> Principal | None:
+        """Whose verified token the request carried (``[auth]`` over HTTP), else None.
+
+        Only the Guard sets it, in the ASGI scope: no argument, ``_meta`` or header a client sends
+        can name an identity or a subject.
+        """
+        scope = getattr(ctx.request, "scope", None)
+        principal = scope.get(PRINCIPAL_KEY) if isinstance(scope, Mapping) else None
+        return principal if isinstance(principal, Principal) else None
+
+    def _call_context(self, ctx: Any, conversation: str, progress: Any) -> CallContext:
+        """The call's context; under ``[auth]`` its identity (so access keys apply) and subject are the token's."""
+        principal = self.principal(ctx)
+        return CallContext(
+            conversation_id=conversation,
+            identity=principal.identity if principal is not None else None,
+            subject=principal.subject if principal is not None else None,
+            progress=progress,
+            tool_names=self.display,
+        )
+
     def conversation(self, ctx: Any) -> str:
-        """``_meta["entropic-mcp/conversation"]``, else one per stdio process / HTTP session / HTTP client."""
+        """``_meta["entropic-mcp/conversation"]``, else one per stdio process / HTTP session / HTTP client.
+
+        With a verified token (``[auth]``) the key lives inside the caller's own scope
+        (``sub:<subject>/<key>``, or ``tenant:<tenant>/<key>`` with ``tenant_claim``): two people
+        sending the same key never share a conversation's state, todo list or suspended calls.
+        """
+        principal = self.principal(ctx)
+        owner = "" if principal is None else principal.conversation_scope + "/"
         params = ctx.params
         meta = params.get("_meta") if isinstance(params, Mapping) else None
         if isinstance(meta, Mapping):
             key = meta.get(CONVERSATION_KEY)
             # Printable: the key names state in the store and appears in logs and the audit trail.
             if isinstance(key, str) and len(key) <= MAX_CONVERSATION_KEY and key.strip() and key.isprintable():
-                return key
+                return owner + key
             if key is not None:
                 raise MCPError(
                     code=INVALID_PARAMS,
@@ -419,12 +448,14 @@ class ServeApp:
         headers = getattr(request, "headers", None)
         session_id = headers.get("mcp-session-id") if headers is not None else None
         if session_id:
-            key = f"http-session-{session_id}"
+            key = f"{owner}http-session-{session_id}"
             self._end_with_connection(ctx, key)
             return key
         # 2026-07-28 requests are stateless: without a conversation key they share one per client.
         info = ctx.session.client_params.client_info if ctx.session.client_params is not None else None
         who = f"{getattr(info, 'name', '')}/{getattr(info, 'version', '')}"
+        if principal is not None:  # the person, not the token: a refreshed token keeps the conversation
+            return f"{owner}http-client-" + hashlib.sha256(who.encode()).hexdigest()[:16]
         auth = headers.get("authorization", "") if headers is not None else ""
         return "http-client-" + hashlib.sha256(f"{who}\x00{auth}".encode()).hexdigest()[:16]
 

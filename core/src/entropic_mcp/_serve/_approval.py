@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from .._calls import Answer as Choice
 from .._calls import ApprovalDecision, ApprovalRequest, OutsideRootRequest
 from .._envelope import dumps
 from .._plugins import hookimpl
@@ -123,7 +124,7 @@ def decision_from(action: object, content: object) -> ApprovalDecision | None:
     if action == "decline":
         return ApprovalDecision(answer="deny_once", feedback="The user declined the approval request.")
     if action == "cancel":
-        return ApprovalDecision(answer="deny_once", feedback="The user dismissed the approval request.")
+        return ApprovalDecision(answer="deny_once", dismissed=True)
     return None
 
 
@@ -248,15 +249,47 @@ def answer_from(input_responses: Mapping[str, Any] | None) -> Answer | None:
 
 
 class ServeApprover:
-    """The plugin ``serve`` registers: answers "ask" through the current call's channel."""
+    """The plugin ``serve`` registers: answers "ask" through the current call's channel.
+
+    A call with a subject (``[auth]``: each person's own token) keeps that person's "always"
+    answers here, by subject and pattern, instead of writing a rule for everyone: the pipeline is
+    told "once", and the next call asking the same is answered from memory without a question.
+    Nobody else's calls see them. They last as long as this serve process.
+    """
+
+    def __init__(self) -> None:
+        #: (subject, pattern) -> "always_allow" or "always_deny"
+        self.personal: dict[tuple[str, str], Choice] = {}
 
     @hookimpl
     async def entropic_mcp_approve_tool_call(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        subject = request.subject
+        if subject is not None and request.always:
+            remembered = self._remembered(subject, request)
+            if remembered is not None:
+                return remembered
         channel = CURRENT.get()
         if channel is None:
             return None
         answer = await channel.elicit(question(request))
-        return decision_from(*answer) if answer is not None else None
+        decision = decision_from(*answer) if answer is not None else None
+        if subject is None or decision is None or not decision.answer.startswith("always_"):
+            return decision
+        if request.always:
+            for pattern in request.patterns or (request.pattern,):
+                self.personal[(subject, pattern)] = decision.answer
+            log.info("%s answered %s for %s (theirs only)", subject, decision.answer, request.tool)
+        once: Choice = "allow_once" if decision.answer == "always_allow" else "deny_once"
+        return ApprovalDecision(answer=once, feedback=decision.feedback)
+
+    def _remembered(self, subject: str, request: ApprovalRequest) -> ApprovalDecision | None:
+        """This person's earlier "always" answer covering every asking part (a deny wins)."""
+        answers = [self.personal.get((subject, pattern)) for pattern in request.patterns or (request.pattern,)]
+        if "always_deny" in answers:
+            return ApprovalDecision(answer="deny_once", feedback="You answered 'always deny' for this earlier.")
+        if answers and all(answer == "always_allow" for answer in answers):
+            return ApprovalDecision(answer="allow_once")
+        return None
 
     @hookimpl
     def entropic_mcp_approve_outside_root(self, request: OutsideRootRequest) -> bool | None:

@@ -1,4 +1,9 @@
-"""Streamable HTTP: loopback by default, Origin and Host checked, a bearer token for anything else."""
+"""Streamable HTTP: loopback by default, Origin and Host checked, a bearer token for anything else.
+
+Two ways to require a bearer token: the static ``ENTROPIC_MCP_TOKEN`` (one shared secret, one
+user), or ``[auth]`` (OAuth 2.1 resource-server mode: each person's own access token from the
+identity provider, verified and mapped to an identity by ``_oauth.TokenVerifier``).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,22 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Iterable
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import anyio
+import anyio.to_thread
 import orjson
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .._errors import ConfigError
+from ._oauth import METADATA_PATH, PRINCIPAL_KEY, AuthFailure, TokenVerifier, challenge
+
+if TYPE_CHECKING:
+    from .._config import Config
+    from ._oauth import Principal
 
 log = logging.getLogger("entropic_mcp.serve")
 
@@ -25,7 +38,9 @@ TOKEN_ENV = "ENTROPIC_MCP_TOKEN"
 PATH = "/mcp"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 HANDSHAKE_VERSIONS = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
-_CHECKED = frozenset({b"origin", b"host", b"authorization"})
+_CHECKED = frozenset({b"origin", b"host", b"authorization", b"mcp-session-id"})
+#: Handshake-era sessions remembered with the subject that opened them (oldest forgotten first).
+MAX_BOUND_SESSIONS = 65536
 
 
 def is_loopback(host: str) -> bool:
@@ -37,7 +52,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def token_for(host: str, environ: dict[str, str] | None = None) -> str | None:
+def token_for(host: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The bearer token required on ``host``; refuses a non-loopback address without one."""
     token = (environ if environ is not None else os.environ).get(TOKEN_ENV, "").strip() or None
     if token is None and not is_loopback(host):
@@ -48,6 +63,26 @@ def token_for(host: str, environ: dict[str, str] | None = None) -> str | None:
     if token is not None and len(token) < 16:
         raise ConfigError(f"{TOKEN_ENV} is too short ({len(token)} characters); use at least 16 random characters")
     return token
+
+
+def check_http_auth(config: Config, host: str, environ: Mapping[str, str] | None = None) -> TokenVerifier | None:
+    """How HTTP requests are authenticated, refused in one line if misconfigured.
+
+    ``[auth]`` set: a started TokenVerifier (the issuer's keys fetched now, so a wrong issuer or
+    an unreachable key set stops serve at start-up); else the static token rule of ``token_for``.
+    """
+    env = environ if environ is not None else os.environ
+    if config.auth is None:
+        token_for(host, env)
+        return None
+    if env.get(TOKEN_ENV, "").strip():
+        raise ConfigError(
+            f"both [auth] (OAuth) and {TOKEN_ENV} are set; unset {TOKEN_ENV} to serve OAuth tokens, "
+            "or remove [auth] to keep the one shared token"
+        )
+    verifier = TokenVerifier(config.auth)
+    verifier.start()
+    return verifier
 
 
 def _origin_allowed(origin: str, allowed: Iterable[str]) -> bool:
@@ -62,7 +97,13 @@ def _origin_allowed(origin: str, allowed: Iterable[str]) -> bool:
 
 
 class Guard:
-    """ASGI middleware in front of the SDK app: Origin, Host (on loopback) and bearer token."""
+    """ASGI middleware in front of the SDK app: Origin, Host (on loopback) and bearer token.
+
+    With a ``verifier`` (``[auth]``), the protected-resource metadata answers without a token;
+    every other request needs a valid access token, whose Principal the Guard puts in the scope
+    (``PRINCIPAL_KEY``) for serve to read, and a handshake-era session stays its opener's: a
+    request naming another subject's ``mcp-session-id`` is answered 404 like an unknown one.
+    """
 
     def __init__(
         self,
@@ -72,12 +113,22 @@ class Guard:
         allowed_origins: Iterable[str],
         loopback: bool,
         probes: Any = None,
+        verifier: TokenVerifier | None = None,
     ) -> None:
         self.app = app
         self.probes = probes
         self.token = token.encode() if token else None
         self.allowed_origins = tuple(allowed_origins)
         self.loopback = loopback
+        self.verifier = verifier
+        self.metadata_paths: frozenset[str] = frozenset()
+        self.metadata = b""
+        self.sessions: OrderedDict[str, str] = OrderedDict()
+        if verifier is not None:
+            settings = verifier.settings
+            suffixed = METADATA_PATH + urlsplit(settings.resource).path.rstrip("/")
+            self.metadata_paths = frozenset({METADATA_PATH, suffixed, urlsplit(settings.metadata_url).path})
+            self.metadata = orjson.dumps(settings.metadata)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -101,6 +152,9 @@ class Guard:
         if self.probes is not None and self.probes.handles(scope["path"]):
             await self.probes(scope, send)  # liveness and readiness answer without the token
             return
+        if self.verifier is not None:
+            await self._oauth(scope, receive, send, headers)
+            return
         if self.token is not None:
             given = headers.get("authorization", "")
             scheme, _, credential = given.partition(" ")
@@ -114,15 +168,71 @@ class Guard:
                 return
         await self.app(scope, receive, send)
 
+    async def _oauth(self, scope: dict[str, Any], receive: Any, send: Any, headers: dict[str, str]) -> None:
+        verifier = self.verifier
+        assert verifier is not None
+        if scope["path"] in self.metadata_paths:
+            # RFC 9728: clients read it before they hold a token; browsers read it cross-origin.
+            await _respond(
+                send, 200, self.metadata, [(b"access-control-allow-origin", b"*")], content_type=b"application/json"
+            )
+            return
+        authorization = headers.get("authorization")
+        principal = verifier.remembered(authorization)
+        if principal is None:
+            try:
+                # The first request of a token may fetch the issuer's keys (a rotation) or ask its
+                # introspection endpoint: never on the event loop.
+                principal = await anyio.to_thread.run_sync(verifier.verify, authorization)
+            except AuthFailure as failure:
+                log.info("auth: %d %s (%s)", failure.status, failure.error or "no token", failure.description)
+                await _respond(
+                    send,
+                    failure.status,
+                    f"{'Unauthorized' if failure.status == 401 else 'Forbidden'}: {failure.description}",
+                    [(b"www-authenticate", challenge(verifier.settings, failure))],
+                )
+                return
+        session = headers.get("mcp-session-id")
+        if session is not None:
+            owner = self.sessions.get(session)
+            if owner is not None and owner != principal.subject:
+                log.warning("auth: %r sent the session id of another subject; answered as unknown", principal.subject)
+                await _respond(send, 404, "Not Found: no such session (start a new one)")
+                return
+        scope[PRINCIPAL_KEY] = principal
+        await self.app(scope, receive, self._binding(send, principal) if session is None else send)
 
-async def _respond(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = text.encode()
+    def _binding(self, send: Any, principal: Principal) -> Any:
+        """``send``, noting the session a handshake answer opens as ``principal``'s."""
+
+        async def bind(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for key, value in message.get("headers", ()):
+                    if key.lower() == b"mcp-session-id":
+                        self.sessions[value.decode("latin-1")] = principal.subject
+                        while len(self.sessions) > MAX_BOUND_SESSIONS:
+                            self.sessions.popitem(last=False)
+            await send(message)
+
+        return bind
+
+
+async def _respond(
+    send: Any,
+    status: int,
+    text: str | bytes,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    *,
+    content_type: bytes = b"text/plain; charset=utf-8",
+) -> None:
+    body = text.encode() if isinstance(text, str) else text
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
                 *(extra or []),
             ],
@@ -257,7 +367,9 @@ def _replay(chunks: list[bytes], more: bool, receive: Any) -> Any:
     return replay
 
 
-def build_app(serve_app: Any, *, host: str, token: str | None) -> tuple[Any, list[Any]]:
+def build_app(
+    serve_app: Any, *, host: str, token: str | None, verifier: TokenVerifier | None = None
+) -> tuple[Any, list[Any]]:
     """(the ASGI app: the SDK's Streamable HTTP handlers behind the Guard, their session managers to run)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
@@ -283,6 +395,7 @@ def build_app(serve_app: Any, *, host: str, token: str | None) -> tuple[Any, lis
         allowed_origins=settings.allowed_origins,
         loopback=is_loopback(host),
         probes=Probes(serve_app.manager),
+        verifier=verifier,
     )
     return guarded, [streaming, json]
 
@@ -305,14 +418,19 @@ async def serve_http(serve_app: Any, *, host: str, port: int) -> None:
     """Serve until cancelled (Ctrl-C / SIGTERM); the listening address goes to stderr."""
     import uvicorn
 
-    token = token_for(host)
-    app, managers = build_app(serve_app, host=host, token=token)
+    verifier = await anyio.to_thread.run_sync(check_http_auth, serve_app.manager.config, host)
+    token = None if verifier is not None else token_for(host)
+    app, managers = build_app(serve_app, host=host, token=token, verifier=verifier)
     sock = bind(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
+    if verifier is not None:
+        settings = verifier.settings
+        protection = f" (OAuth: tokens from {settings.issuer} for {settings.resource})"
+    else:
+        protection = " (bearer token required)" if token else ""
     print(
-        f"entropic-mcp: serving {len(serve_app.listing.tools)} tools on http://{shown}:{actual}{PATH}"
-        + (" (bearer token required)" if token else ""),
+        f"entropic-mcp: serving {len(serve_app.listing.tools)} tools on http://{shown}:{actual}{PATH}{protection}",
         file=sys.stderr,
         flush=True,
     )

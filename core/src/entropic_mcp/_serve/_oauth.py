@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,22 @@ from .._errors import ConfigError
 log = logging.getLogger("entropic_mcp.serve")
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+#: Where the Guard puts the verified Principal in the ASGI scope (a client cannot set scope keys).
+PRINCIPAL_KEY = "entropic_mcp.principal"
+#: Verified JWTs remembered (by their exact text) so a client's next request costs a dictionary look-up.
+VERIFIED_CACHE_SIZE = 4096
+_STRING_KEYS = (
+    "issuer",
+    "resource",
+    "jwks_uri",
+    "introspection_endpoint",
+    "client_id",
+    "client_secret",
+    "default_identity",
+    "groups_claim",
+    "tenant_claim",
+)
+_NUMBER_KEYS = ("leeway", "jwks_lifespan", "jwks_cooldown", "timeout")
 #: Signature algorithms accepted when none are configured: asymmetric only (a resource server
 #: holding an HMAC secret could mint tokens itself), none and HS* never.
 DEFAULT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -106,6 +123,24 @@ class AuthSettings:
         for key in ("issuer", "resource"):
             if not isinstance(table.get(key), str) or not table[key].startswith(("https://", "http://")):
                 raise ConfigError(f'[auth] {key}: required, an http(s) URL (e.g. {key} = "https://...")')
+        for key in _STRING_KEYS:
+            if table.get(key) is not None and (not isinstance(table[key], str) or not table[key]):
+                raise ConfigError(f"[auth] {key}: expected a non-empty string, got {table[key]!r}")
+        for key in ("jwks_uri", "introspection_endpoint"):
+            if table.get(key) is not None and not table[key].startswith(("https://", "http://")):
+                raise ConfigError(f"[auth] {key}: expected an http(s) URL, got {table[key]!r}")
+        for key in ("required_scopes", "algorithms"):
+            value = table.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(f'[auth] {key}: expected a list of strings (e.g. {key} = ["mcp"]), got {value!r}')
+        for key in _NUMBER_KEYS:
+            value = table.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"[auth] {key}: expected a number of seconds >= 0, got {value!r}")
+        if not isinstance(table.get("identities", {}), Mapping):
+            raise ConfigError(
+                '[auth] identities: expected a table, e.g. [auth.identities] "group:maintainers" = "lead"'
+            )
         bad = set(table.get("algorithms", ())) - set(DEFAULT_ALGORITHMS)
         if bad:
             raise ConfigError(f"[auth] algorithms: {', '.join(sorted(bad))} not accepted; use asymmetric ones")
@@ -141,6 +176,20 @@ class Principal:
     scopes: tuple[str, ...] = ()
     tenant: str | None = None
     claims: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+    #: When a remembered verification stops counting (Unix seconds): the token's ``exp``, at most
+    #: one key-set lifespan away (a key the issuer withdrew stops being trusted then).
+    valid_until: float = attrs.field(default=0.0, repr=False)
+
+    @property
+    def conversation_scope(self) -> str:
+        """The prefix of this caller's conversation keys: ``tenant:<tenant>`` or ``sub:<subject>``.
+
+        Escaped so it never holds a ``/``: ``<scope>/<key>`` then splits one way only, and one
+        person's key can never spell another's scope.
+        """
+        if self.tenant is not None:
+            return "tenant:" + urllib.parse.quote(self.tenant, safe="@:+-_.~")
+        return "sub:" + urllib.parse.quote(self.subject, safe="@:+-_.~")
 
 
 class AuthFailure(Exception):
@@ -179,6 +228,7 @@ class TokenVerifier:
         self.settings = settings
         self._jwks: Any = None
         self._lock = threading.Lock()
+        self._verified: OrderedDict[str, Principal] = OrderedDict()
 
     # -- start-up --------------------------------------------------------------------------------
 
@@ -222,14 +272,38 @@ class TokenVerifier:
 
     # -- per request -----------------------------------------------------------------------------
 
+    def remembered(self, authorization: str | None) -> Principal | None:
+        """The principal of a JWT verified before and still within its time (no I/O, no crypto)."""
+        if not authorization:
+            return None
+        with self._lock:
+            principal = self._verified.get(authorization)
+            if principal is None:
+                return None
+            if principal.valid_until <= time.time():
+                del self._verified[authorization]
+                return None
+            self._verified.move_to_end(authorization)
+            return principal
+
     def verify(self, authorization: str | None) -> Principal:
-        """The principal of an ``Authorization`` header, or AuthFailure saying what is wrong."""
+        """The principal of an ``Authorization`` header, or AuthFailure saying what is wrong.
+
+        May fetch the issuer's keys or ask the introspection endpoint: call it off the event loop.
+        """
         scheme, _, token = (authorization or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise AuthFailure(401, "", "send Authorization: Bearer <access token> from the authorization server")
-        claims = self._jwt_claims(token) if token.count(".") == 2 else self._introspect(token)
-        return self._principal(claims)
+        if token.count(".") != 2:
+            return self._principal(self._introspect(token))  # asked each time: the issuer may revoke it
+        principal = self._principal(self._jwt_claims(token))
+        if authorization is not None and principal.valid_until > time.time():
+            with self._lock:
+                self._verified[authorization] = principal
+                while len(self._verified) > VERIFIED_CACHE_SIZE:
+                    self._verified.popitem(last=False)
+        return principal
 
     def _jwt_claims(self, token: str) -> dict[str, Any]:
         import jwt
@@ -314,12 +388,15 @@ class TokenVerifier:
                 403, "insufficient_scope", f"no identity is mapped for subject {subject!r} ([auth.identities])"
             )
         tenant = claims.get(settings.tenant_claim) if settings.tenant_claim else None
+        expires = claims.get("exp")
+        horizon = time.time() + settings.jwks_lifespan
         return Principal(
             subject=subject,
             identity=identity,
             scopes=scopes,
             tenant=str(tenant) if tenant is not None else None,
             claims=dict(claims),
+            valid_until=min(float(expires), horizon) if isinstance(expires, int | float) else 0.0,
         )
 
     def _identity(self, subject: str, scopes: Sequence[str], claims: Mapping[str, Any]) -> str | None:

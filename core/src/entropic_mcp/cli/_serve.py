@@ -14,7 +14,9 @@ from ._common import Interrupted, build_manager, load, settle
     default=None,
     help="stdio (default; for hosts that start the server) or Streamable HTTP.",
 )
-@click.option("--host", default=None, help="HTTP address (default 127.0.0.1; others need ENTROPIC_MCP_TOKEN).")
+@click.option(
+    "--host", default=None, help="HTTP address (default 127.0.0.1; others need ENTROPIC_MCP_TOKEN or [auth])."
+)
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (default 8765; 0 = any free port)."
 )
@@ -25,12 +27,14 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     from .._serve import serve as run
 
     configure_logging(debug=bool((ctx.find_root().obj or {}).get("debug")))
-    settings = load(ctx).serve
+    config = load(ctx)
+    settings = config.serve
     chosen = transport or settings.transport
     if chosen == "http":
-        from .._serve._http import token_for
+        from .._serve._http import check_http_auth
 
-        token_for(host or settings.host)  # refuse an unprotected address before loading any plugin
+        # Refuse an unprotected address, or an [auth] whose issuer cannot be reached, before loading any plugin.
+        check_http_auth(config, host or settings.host)
     from .._tracing import configure_from_env
 
     configure_from_env()  # OTEL_TRACES_EXPORTER, ENTROPIC_MCP_TRACES_FILE (docs/tracing.md): before the manager
