@@ -93,6 +93,14 @@ def test_reconfiguring_replaces_the_enums():
         ({"tiers": ["lead"], "max_turns_limit": 0}, "max_turns_limit: expected a positive integer"),
         ({"tiers": ["lead"], "max_turns_limit": True}, "max_turns_limit"),
         ({"tier": ["lead"]}, "unknown key(s) 'tier'"),
+        ({"tiers": ["lead"], "profiles": {"coder": {}}}, "profiles: 'coder' not in tiers"),
+        ({"tiers": ["lead"], "profiles": {"lead": {"model": "x"}}}, "profiles.lead: unknown key(s) model"),
+        ({"tiers": ["lead"], "profiles": {"lead": {"max_tokens": 0}}}, "profiles.lead.max_tokens: expected a positive"),
+        ({"tiers": ["lead"], "profiles": {"lead": {"tools": "fs.*"}}}, "profiles.lead.tools: expected a list"),
+        ({"tiers": ["lead"], "profiles": {"lead": {"priorities": {"cost": 2}}}}, "profiles.lead.priorities"),
+        ({"tiers": ["lead"], "profiles": {"lead": {"system_prompt": 3}}}, "profiles.lead.system_prompt"),
+        ({"tiers": ["lead"], "delegation_deadline": -1}, "delegation_deadline: expected a positive number"),
+        ({"tiers": ["lead"], "without_sampling": "show"}, 'without_sampling: expected "hide" or "directives"'),
     ],
 )
 def test_bad_config_is_a_config_error_naming_the_key(table, fragment):
@@ -157,3 +165,40 @@ def test_conformance_kit_passes_without_tiers(tmp_path: Path):
 
 def test_check_plugin_passes():
     check_plugin(entropic_mcp_entropic)
+
+
+def test_sampling_plan_carries_each_tiers_profile_with_defaults_for_the_rest():
+    server = configured(
+        tiers=["lead", "researcher"],
+        delegation_deadline=90,
+        without_sampling="directives",
+        profiles={
+            "researcher": {
+                "system_prompt": "You research.",
+                "model_hints": ["small"],
+                "priorities": {"speed": 0.8},
+                "tools": ["filesystem.*"],
+                "max_tokens": 512,
+                "max_turns": 4,
+            }
+        },
+    )
+    plan = server.sampling_plan()
+    assert plan["deadline"] == 90.0 and plan["without_sampling"] == "directives"
+    assert plan["tiers"]["researcher"] == {
+        "system_prompt": "You research.",
+        "model_hints": ["small"],
+        "priorities": {"speed": 0.8},
+        "tools": ["filesystem.*"],
+        "max_tokens": 512,
+        "max_turns": 4,
+    }
+    assert plan["tiers"]["lead"] == {
+        "system_prompt": "",
+        "model_hints": [],
+        "priorities": {},
+        "tools": [],
+        "max_tokens": 4096,
+        "max_turns": 20,
+    }
+    assert configured(tiers=["lead"]).sampling_plan()["without_sampling"] == "hide"
