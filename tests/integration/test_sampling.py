@@ -25,8 +25,7 @@ CONFIG = """\
 [entropic_mcp]
 plugins = ["entropic", "filesystem"]
 [storage]
-backend = "tinydb"
-path = "{store}"
+{storage}
 [permissions]
 default = "allow"
 [servers.entropic]
@@ -52,10 +51,11 @@ system_prompt = "You are the writer."
 Turn = Callable[[Any], Any]
 
 
-def project_with(tmp_path: Path, *, max_turns: int = 10, deadline: float = 120) -> Path:
+def project_with(tmp_path: Path, *, max_turns: int = 10, deadline: float = 120, storage: str = "") -> Path:
+    storage = storage or f'backend = "tinydb"\npath = {json.dumps(str(tmp_path / "store.json"))}'
     root = write_project(
         tmp_path / "project",
-        CONFIG.format(store=tmp_path / "store.json", max_turns=max_turns, deadline=deadline),
+        CONFIG.format(storage=storage, max_turns=max_turns, deadline=deadline),
     )
     (root / "README.md").write_text("# Demo\n\nRetries are configured in settings.py.\n", encoding="utf-8")
     (root / "settings.py").write_text("RETRIES = 3\nBACKOFF = 2.5\n", encoding="utf-8")
@@ -292,7 +292,28 @@ STORY = [
 async def test_lead_delegates_recalls_resumes_and_runs_a_pipeline(
     tmp_path: Path, kind: str, transport: str, era: str
 ) -> None:
-    root = project_with(tmp_path)
+    await story(project_with(tmp_path), kind, transport, era)
+
+
+@pytest.mark.integration
+async def test_the_story_on_the_postgres_store(tmp_path: Path) -> None:
+    from entropic_mcp_postgres.testing import fresh_schema, test_dsn
+
+    dsn = test_dsn()
+    with fresh_schema(dsn, "sampling") as schema:
+        storage = f'backend = "postgres"\noptions = {{ dsn = {json.dumps(dsn)}, schema = {json.dumps(schema)} }}'
+        root = project_with(tmp_path, storage=storage)
+        (root / "entropic-mcp.toml").write_text(
+            (root / "entropic-mcp.toml")
+            .read_text()
+            .replace('plugins = ["entropic", "filesystem"]', 'plugins = ["entropic", "filesystem", "postgres"]'),
+            encoding="utf-8",
+        )
+        await story(root, "official", "stdio", "2026-07-28")
+
+
+async def story(root: Path, kind: str, transport: str, era: str) -> None:
+    """Delegate, followup, resume, pipeline; then every record in the store."""
     model = ScriptedModel(
         {
             "researcher": [
@@ -486,11 +507,13 @@ async def test_cancelling_the_parent_call_stops_the_child_and_records_it_cancell
     assert [m["role"] for m in record["messages"]][:4] == ["system", "user", "assistant", "tool"]
 
 
-async def test_client_without_sampling_is_not_listed_the_delegation_tools(tmp_path: Path) -> None:
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_client_without_sampling_is_not_listed_the_delegation_tools(tmp_path: Path, era: str) -> None:
     from mcp import Client
 
     root = project_with(tmp_path)
-    async with Client(stdio_params(root), mode="legacy", read_timeout_seconds=60) as client:
+    mode = "legacy" if era == "2025-11-25" else "auto"
+    async with Client(stdio_params(root), mode=mode, read_timeout_seconds=60) as client:
         names = learn_spelling({tool.name for tool in (await client.list_tools()).tools})
         assert wire("entropic.followup") in names
         assert not {wire("entropic.delegate"), wire("entropic.pipeline"), wire("entropic.resume_delegation")} & names
@@ -534,3 +557,24 @@ async def test_client_declaring_the_directives_extension_gets_the_directive(tmp_
             assert answer.is_error is False
             directives = answer.meta["entropic-mcp/directives"]
             assert directives[0]["type"] == "delegate" and directives[0]["target"] == "researcher"
+
+
+async def test_child_past_the_delegation_deadline_is_stopped_and_recorded(tmp_path: Path) -> None:
+    root = project_with(tmp_path, deadline=2)
+    never = anyio.Event()
+
+    class Silent(ScriptedModel):
+        async def __call__(self, context: Any, params: Any) -> Any:
+            self.requests.append(params)
+            await never.wait()  # a model that never answers
+            raise AssertionError("unreachable")
+
+    model = Silent({})
+    async with official(root, model) as client:
+        result = await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Think forever"})
+        never.set()
+    body = payload(result)
+    assert result.is_error is True and body["error"] == "delegation_deadline" and body["turns"] == 0
+    assert "deadline" in body["message"]
+    record = record_of(root, body["delegation_id"])
+    assert record["status"] == "failed" and "deadline passed" in record["summary"]

@@ -43,6 +43,7 @@ from .._directives import Delegate, Pipeline
 from .._envelope import ServerResponse, dumps
 from .._errors import StorageError
 from .._pipeline import CallOutcome
+from .._storage._records import DEFAULT_SCOPE
 from ._approval import ANSWER_TIMEOUT, SuspendedCall, answer_from
 from ._approval import input_required as approval_input_required
 
@@ -395,7 +396,9 @@ class Delegations:
         known = self.parents.get(key)
         if known is None:
             known = storage.create_conversation(
-                f"serve conversation {key}"[:120], {"identity": ctx.identity or "host", "serve_conversation": key}
+                f"serve conversation {key}"[:120],
+                {"identity": ctx.identity or "host", "serve_conversation": key},
+                ctx.scope or DEFAULT_SCOPE,  # under [auth], the caller's own: their delegations stay theirs
             )
             self.parents[key] = known
         return known
@@ -448,8 +451,12 @@ class Delegations:
         except asyncio.CancelledError:
             self._end(storage, child, "failed", "cancelled: the parent's tool call was cancelled while this child ran")
             raise
+        except Exception as exc:
+            # A store or tool layer that broke mid-child: the parent is told, never a traceback.
+            log.warning("delegation %s failed", started.delegation_id, exc_info=True)
+            status, summary = "failed", f"the child's run failed: {type(exc).__name__}: {exc}"
         except BaseException as exc:
-            self._end(storage, child, "failed", f"the child's run failed: {type(exc).__name__}: {exc}")
+            self._end(storage, child, "failed", f"the child's run was stopped: {type(exc).__name__}")
             raise
         if status != "completed":
             self._end(storage, child, "completed" if status == "answered" else "failed", summary)
@@ -538,7 +545,10 @@ class Delegations:
             if not calls:
                 return "answered", text or f"'{target}' ended without a summary"
             self._save(storage, child)
-            completion = await self._calls(child, calls, turn, storage, deadline)
+            try:
+                completion = await self._calls(child, calls, turn, storage, deadline)
+            except TimeoutError:
+                return "deadline", self._stopped(child, "the delegation deadline passed while its tools ran")
             self._save(storage, child)
             if completion is not None:
                 return "completed", completion
