@@ -578,3 +578,26 @@ async def test_child_past_the_delegation_deadline_is_stopped_and_recorded(tmp_pa
     assert "deadline" in body["message"]
     record = record_of(root, body["delegation_id"])
     assert record["status"] == "failed" and "deadline passed" in record["summary"]
+
+
+async def test_pipeline_stops_at_a_stage_that_does_not_complete(tmp_path: Path) -> None:
+    root = project_with(tmp_path, max_turns=1)
+    model = ScriptedModel(
+        {
+            "researcher": [[tool_use("filesystem.read_file", {"path": "README.md"}, "q1")]],
+            "writer": [[tool_use("entropic.complete", {"summary": "never asked"}, "q2")]],
+        }
+    )
+    async with official(root, model) as client:
+        result = await client.call_tool(
+            wire("entropic.pipeline"), {"stages": ["researcher", "writer"], "task": "Research, then write"}
+        )
+    body = payload(result)
+    assert result.is_error is True and body["error"] == "pipeline_stopped" and body["status"] == "failed"
+    assert [s["target"] for s in body["stages"]] == ["researcher"] and body["stages"][0]["status"] == "max_turns"
+    assert "stopped at stage 'researcher'" in body["message"]
+    assert {r.metadata["entropic-mcp/tier"] for r in model.requests} == {"researcher"}
+    manager, storage = store_of(root)
+    with manager:
+        rows = storage.list_delegations()
+    assert [(r["target_tier"], r["status"]) for r in rows] == [("researcher", "failed")]
