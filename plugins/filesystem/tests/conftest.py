@@ -12,6 +12,16 @@ import pytest
 from entropic_mcp import CallContext, ServerManager, config_from_dict
 from entropic_mcp_filesystem import FilesystemServer
 
+#: Tools answering lines by default; the harness asks them for JSON (``format: "json"``) unless
+#: a test passes ``format`` itself: structure is what most tests check (test_fs_text.py: the lines).
+LINE_TOOLS = frozenset({"grep", "glob", "list_directory"})
+
+
+def structured_args(tool: str, args: Any) -> Any:
+    if tool in LINE_TOOLS and isinstance(args, dict) and "format" not in args:
+        return {**args, "format": "json"}
+    return args
+
 
 class Harness:
     """One manager with one filesystem server; ``call`` returns (outcome, parsed result)."""
@@ -41,6 +51,7 @@ class Harness:
         self.manager = ServerManager(config, plugins=fresh_plugins(*(plugins or ())), servers=[self.server])
 
     def call(self, tool: str, args: Any = None, conversation: str = "c1") -> tuple[Any, Any]:
+        args = structured_args(tool, args)
         outcome = anyio.run(self.manager.call, f"filesystem.{tool}", args, CallContext(conversation_id=conversation))
         try:
             data = orjson.loads(outcome.response.result)
@@ -62,7 +73,9 @@ class Harness:
 
     def direct(self, tool: str, args: Any, conversation: str = "c1") -> Any:
         """Run the server directly (no pipeline: no schema check, no duplicate guard)."""
-        return anyio.run(self.server.execute, tool, args, CallContext(conversation_id=conversation))
+        return anyio.run(
+            self.server.execute, tool, structured_args(tool, args), CallContext(conversation_id=conversation)
+        )
 
 
 @pytest.fixture

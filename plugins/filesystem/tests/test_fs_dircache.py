@@ -398,7 +398,10 @@ def test_concurrent_globs_on_one_server_agree_while_files_change(cached, make, t
     def worker(n: int) -> None:
         for _ in range(15):
             result = anyio.run(
-                cached.server.execute, "glob", {"pattern": "**/*.py"}, CallContext(conversation_id=f"w{n}")
+                cached.server.execute,
+                "glob",
+                {"pattern": "**/*.py", "format": "json"},
+                CallContext(conversation_id=f"w{n}"),
             )
             seen.append(sorted(set(orjson.loads(result.result)) - {"src/pkg/extra.py"}))
 

@@ -213,8 +213,8 @@ def test_catastrophic_pattern_answers_while_other_calls_are_served(make, root):
             outcomes[key] = await fs.manager.call(f"filesystem.{name}", args, CallContext(conversation_id=key))
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(call, "grep", "grep", {"pattern": "(a+)+$"})
-            tg.start_soon(call, "grep2", "grep", {"pattern": "(a|aa)*!$", "output_mode": "count"})
+            tg.start_soon(call, "grep", "grep", {"pattern": "(a+)+$", "format": "json"})
+            tg.start_soon(call, "grep2", "grep", {"pattern": "(a|aa)*!$", "output_mode": "count", "format": "json"})
             for i in range(5):
                 tg.start_soon(call, f"list{i}", "list_directory", {})
                 tg.start_soon(call, f"read{i}", "read_file", {"path": "ok.txt"})

@@ -25,8 +25,8 @@ server.configure({})
 def call(tool, args):
     return anyio.run(server.execute, tool, args, CallContext(conversation_id="rss"))
 out = {}
-out["grep"] = json.loads(call("grep", {"pattern": "needle", "output_mode": "count"}).result)
-out["grep_tail"] = json.loads(call("grep", {"pattern": "zzz"}).result)
+out["grep"] = json.loads(call("grep", {"pattern": "needle", "output_mode": "count", "format": "json"}).result)
+out["grep_tail"] = json.loads(call("grep", {"pattern": "zzz", "format": "json"}).result)
 out["read"] = call("read_file", {"path": "huge.txt", "limit": 3}).result[:60]
 out["write"] = json.loads(call("write_file", {"path": "huge.txt", "content": "x"}).result)
 out["edit"] = json.loads(call("edit_file", {"path": "huge.txt", "old_string": "needle", "new_string": "x"}).result)

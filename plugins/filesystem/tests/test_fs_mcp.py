@@ -59,6 +59,11 @@ async def test_tools_over_the_official_client(project: Path) -> None:
         pdf = await client.call_tool("filesystem.read_file", {"path": "doc.pdf"})
         assert pdf.content[1].type == "resource" and pdf.content[1].resource.mime_type == "application/pdf"
         grep = await client.call_tool("filesystem.grep", {"pattern": "alpha"})
+        # Lines over the wire, as ripgrep prints them; no structuredContent (no outputSchema).
+        [block] = grep.content
+        assert block.text.startswith("a.txt:1:alpha\n[note: ") and grep.structured_content is None
+        assert "TOPSECRET" not in block.text
+        grep = await client.call_tool("filesystem.grep", {"pattern": "alpha", "format": "json"})
         found = json.loads(grep.content[0].text)
         assert [m["path"] for m in found if "path" in m] == ["a.txt"] and "TOPSECRET" not in grep.content[0].text
         assert found[-1]["skipped_by_rules"] == 1
@@ -81,9 +86,12 @@ async def test_tools_over_the_official_client(project: Path) -> None:
         assert edit["dry_run"] is True and "+ALPHA" in edit["diff"]
         assert data(await client.call_tool("filesystem.write_file", {"path": "new/b.txt", "content": "b\n"}))["created"]
         assert (
-            data(await client.call_tool("filesystem.glob", {"pattern": "**/*.txt", "sort": "mtime"}))[0] == "new/b.txt"
+            data(await client.call_tool("filesystem.glob", {"pattern": "**/*.txt", "sort": "mtime", "format": "json"}))[
+                0
+            ]
+            == "new/b.txt"
         )
-        listed = data(await client.call_tool("filesystem.list_directory", {"path": "new"}))
+        listed = data(await client.call_tool("filesystem.list_directory", {"path": "new", "format": "json"}))
         assert [e["name"] for e in listed] == ["b.txt"]
         assert data(await client.call_tool("filesystem.file_info", {"path": "pic.png"}))["mime_type"] == "image/png"
         assert data(await client.call_tool("filesystem.create_directory", {"path": "made/deep"}))["created"] is True

@@ -33,20 +33,33 @@ def walk_note(limit: int, what: str) -> str:
     )
 
 
-def fit_list(results: list[Any], cap: int, note: str) -> list[Any]:
-    """``results`` cut (from the end) so that their JSON fits ``cap`` bytes, with a final note."""
+def fit_list(results: list[Any], cap: int, note: str, *, offset: int | None = None) -> list[Any]:
+    """``results`` cut (from the end) so that their JSON fits ``cap`` bytes, with a final note.
+
+    ``offset``: where this page of entries started; the note then carries ``next_offset``, the
+    first entry cut (notes, dictionaries without a ``path``, are not entries).
+    """
     if not cap or len(orjson.dumps(results)) <= cap:
         return results
     items = results[:-1] if results and isinstance(results[-1], dict) and results[-1].get("truncated") else results
-    marker = truncation(f"the result was cut to fit max_result_bytes ({cap} bytes); {note}")
+    text = f"the result was cut to fit max_result_bytes ({cap} bytes); {note}"
+
+    def marker(kept: int) -> dict[str, Any]:
+        entry = truncation(text)
+        if offset is not None:
+            entry["next_offset"] = offset + sum(
+                1 for item in items[:kept] if not (isinstance(item, dict) and "path" not in item)
+            )
+        return entry
+
     low, high = 0, len(items)
     while low < high:
         middle = (low + high + 1) // 2
-        if len(orjson.dumps([*items[:middle], marker])) <= cap:
+        if len(orjson.dumps([*items[:middle], marker(middle)])) <= cap:
             low = middle
         else:
             high = middle - 1
-    return [*items[:low], marker]
+    return [*items[:low], marker(low)]
 
 
 def described(definition: ToolDefinition, settings: Any) -> ToolDefinition:

@@ -8,10 +8,11 @@ from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition, toolkit
 
-from ._base import FilesystemTool, fit_list, truncation, walk_note
+from ._base import FilesystemTool, truncation, walk_note
 from ._fsio import Location, printable
 from ._globpat import Matcher, compile_glob
 from ._rules import WalkGate
+from ._text import fit_result, path_lines, wants_json
 from ._walk import NameDir, Walk, start
 
 
@@ -23,6 +24,7 @@ class Glob(FilesystemTool):
         fs = self.fs
         pattern = compile_glob(toolkit.text(args, "pattern", required=True))
         sort = toolkit.choice(args, "sort", ("path", "mtime"), default="path")
+        as_json = wants_json(args)
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
         search_rel = loc.display if resolved.inside and loc.display != "." else ""
         prefix_parts = tuple(pattern.prefix.split("/")) if pattern.prefix else ()
@@ -35,7 +37,8 @@ class Glob(FilesystemTool):
             top = start(walk_loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
         except ToolError as exc:
             if prefix_parts and exc.code in ("not_found", "not_directory"):
-                return ToolResult.json([])  # the literal directories of the pattern do not exist
+                # the literal directories of the pattern do not exist
+                return ToolResult.json([]) if as_json else ToolResult(text="(no matches)")
             raise
         settings = fs.settings
         walk = Walk(limit=settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
@@ -104,8 +107,13 @@ class Glob(FilesystemTool):
             results.append(truncation("the call was cancelled before the search was complete"))
         if walk.too_deep and not (results and isinstance(results[-1], dict)):
             results.append(truncation("directories nested deeper than 128 levels were not searched"))
-        return ToolResult.json(
-            fit_list(results, toolkit.result_limit(ctx), "narrow the pattern or pass a sub-directory as 'path'")
+        return fit_result(
+            results,
+            path_lines,
+            as_json=as_json,
+            cap=toolkit.result_limit(ctx),
+            note="narrow the pattern or pass a sub-directory as 'path'",
+            empty="(no matches)",
         )
 
 

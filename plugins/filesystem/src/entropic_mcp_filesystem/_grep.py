@@ -18,11 +18,12 @@ from typing import Any
 import attrs
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition, toolkit
 
-from ._base import FilesystemTool, fit_list, truncation, walk_note
+from ._base import FilesystemTool, truncation, walk_note
 from ._fsio import FILE_FLAGS, printable, read_at_most
 from ._globpat import compile_glob
 from ._read import SNIFF, open_for_reading
 from ._rules import WalkGate
+from ._text import fit_result, grep_lines, wants_json
 from ._walk import Walk, start
 
 CHUNK = 1 << 20
@@ -549,6 +550,7 @@ class Grep(FilesystemTool):
         fs = self.fs
         settings = fs.settings
         search = self._search(args, ctx)
+        as_json = wants_json(args)
         file_filter = self._filter(args)
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
         try:
@@ -559,7 +561,7 @@ class Grep(FilesystemTool):
             fd, _ = open_for_reading(fs, loc, resolved)
             search.file(fd, loc.display)
             del fd
-            return self._fit(self._finish(search, None, None), ctx)
+            return self._fit(self._finish(search, None, None), ctx, search, as_json=as_json)
         walk = Walk(limit=settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
         gate = WalkGate(ctx, fs.root)
         cut = len(top.rel) + 1 if top.rel else 0
@@ -589,7 +591,7 @@ class Grep(FilesystemTool):
             search.flush()
         finally:
             os.close(top.fd)
-        return self._fit(self._finish(search, walk, gate), ctx)
+        return self._fit(self._finish(search, walk, gate), ctx, search, as_json=as_json)
 
     def _search(self, args: dict[str, Any], ctx: CallContext) -> Search:
         settings = self.fs.settings
@@ -620,9 +622,20 @@ class Grep(FilesystemTool):
             allow_hard_links=settings.allow_hard_links,
         )
 
-    def _fit(self, results: list[Any], ctx: CallContext) -> ToolResult:
-        note = "narrow the search with a more specific pattern, 'glob', 'type' or 'path', or less context"
-        return ToolResult.json(fit_list(results, toolkit.result_limit(ctx), note))
+    def _fit(self, results: list[Any], ctx: CallContext, search: Search, *, as_json: bool) -> ToolResult:
+        note = (
+            "call again with offset=next_offset for the next ones, or narrow the search with a more specific "
+            "pattern, 'glob', 'type' or 'path', or less context"
+        )
+        return fit_result(
+            results,
+            lambda items: grep_lines(items, search.mode),
+            as_json=as_json,
+            cap=toolkit.result_limit(ctx),
+            note=note,
+            empty="(no matches)",
+            offset=search.offset,
+        )
 
     def _filter(self, args: dict[str, Any]) -> Callable[[str, str], bool] | None:
         checks: list[Callable[[str, str], bool]] = []

@@ -7,9 +7,10 @@ from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition, toolkit
 
-from ._base import FilesystemTool, fit_list, truncation, walk_note
+from ._base import FilesystemTool, truncation, walk_note
 from ._fsio import printable
 from ._rules import WalkGate
+from ._text import fit_result, listing_lines, wants_json
 from ._walk import Walk, start
 
 MAX_ENTRIES = 2000
@@ -33,6 +34,7 @@ class ListDirectory(FilesystemTool):
         fs = self.fs
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
         recursive = toolkit.flag(args, "recursive")
+        as_json = wants_json(args)
         max_depth = toolkit.integer(args, "max_depth", default=3, minimum=1, maximum=64)
         top = start(loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
         walk = Walk(limit=fs.settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
@@ -75,4 +77,11 @@ class ListDirectory(FilesystemTool):
             results.append(truncation(walk_note(fs.settings.max_walk_entries, "the listing")))
         elif walk.stopped:
             results.append(truncation("the call was cancelled before the listing was complete"))
-        return ToolResult.json(fit_list(results, toolkit.result_limit(ctx), "list a sub-directory or lower max_depth"))
+        return fit_result(
+            results,
+            lambda items: listing_lines(items, recursive=recursive),
+            as_json=as_json,
+            cap=toolkit.result_limit(ctx),
+            note="list a sub-directory or lower max_depth",
+            empty="(empty directory)",
+        )
