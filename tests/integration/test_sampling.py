@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import ENTROPIC_MCP, serve_env, start_http, stdio_params, stop, write_project
+from conftest import ENTROPIC_MCP, serve_env, start_http, stdio_params, stop, wait_until, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -601,3 +601,44 @@ async def test_pipeline_stops_at_a_stage_that_does_not_complete(tmp_path: Path) 
     with manager:
         rows = storage.list_delegations()
     assert [(r["target_tier"], r["status"]) for r in rows] == [("researcher", "failed")]
+
+
+async def test_2026_client_abandoning_the_call_mid_child_leaves_it_recorded_cancelled(tmp_path: Path) -> None:
+    """On 2026-07-28 the child waits between rounds for the client's retry; a client that goes away
+    instead leaves no request to cancel: serve stopping cancels the suspended child, recorded so."""
+    root = project_with(tmp_path)
+    asked = anyio.Event()
+
+    class Stalling(ScriptedModel):
+        async def __call__(self, context: Any, params: Any) -> Any:
+            if len(self.requests) == 1:
+                self.requests.append(params)
+                asked.set()
+                await anyio.sleep_forever()
+            return await super().__call__(context, params)
+
+    model = Stalling({"researcher": researcher_turns("never")})
+    async with official(root, model, "2026-07-28") as client:
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Take long"})
+
+            group.start_soon(call)
+            await asked.wait()
+            group.cancel_scope.cancel()
+
+    def closed() -> dict[str, Any] | None:
+        manager, storage = store_of(root)
+        with manager:
+            rows = storage.list_delegations()
+            assert len(rows) == 1
+            found = dict(storage.load_delegation_with_messages(rows[0]["delegation_id"]))
+        return found if found["status"] != "running" else None
+
+    # The client has closed serve's stdin; serve records the child as it stops.
+    assert wait_until(closed, 20)
+    record = closed()
+    assert record is not None
+    assert record["status"] == "failed" and record["summary"].startswith("cancelled"), record["summary"]
+    assert [m["role"] for m in record["messages"]][:4] == ["system", "user", "assistant", "tool"]
