@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 ENV_DATA_DIR = "ENTROPIC_MCP_DATA_DIR"
@@ -78,6 +77,8 @@ def approve(path: Path, content: bytes) -> str:
     with filelock.FileLock(str(target) + ".lock", timeout=30):
         current = approvals()
         current[os.path.realpath(path)] = value
+        import tempfile  # only when writing: ``entropic-mcp tools`` reads the data directory
+
         fd, tmp = tempfile.mkstemp(prefix=target.name, suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> Any:
     gc.disable()
     try:
         args = _hoist_config(list(sys.argv[1:] if argv is None else argv))
-        return run(cli, args, debug="--debug" in args)
+        # A real command line (not a test's CliRunner) may answer ``tools`` from its listing cache.
+        return run(cli, args, debug="--debug" in args, obj={"listing_cache": True})
     finally:
         gc.enable()

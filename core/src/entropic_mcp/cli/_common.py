@@ -35,13 +35,13 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
     click.echo(f"warning: {message}", err=True)
 
 
-def run(command: click.Command, args: list[str], *, debug: bool) -> NoReturn:
+def run(command: click.Command, args: list[str], *, debug: bool, obj: dict[str, Any] | None = None) -> NoReturn:
     import warnings
 
     if not debug:
         warnings.showwarning = _show_warning
     try:
-        code = command.main(args=args, prog_name="entropic-mcp", standalone_mode=False)
+        code = command.main(args=args, prog_name="entropic-mcp", standalone_mode=False, obj=obj)
     except Interrupted:
         click.echo("entropic-mcp: interrupted", err=True)
         leave(130)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any, cast
 
 import click
 
-from ._common import build_manager, echo_json, table
+from . import _listing as _cache
+from ._common import build_manager, config_path, echo_json, table
 
 
 @click.command()
@@ -46,20 +48,16 @@ def plugins(ctx: click.Context, include_builtins: bool, as_json: bool) -> None:
 @click.pass_context
 def tools(ctx: click.Context, server_name: str | None, as_json: bool) -> None:
     """List every tool with its access level and annotations."""
-    manager = build_manager(ctx)
-    if server_name is not None and server_name not in manager.servers:
-        raise click.UsageError(f"no server {server_name!r}; servers: {', '.join(manager.servers) or 'none'}")
-    rows = []
-    for tool in manager.list_tools():
-        server = tool["name"].partition(".")[0]
-        if server_name is not None and server != server_name:
-            continue
-        rows.append({**tool, "server": server, "access": manager.access_level(tool["name"]).name})
+    listing = _listing(ctx)
+    if server_name is not None and server_name not in listing["servers"]:
+        servers = ", ".join(listing["servers"]) or "none"
+        raise click.UsageError(f"no server {server_name!r}; servers: {servers}")
+    rows = [r for r in listing["rows"] if server_name in (None, r["server"])]
     notes = {
         f"{name}.{tool}": reason
-        for name, server in manager.servers.items()
+        for name, reasons in listing["notes"].items()
         if server_name in (None, name)
-        for tool, reason in (getattr(server, "unavailable_tools", dict)() or {}).items()
+        for tool, reason in reasons.items()
     }
     if as_json:
         echo_json(rows)
@@ -79,3 +77,28 @@ def tools(ctx: click.Context, server_name: str | None, as_json: bool) -> None:
     )
     for name, reason in sorted(notes.items()):
         click.echo(f"not available: {name} — {reason}")
+
+
+def _listing(ctx: click.Context) -> dict[str, Any]:
+    """Every tool of every server, from the listing cache when nothing it depends on changed."""
+
+    def produce() -> tuple[dict[str, Any], bool]:
+        manager = build_manager(ctx)
+        rows = [
+            {**tool, "server": tool["name"].partition(".")[0], "access": manager.access_level(tool["name"]).name}
+            for tool in manager.list_tools()
+        ]
+        notes = {
+            name: dict(getattr(server, "unavailable_tools", dict)() or {}) for name, server in manager.servers.items()
+        }
+        listing = {"servers": list(manager.servers), "rows": rows, "notes": notes}
+        # External servers are listed by asking their processes: nothing on disk says when that changes.
+        return listing, not manager.config.external and manager.config.mcp_json is None
+
+    if not (ctx.find_root().obj or {}).get("listing_cache") or not _cache.enabled():
+        return produce()[0]
+    key = _cache.key(["tools", config_path(ctx) or ""])
+    cached = _cache.load(key)
+    if cached is not None:
+        return cast(dict[str, Any], cached)
+    return cast(dict[str, Any], _cache.build(key, produce))
