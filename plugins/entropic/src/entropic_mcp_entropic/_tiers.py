@@ -39,7 +39,9 @@ def _names(value: Any, key: str) -> tuple[str, ...]:
 def _positive(value: Any, key: str, kind: type = int) -> Any:
     ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
     if not ok or value <= 0:
-        raise ConfigError(f"{_where(key)}: expected a positive {'number' if kind is float else 'integer'}, got {value!r}")
+        raise ConfigError(
+            f"{_where(key)}: expected a positive {'number' if kind is float else 'integer'}, got {value!r}"
+        )
     return value
 
 
@@ -142,7 +144,7 @@ class Tiers:
         deadline = float(_positive(config.get("delegation_deadline", DEFAULT_DEADLINE), "delegation_deadline", float))
         without = config.get("without_sampling", "hide")
         if without not in WITHOUT_SAMPLING:
-            raise ConfigError(f"{_where('without_sampling')}: expected \"hide\" or \"directives\", got {without!r}")
+            raise ConfigError(f'{_where("without_sampling")}: expected "hide" or "directives", got {without!r}')
         return cls(
             names=names,
             need_context=frozenset(need),
