@@ -65,3 +65,59 @@ def source_file(rng: random.Random, lines: int, words: tuple[str, ...]) -> str:
         else:
             out.append(f"    {a}_{i % 7} = {b}.{c}({a}, {i}) + len({c}_{b})  # {a} {b}")
     return "\n".join(out) + "\n"
+
+
+# -- rows for docs/benchmarks.md --------------------------------------------------------------
+#
+# A benchmark that measures a row of docs/benchmarks.md records it with ``record``: the rows go
+# to bench/results/<name>.toml (committed), which scripts/gen_benchmarks.py turns into the page's
+# tables. One file per benchmark (or per hand-kept topic); a new run replaces its own file.
+
+ROW_KEYS = ("id", "order", "what", "peer", "ours", "ratio", "target", "met", "date", "load", "tools", "notes")
+
+
+def load_average() -> str:
+    """The 1-minute load average and the number of cores, e.g. ``1.8 on 2 cores``."""
+    return f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+def today() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+def _toml_string(value: object) -> str:
+    import json
+
+    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def record(name: str, rows: list[dict[str, object]], *, table: str = "main", script: str = "") -> Path:
+    """Write ``rows`` (dicts with ROW_KEYS; date and load default to now) to bench/results/<name>.toml."""
+    lines = [f"# Written by {script or name}; regenerate docs/benchmarks.md with scripts/gen_benchmarks.py.", ""]
+    for row in rows:
+        full = {"table": table, "date": today(), "load": load_average(), **row}
+        unknown = set(full) - {"table", *ROW_KEYS}
+        if unknown:
+            raise ValueError(f"unknown row keys {sorted(unknown)}; use {ROW_KEYS}")
+        lines.append("[[row]]")
+        lines.extend(f"{key} = {_toml_string(value)}" for key, value in full.items() if value not in (None, ""))
+        lines.append("")
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def interleaved(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """ABAB rounds: each round runs every side once, in an order that alternates between rounds."""
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+    names = list(sides)
+    for i in range(rounds):
+        for name in names if i % 2 == 0 else reversed(names):
+            samples[name].append(sides[name]())
+    return samples
+
+
+def spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    """``median (min–max)``."""
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"

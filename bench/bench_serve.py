@@ -97,39 +97,105 @@ def row(what: str, peer: float, ours: float, unit: str, target: str, lower_is_be
 # -- P2 ---------------------------------------------------------------------------------------------
 
 
-async def _round_trips(params: Any, tool: str, n: int, inflight: int) -> tuple[float, float]:
-    """(median ms per sequential call, calls per second with ``inflight`` concurrent)."""
-    from mcp import Client
-
-    async with Client(params) as client:
-        for i in range(50):
-            await client.call_tool(tool, {"text": f"warm {i}"})
-        times = []
-        for i in range(n):
-            started = time.perf_counter()
-            await client.call_tool(tool, {"text": f"seq {i}"})
-            times.append(time.perf_counter() - started)
-        counter = iter(range(n))
-
-        async def worker() -> None:
-            for i in counter:
-                await client.call_tool(tool, {"text": f"par {i}"})
-
+async def _seq_round(client: Any, tool: str, n: int, tag: str) -> float:
+    """Median ms of ``n`` sequential calls."""
+    times = []
+    for i in range(n):
         started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(inflight):
-                tg.start_soon(worker)
-        elapsed = time.perf_counter() - started
-    return statistics.median(times) * 1000, n / elapsed
+        await client.call_tool(tool, {"text": f"seq {tag} {i}"})
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+async def _rate_round(client: Any, tool: str, n: int, inflight: int, tag: str) -> float:
+    """Calls per second of ``n`` calls with ``inflight`` concurrent."""
+    counter = iter(range(n))
+
+    async def worker() -> None:
+        for i in counter:
+            await client.call_tool(tool, {"text": f"par {tag} {i}"})
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(inflight):
+            tg.start_soon(worker)
+    return n / (time.perf_counter() - started)
 
 
 async def p2(project: Path) -> None:
-    print("P2  tools/call round trip over stdio, official client (2026-07-28)")
-    n = 1000
-    peer_ms, peer_rate = await _round_trips(peer_stdio(project), "echo", n, 8)
-    ours_ms, ours_rate = await _round_trips(ours_stdio(project), "probe.echo", n, 8)
-    row("median round trip", peer_ms, ours_ms, "ms", "<= 1.0")
-    row("throughput, 8 in flight", peer_rate, ours_rate, "call/s", ">= 1.0")
+    """Both servers up at once; rounds alternate between them (ABAB), so both see the same load."""
+    from contextlib import AsyncExitStack
+
+    from mcp import Client
+
+    print("P2  tools/call round trip over stdio, official client (2026-07-28), interleaved rounds")
+    rounds, n = int(os.environ.get("BENCH_P2_ROUNDS", "6")), 200
+    loads = [os.getloadavg()[0]]
+    async with AsyncExitStack() as stack:
+        sides = {
+            "peer": (await stack.enter_async_context(Client(peer_stdio(project))), "echo"),
+            "ours": (await stack.enter_async_context(Client(ours_stdio(project))), "probe.echo"),
+        }
+        listed = await sides["ours"][0].list_tools()
+        tools = f"{len(listed.tools)}{'+' if listed.nextCursor else ''}"
+        for client, tool in sides.values():
+            for i in range(50):
+                await client.call_tool(tool, {"text": f"warm {i}"})
+        seq: dict[str, list[float]] = {"peer": [], "ours": []}
+        rate: dict[str, list[float]] = {"peer": [], "ours": []}
+        for r in range(rounds):
+            for name in ("peer", "ours") if r % 2 == 0 else ("ours", "peer"):
+                client, tool = sides[name]
+                seq[name].append(await _seq_round(client, tool, n, f"{r}"))
+                rate[name].append(await _rate_round(client, tool, n, 8, f"{r}"))
+    loads.append(os.getloadavg()[0])
+    seq_ratio = [o / p for o, p in zip(seq["ours"], seq["peer"], strict=True)]
+    rate_ratio = [o / p for o, p in zip(rate["ours"], rate["peer"], strict=True)]
+    row("median round trip", statistics.median(seq["peer"]), statistics.median(seq["ours"]), "ms", "<= 1.0")
+    row("throughput, 8 in flight", statistics.median(rate["peer"]), statistics.median(rate["ours"]), "call/s", ">= 1.0")
+    load = f"{min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
+    _record(
+        "serve-p2",
+        [
+            {
+                "id": "P2",
+                "what": f"`tools/call` round trip over stdio, official client ({rounds} interleaved rounds of {n} calls, "
+                "both servers up at once)",
+                "peer": f"bare `MCPServer` echo over stdio {statistics.median(seq['peer']):.2f} ms",
+                "ours": f"{statistics.median(seq['ours']):.2f} ms",
+                "ratio": f"{statistics.median(seq_ratio):.2f}× ({min(seq_ratio):.2f}–{max(seq_ratio):.2f}×)",
+                "target": "≤ 1.0×",
+                "met": _met(statistics.median(seq_ratio) <= 1.0),
+                "load": load,
+                "tools": tools,
+            },
+            {
+                "id": "P2",
+                "what": "throughput, 8 calls in flight (same rounds)",
+                "peer": f"same, {statistics.median(rate['peer']):,.0f} call/s",
+                "ours": f"{statistics.median(rate['ours']):,.0f} call/s",
+                "ratio": f"{statistics.median(rate_ratio):.2f}× ({min(rate_ratio):.2f}–{max(rate_ratio):.2f}×)",
+                "target": "≥ 1.0×",
+                "met": _met(statistics.median(rate_ratio) >= 1.0),
+                "load": load,
+                "tools": tools,
+            },
+        ],
+    )
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def _record(name: str, rows: list[dict[str, object]]) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _common import record
+
+    tools = os.environ.get("BENCH_SERVE_TOOLS")
+    for r in rows:
+        r.setdefault("tools", tools or f"{len(FIRST_PARTY)} first-party plugins + probe")
+    record(name, rows, script="bench/bench_serve.py")
 
 
 # -- P3 ---------------------------------------------------------------------------------------------
@@ -206,12 +272,29 @@ async def p3(project: Path) -> None:
     print("P3  tools/list of 1,000 tools through an in-memory client (2026-07-28, all pages)")
     peer_ms, peer_count = await _list_all(_thousand_tools_peer(), 20)
     _quiet()
+    ratios: list[float] = []
     for page_size in (1000, 100):
         manager = _thousand_tools_manager(project, page_size)
         app = ServeApp(manager, manager.config.serve)
         ours_ms, ours_count = await _list_all(app.server, 20)
         assert ours_count == peer_count == 1000, (ours_count, peer_count)
         row(f"list 1,000 tools, page size {page_size}", peer_ms, ours_ms, "ms", "<= 0.2")
+        ratios.append(ours_ms / peer_ms)
+    _record(
+        "serve-p3",
+        [
+            {
+                "id": "P3",
+                "what": "`tools/list` of 1,000 tools, in-memory client, all pages (page 1000 / 100)",
+                "peer": f"`MCPServer` {peer_ms:.1f} ms",
+                "ours": "",
+                "ratio": " / ".join(f"{r:.2f}×" for r in ratios),
+                "target": "≤ 0.2×",
+                "met": _met(max(ratios) <= 0.2),
+                "tools": "1000",
+            }
+        ],
+    )
 
 
 def _quiet() -> None:
@@ -255,7 +338,8 @@ async def p5(project: Path) -> None:
                 "from mcp.server.mcpserver import MCPServer", "from mcp.server.fastmcp import FastMCP as MCPServer"
             )
         )
-    for _ in range(5):
+    loads = [os.getloadavg()[0]]
+    for _ in range(int(os.environ.get("BENCH_P5_ROUNDS", "5"))):
         peer.append(await _first_list(peer_stdio(project)))
         ours.append(await _first_list(ours_stdio(project)))
         if python1:
@@ -268,9 +352,33 @@ async def p5(project: Path) -> None:
                     )
                 )
             )
+    loads.append(os.getloadavg()[0])
     row("start to first listing vs 2.x MCPServer", statistics.median(peer), statistics.median(ours), "ms", "<= 1.0")
     if peer1:
         row("start to first listing vs 1.x FastMCP", statistics.median(peer1), statistics.median(ours), "ms", "<= 1.0")
+    load = f"{min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
+    ours_text = f"{statistics.median(ours):.0f} ms ({min(ours):.0f}–{max(ours):.0f})"
+    rows: list[dict[str, object]] = []
+    for label, side in (("minimal 2.x `MCPServer` stdio server", peer), ("minimal 1.x `FastMCP` stdio server", peer1)):
+        if not side:
+            continue
+        ratios = [o / p for o, p in zip(ours, side, strict=True)]
+        rows.append(
+            {
+                "id": "P5",
+                "what": f"`serve`: start → first `tools/list`, {len(FIRST_PARTY)} plugins + probe "
+                f"({len(ours)} interleaved rounds)"
+                if not rows
+                else "same",
+                "peer": f"{label} {statistics.median(side):.0f} ms ({min(side):.0f}–{max(side):.0f})",
+                "ours": ours_text,
+                "ratio": f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}×)",
+                "target": "≤ 1.0× the fastest",
+                "met": _met(statistics.median(ratios) <= 1.0),
+                "load": load,
+            }
+        )
+    _record("serve-p5", rows)
 
 
 # -- P12 ---------------------------------------------------------------------------------------------
@@ -603,6 +711,21 @@ async def p13(project: Path) -> None:
     print(
         f"  growth 1,000 -> 10,000 calls: peer {peer[1] - peer[0]:+.1f} MiB, ours {ours[1] - ours[0]:+.1f} MiB "
         "(target: flat)"
+    )
+    ratio_1k, ratio_10k = ours[0] / peer[0], ours[1] / peer[1]
+    _record(
+        "serve-p13",
+        [
+            {
+                "id": "P13",
+                "what": "`serve` resident memory after 10,000 calls over stdio (8 in flight)",
+                "peer": f"minimal `MCPServer` after the same calls {peer[1]:.1f} MiB (1,000: {peer[0]:.1f})",
+                "ours": f"{ours[1]:.1f} MiB (1,000: {ours[0]:.1f}; growth {ours[1] - ours[0]:+.1f} MiB)",
+                "ratio": f"{ratio_10k:.2f}× (at 1,000: {ratio_1k:.2f}×)",
+                "target": "≤ 1.2×, flat",
+                "met": _met(ratio_10k <= 1.2 and ours[1] - ours[0] <= max(2.0, 0.05 * ours[0])),
+            }
+        ],
     )
 
 
