@@ -38,6 +38,8 @@ class CallContext:
     manager: ServerManager | None = attrs.field(default=None, repr=False)
     _cancelled: threading.Event | None = attrs.field(default=None, repr=False, alias="cancelled")
     partial: str | None = attrs.field(default=None, repr=False)
+    #: The running tool's ``result_budget_bytes``, set by the pipeline before it runs the tool.
+    result_budget: int | None = attrs.field(default=None, repr=False)
     meta: dict[str, Any] = attrs.field(factory=dict, repr=False)
     #: How the caller names tools (``serve`` with ``tool_names = "underscored"``): messages use it.
     tool_names: Callable[[str], str] | None = attrs.field(default=None, repr=False)

@@ -27,6 +27,7 @@ from ._kinds import KINDS, ResultKind
 from ._outcome import BatchOutcome, CallOutcome
 from ._permissions import PermissionPart, Verdict
 from ._server import normalize_args
+from ._tools import result_cap
 
 if TYPE_CHECKING:
     from ._manager import ServerManager
@@ -480,6 +481,7 @@ class CallPipeline:
     async def _dispatch(self, call: _Call) -> ServerResponse:
         server, ctx = call.server, call.ctx
         assert server is not None
+        ctx.result_budget = call.plan.tool.result_budget_bytes
         timeout = call.plan.timeout
         try:
             if timeout is None:
@@ -517,7 +519,7 @@ class CallPipeline:
 
     def _result(self, call: _Call, response: ServerResponse) -> CallOutcome:
         """Cap, classify, flag a repeated answer, finish."""
-        limit = self.config.max_result_bytes
+        limit = result_cap(self.config.max_result_bytes, call.ctx.result_budget)
         effective = limit if 0 < limit <= RESULT_CEILING_BYTES else RESULT_CEILING_BYTES
         text = response.result if len(response.result) * 4 <= effective else cap_text(response.result, limit)
         if text is not response.result:

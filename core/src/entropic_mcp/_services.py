@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._tools import result_cap
+
 if TYPE_CHECKING:
     from ._calls import OutsideRootRequest
     from ._context import CallContext
@@ -43,8 +45,11 @@ class ToolServices:
 
     @property
     def result_limit(self) -> int:
-        """``[pipeline] max_result_bytes``: the pipeline cuts longer results (0: no limit)."""
-        return 0 if self._manager is None else self._manager.config.pipeline.max_result_bytes
+        """``[pipeline] max_result_bytes``, or the tool's own larger ``result_budget_bytes``: the
+        pipeline cuts longer results (0: no limit)."""
+        if self._manager is None:
+            return 0
+        return result_cap(self._manager.config.pipeline.max_result_bytes, self._ctx.result_budget)
 
     # -- storage and approvals ------------------------------------------------------------------------
 

@@ -78,6 +78,11 @@ class ToolDefinition:
         return data
 
 
+def result_cap(limit: int, budget: int | None) -> int:
+    """The cap on one call's result: ``max_result_bytes`` (``limit``), raised to the tool's budget."""
+    return budget if budget is not None and 0 < limit < budget else limit
+
+
 def load_tool_definition(package: str, tool: str) -> ToolDefinition:
     """Load ``tools/<tool>.json`` from ``package``'s data; errors name the file."""
     source = f"{package}/tools/{tool}.json"
@@ -112,6 +117,10 @@ class ToolBase(abc.ABC):
     runs_last: ClassVar[bool] = False
     #: What the tool does, for hosts that look tools up by role (``"delegate"``, ``"todo"``, ...).
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: This tool's own result budget in bytes: its results may be this long even when
+    #: ``[pipeline] max_result_bytes`` is lower (a reader's pages). None: the configured cap.
+    #: It only raises the cap; ``max_result_bytes = 0`` (no cap) stays no cap.
+    result_budget_bytes: ClassVar[int | None] = None
 
     def __init__(self, definition: ToolDefinition | None = None) -> None:
         if definition is not None:

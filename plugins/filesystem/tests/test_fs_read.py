@@ -183,7 +183,17 @@ def test_tilde_is_a_literal_character(fs, root):
     assert json_read(fs, path="~/x.txt")["lines"] == ["home?"]
 
 
-def test_page_fits_the_pipeline_result_cap_and_rest_is_reachable(make, root):
+@pytest.fixture
+def small_cap(monkeypatch):
+    """read_file's own 64 KiB budget off, so small caps apply: the fitting is what these tests check
+    (test_fs_read_budget.py checks the budget)."""
+    from entropic_mcp_filesystem import _read
+
+    monkeypatch.setattr(_read.ReadFile, "result_budget_bytes", None)
+    monkeypatch.setattr(_read.ReadFiles, "result_budget_bytes", None)
+
+
+def test_page_fits_the_pipeline_result_cap_and_rest_is_reachable(make, root, small_cap):
     fs = make(result_cap=2000)
     lines = [f"{i:04d} " + "q" * 60 for i in range(1, 201)]
     (root / "long.txt").write_text("\n".join(lines) + "\n")
@@ -202,7 +212,7 @@ def test_page_fits_the_pipeline_result_cap_and_rest_is_reachable(make, root):
         assert collected == lines, form
 
 
-def test_one_line_bigger_than_the_result_cap(make, root):
+def test_one_line_bigger_than_the_result_cap(make, root, small_cap):
     fs = make(result_cap=1000)
     (root / "one.txt").write_text("z" * 5000 + "\nnext\n")
     outcome, page = fs.call("read_file", {"path": "one.txt", "format": "json"})
@@ -353,7 +363,7 @@ def _page_through(harness, **extra):
     return got, calls
 
 
-def test_paging_a_settled_file_returns_every_line_once_through_the_line_index(make, root, monkeypatch):
+def test_paging_a_settled_file_returns_every_line_once_through_the_line_index(make, root, monkeypatch, small_cap):
     _, expected = _settled_text_file(root, monkeypatch)
     harness = make(result_cap=16384)
     first, calls = _page_through(harness)
@@ -377,7 +387,7 @@ def test_a_page_of_a_settled_file_matches_the_same_page_read_whole(make, root, m
     assert seek == whole
 
 
-def test_a_text_page_fills_the_result_cap_without_being_cut_afterwards(make, root):
+def test_a_text_page_fills_the_result_cap_without_being_cut_afterwards(make, root, small_cap):
     (root / "big.txt").write_text("".join(f"line {n} " + "y" * 60 + "\n" for n in range(1, 5001)))
     text = make(result_cap=16384).ok("read_file", {"path": "big.txt"})
     assert len(text.encode()) <= 16384

@@ -254,6 +254,6 @@ def test_descriptions_state_the_configured_values_not_config_keys(make):
     assert "${" not in text
     for key in ("read_page_lines", "max_line_chars", "max_glob_results", "max_grep_matches", "max_read_bytes"):
         assert key not in text, key
-    assert "up to 750 lines and 262,144 bytes per call" in listed["read_file"]["description"]
+    assert "up to 750 lines and 65,536 bytes per call" in listed["read_file"]["description"]
     assert "(default 750)" in listed["read_file"]["inputSchema"]["properties"]["limit"]["description"]
     assert "at most 321;" in listed["glob"]["description"]

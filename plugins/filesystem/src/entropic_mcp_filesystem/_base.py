@@ -76,6 +76,11 @@ def described(definition: ToolDefinition, settings: Any) -> ToolDefinition:
         for field in attrs.fields(type(settings))
         for value in [getattr(settings, field.name)]
     }
+    read_bytes = getattr(settings, "max_read_bytes", None)
+    if isinstance(read_bytes, int):  # the page size a reader really gets by default
+        from ._settings import READ_RESULT_BYTES
+
+        values["read_page_bytes"] = f"{min(read_bytes, READ_RESULT_BYTES):,}"
 
     def render(node: Any) -> Any:
         if isinstance(node, str):

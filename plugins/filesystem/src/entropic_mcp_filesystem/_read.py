@@ -22,6 +22,7 @@ from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_t
 
 from ._base import FilesystemTool
 from ._fsio import open_regular
+from ._settings import READ_RESULT_BYTES
 from ._tracker import Identity, identity, identity_vouches
 
 CHUNK = 1 << 20
@@ -379,8 +380,12 @@ def fit_page(data: dict[str, Any], cap: int) -> dict[str, Any]:
     return fitted
 
 
-def fit_text(text: str, cap: int) -> str:
-    """Cut a text page to ``cap`` bytes at a line boundary, saying where to continue."""
+def fit_text(text: str, cap: int, *, several: bool = False) -> str:
+    """Cut a text page to ``cap`` bytes at a line boundary, saying where to continue.
+
+    ``several``: read_files' sections (``==> path <==`` headers): the note names the file cut and
+    the read_file call that continues it (read_files has no offset).
+    """
     if not cap or len(text.encode("utf-8")) <= cap:
         return text
     lines = text.split("\n")
@@ -397,6 +402,12 @@ def fit_text(text: str, cap: int) -> str:
         head = out[-1].split("\t", 1)[0].strip()
         number = int(head) + 1 if head.isdigit() else None
     hint = f"call again with offset={number}" if number else "read fewer lines with 'limit'"
+    if several:
+        header = next((line for line in reversed(out) if line.startswith("==> ") and line.endswith(" <==")), None)
+        if header is not None and number:
+            hint = f"continue {header[4:-4]} with filesystem.read_file offset={number}; read the other files alone"
+        else:
+            hint = "read fewer files per call, or fewer lines with 'limit'"
     out.append(f"[the page was cut to fit max_result_bytes ({cap} bytes); {hint}]")
     return "\n".join(out)
 
@@ -467,6 +478,7 @@ def open_for_reading(fs: Any, loc: Any, resolved: Any) -> tuple[int, Any]:
 class ReadFile(FilesystemTool):
     definition = load_tool_definition(__package__, "read_file")
     required_access_level = AccessLevel.READ
+    result_budget_bytes = READ_RESULT_BYTES
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
@@ -517,6 +529,7 @@ class ReadFiles(FilesystemTool):
 
     definition = load_tool_definition(__package__, "read_files")
     required_access_level = AccessLevel.READ
+    result_budget_bytes = READ_RESULT_BYTES
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
@@ -531,7 +544,7 @@ class ReadFiles(FilesystemTool):
         for raw in paths:
             share = max(4096, budget // len(paths))
             sections.append(self._one(raw, ctx, limit, share=share, args=args))
-        return ToolResult(text=fit_text("\n\n".join(sections), toolkit.result_limit(ctx)))
+        return ToolResult(text=fit_text("\n\n".join(sections), toolkit.result_limit(ctx), several=True))
 
     def _one(self, raw: str, ctx: CallContext, limit: int, *, share: int, args: dict[str, Any]) -> str:
         fs = self.fs
@@ -552,7 +565,10 @@ class ReadFiles(FilesystemTool):
             page = read_lines(_With(fs, settings), fd, st, loc, resolved, ctx, offset=1, limit=limit)
         except ToolError as exc:
             return f"==> {raw} <==\n[{exc.code}: {exc.message}]"
-        return f"==> {loc.display} <==\n" + render_text(page, display=loc.display, offset=1, column=1)
+        text = render_text(page, display=loc.display, offset=1, column=1)
+        # read_files has no offset: the continuation is a read_file call.
+        text = text.replace("; more follow: call again with offset=", "; more follow: filesystem.read_file offset=")
+        return f"==> {loc.display} <==\n" + text
 
 
 class _With:

@@ -10,6 +10,9 @@ from entropic_mcp import ConfigError, PathPolicy
 from entropic_mcp.toolkit import settings_from_table
 
 KIB = 1024
+#: read_file's and read_files' own result budget (``ToolBase.result_budget_bytes``): above the
+#: pipeline's default 16 KiB cap, which cut a source file to 300-400 lines of a 2,000-line page.
+READ_RESULT_BYTES = 64 * KIB
 
 
 @attrs.frozen(kw_only=True)
