@@ -219,6 +219,8 @@ def test_metadata_answers_without_a_token_and_every_refusal_points_to_it(team_se
         document = answer.json()
         assert document["resource"] == RESOURCE and document["authorization_servers"] == [issuer.url]
         assert document["scopes_supported"] == ["mcp"]
+    # The authorization server's own metadata is the issuer's to publish: 404 here, not 401.
+    assert httpx2.get(base + "/.well-known/oauth-authorization-server", timeout=10).status_code == 404
     missing = _post(team_serve.url, None)
     assert missing.status_code == 401
     assert _challenge(missing) == (

@@ -32,6 +32,9 @@ class CallContext:
     identity: str | None = None
     #: The person behind the call: the OAuth token's subject (``serve`` with ``[auth]``), else None.
     subject: str | None = None
+    #: The storage scope (tenant) of the caller's conversations when the store holds none named
+    #: ``conversation_id`` (``serve`` with ``[auth]``: ``sub:<subject>`` or ``tenant:<tenant>``).
+    scope: str | None = None
     iteration: int = 0
     deadline: float | None = None
     progress: ProgressReporter | None = None

@@ -414,6 +414,7 @@ class ServeApp:
             conversation_id=conversation,
             identity=principal.identity if principal is not None else None,
             subject=principal.subject if principal is not None else None,
+            scope=principal.conversation_scope if principal is not None else None,
             progress=progress,
             tool_names=self.display,
         )

@@ -177,6 +177,14 @@ class Guard:
                 send, 200, self.metadata, [(b"access-control-allow-origin", b"*")], content_type=b"application/json"
             )
             return
+        if scope["path"].startswith("/.well-known/"):
+            # Not 401: a client probing for authorization-server metadata here must look at the issuer.
+            await _respond(
+                send,
+                404,
+                f"Not Found: this server is an OAuth resource; its authorization server is {verifier.settings.issuer}",
+            )
+            return
         authorization = headers.get("authorization")
         principal = verifier.remembered(authorization)
         if principal is None:

@@ -95,6 +95,9 @@ def storage_of(ctx: CallContext, tool: str) -> StorageBackend:
 def caller_scope(storage: StorageBackend, ctx: CallContext) -> str:
     """The scope whose delegations this call may see: its conversation's, when the store holds that
     conversation (a host's conversation or a delegation's child); else the default scope (an MCP
-    client's conversation key names no stored conversation). Raises StorageError."""
+    client's conversation key names no stored conversation; under serve's ``[auth]``, the caller's
+    own scope). Raises StorageError."""
     scope = storage.scope_of(ctx.conversation_id)
-    return DEFAULT_SCOPE if scope is None else scope
+    if scope is not None:
+        return scope
+    return getattr(ctx, "scope", None) or DEFAULT_SCOPE
