@@ -6,6 +6,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ import attrs
 
 from .._errors import ToolError
 from . import _bwrap, _zygote
-from ._paths import ROOT_POLICY, Placeholders, Walker
+from ._paths import CACHE_SECONDS, ROOT_POLICY, Placeholders, Walker
 
 if TYPE_CHECKING:
     from .._config import Config
@@ -128,15 +129,33 @@ def _under(path: Path, parents: Sequence[Path]) -> bool:
     return any(path == parent or parent in path.parents for parent in parents)
 
 
+_UNDER_TMP: tuple[tuple[str, ...], float, tuple[Path, ...]] | None = None
+
+
 def _host_python_under_tmp() -> tuple[Path, ...]:
     """The host's own interpreter and import path where they lie under ``/tmp`` (a virtual
     environment or checkout made there, as CI and tests do): inside, ``/tmp`` is a private
     tmpfs, and the persistent sandbox's spawner, ``python`` commands and external servers started
-    with ``sys.executable`` would find nothing. Kept visible read-only; nothing else of /tmp is."""
+    with ``sys.executable`` would find nothing. Kept visible read-only; nothing else of /tmp is.
+
+    Resolving each entry costs about a millisecond for a typical import path: the answer is kept
+    while the interpreter's paths stay the same, looked at again every ``CACHE_SECONDS``."""
     import sys
 
+    global _UNDER_TMP
+    key = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.executable, *sys.path)
+    now = time.monotonic()
+    cached = _UNDER_TMP
+    if cached is not None and cached[0] == key and now - cached[1] < CACHE_SECONDS:
+        return cached[2]
+    found = _python_under_tmp((*key[:3], os.path.dirname(sys.executable), *key[4:]))
+    _UNDER_TMP = (key, now, found)
+    return found
+
+
+def _python_under_tmp(texts: Sequence[str]) -> tuple[Path, ...]:
     found: set[Path] = set()
-    for text in (sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(sys.executable), *sys.path):
+    for text in texts:
         if not text:
             continue
         path = Path(os.path.realpath(text))
@@ -146,6 +165,23 @@ def _host_python_under_tmp() -> tuple[Path, ...]:
         if unresolved.parts[1:2] == ("tmp",) and unresolved.exists() and not unresolved.is_symlink():
             found.add(unresolved)
     return tuple(sorted(found))
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class _Cached:
+    """A worked-out policy (``Sandbox._policy``) and what it was worked out from."""
+
+    at: float
+    rules: object
+    stamp: tuple[object, ...]
+    under_tmp: tuple[Path, ...]
+    missing: tuple[tuple[Path, bool], ...]
+    read_only: tuple[Path, ...]
+    placeholders: list[Path]
+    policy: tuple[str, ...]
+
+
+_POLICIES: dict[tuple[object, ...], _Cached] = {}
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -250,6 +286,107 @@ class Sandbox:
             missing=tuple(missing),
         )
 
+    def _stamp(self) -> tuple[object, ...]:
+        """What a cached policy must still find (a few stats): the ignore file as it was, whether
+        ``.git`` and the hidden paths exist, which writable directories do."""
+
+        def state(path: str) -> tuple[int, int, int] | None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+        root = self.root
+        return (
+            state(os.path.join(root, ".entropicignore")) if root is not None else None,
+            os.path.isdir(os.path.join(root, ".git")) if root is not None else False,
+            tuple(os.path.exists(path) for path in self.hidden),
+            tuple(os.path.isdir(path) for path in self.writable_paths()),
+        )
+
+    def _policy(self, cwd: Path) -> tuple[tuple[str, ...], list[Path], list[Path]]:
+        """The ``bwrap`` arguments of a run in ``cwd`` and the placeholders it holds (release them).
+
+        Worked out from ``layout()`` at most every ``CACHE_SECONDS`` per sandbox and directory
+        (the walk of the project is cached as long): a cached one is used only while the rules
+        are the same object and version, the ignore file, ``.git``, the hidden and writable paths
+        are as they were, its read-only paths all exist and its placeholders are still ours."""
+        rules = self.rules
+        key = (
+            self.server,
+            self.root,
+            self.network,
+            self.writable,
+            self.deny_read,
+            self.protected,
+            self.hidden,
+            self.git_config_writable,
+            id(rules),
+            rules.version if rules is not None else 0,
+            cwd,
+        )
+        stamp = self._stamp()
+        under_tmp = _host_python_under_tmp()
+        now = time.monotonic()
+        hit = _POLICIES.get(key)
+        if (
+            hit is not None
+            and now - hit.at < CACHE_SECONDS
+            and hit.rules is rules
+            and hit.stamp == stamp
+            and hit.under_tmp is under_tmp
+        ):
+            placeholders = _PLACEHOLDERS.acquire(hit.missing)
+            shared = _PLACEHOLDERS.share(hit.read_only)
+            if placeholders == hit.placeholders and all(os.path.lexists(path) for path in hit.read_only):
+                return hit.policy, placeholders, shared
+            _PLACEHOLDERS.release([*placeholders, *shared])
+        assert self.found is not None and self.found.path is not None
+        for _ in range(3):
+            layout = self.layout()
+            placeholders = _PLACEHOLDERS.acquire(layout.missing)
+            # Placeholders another run or a persistent sandbox made: kept for this run too
+            # (released meanwhile, a mount of this run would have no source).
+            shared = _PLACEHOLDERS.share(layout.read_only)
+            if all(os.path.lexists(path) for path in layout.read_only):
+                break
+            _PLACEHOLDERS.release([*placeholders, *shared])  # one went between the look and the hold
+        writable = list(layout.writable)
+        read_only = [*layout.read_only, *placeholders]
+        hidden_files, hidden_dirs = list(layout.hidden_files), list(layout.hidden_dirs)
+        if not _under(cwd, writable):
+            read_only.append(cwd)  # a working directory outside (approved by the user) stays visible
+        read_only += [path for path in under_tmp if not _under(path, writable)]
+        mask_file, mask_dir = _masks()
+        # Sorted (a parent before what is inside it; all are read-only binds of themselves, so the
+        # order among them changes nothing): one policy is one key, however the paths were found.
+        policy = tuple(
+            _bwrap.policy(
+                self.found.path,
+                writable=writable,
+                read_only=sorted(set(read_only)),
+                hidden_files=hidden_files,
+                hidden_dirs=hidden_dirs,
+                mask_file=mask_file,
+                mask_dir=mask_dir,
+                network=self.network,
+            )
+        )
+        if len(_POLICIES) > 64:
+            _POLICIES.clear()
+        _POLICIES[key] = _Cached(
+            at=now,
+            rules=rules,
+            stamp=stamp,
+            under_tmp=under_tmp,
+            missing=layout.missing,
+            read_only=layout.read_only,
+            placeholders=list(placeholders),
+            policy=policy,
+        )
+        return policy, placeholders, shared
+
     def prepare(self, argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None) -> Prepared:
         """The command line that runs ``argv`` confined (or unchanged when the sandbox is off).
 
@@ -268,45 +405,36 @@ class Sandbox:
             return Prepared(argv=list(argv), env=dict(env) if env is not None else None)
         assert self.found is not None and self.found.path is not None
         cwd = Path(cwd)
-        for _ in range(3):
-            layout = self.layout()
-            placeholders = _PLACEHOLDERS.acquire(layout.missing)
-            # Placeholders another run or a persistent sandbox made: kept for this run too
-            # (released meanwhile, a mount of this run would have no source).
-            shared = _PLACEHOLDERS.share(layout.read_only)
-            if all(os.path.lexists(path) for path in layout.read_only):
-                break
-            _PLACEHOLDERS.release([*placeholders, *shared])  # one went between the look and the hold
-        writable = list(layout.writable)
-        read_only = [*layout.read_only, *placeholders]
-        hidden_files, hidden_dirs = list(layout.hidden_files), list(layout.hidden_dirs)
-        if not _under(cwd, writable):
-            read_only.append(cwd)  # a working directory outside (approved by the user) stays visible
-        read_only += [path for path in _host_python_under_tmp() if not _under(path, writable)]
-        mask_file, mask_dir = _masks()
-        # Sorted (a parent before what is inside it; all are read-only binds of themselves, so the
-        # order among them changes nothing): one policy is one key, however the paths were found.
-        policy = _bwrap.policy(
-            self.found.path,
-            writable=writable,
-            read_only=sorted(set(read_only)),
-            hidden_files=hidden_files,
-            hidden_dirs=hidden_dirs,
-            mask_file=mask_file,
-            mask_dir=mask_dir,
-            network=self.network,
-        )
+        policy, placeholders, shared = self._policy(cwd)
         command = [*policy, "--chdir", str(cwd), "--", *argv]
-        base = os.environ if env is None else env
-        clean = {key: value for key, value in base.items() if not key.startswith(HIDDEN_ENV_PREFIX)}
-        clean["TMPDIR"] = "/tmp"
+        clean = _clean_environment(os.environ if env is None else env)
 
         def cleanup() -> None:
             _PLACEHOLDERS.release([*placeholders, *shared])
 
         family = (self.server, self.root, self.network, self.git_config_writable, self.writable, self.protected)
-        launch = Launch(policy=tuple(policy), family=family, argv=tuple(argv), cwd=str(cwd))
+        launch = Launch(policy=policy, family=family, argv=tuple(argv), cwd=str(cwd))
         return Prepared(argv=command, env=clean, cleanup=cleanup if placeholders or shared else None, launch=launch)
+
+
+_CLEAN: tuple[dict[str, str], dict[str, str]] | None = None
+
+
+def _clean_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` without the serve token and ``ENTROPIC_MCP_*``, with ``TMPDIR=/tmp``; the last
+    answer is kept while the environment is equal (a server passes the same one call after
+    call); a copy is returned (a few microseconds; filtering a hundred variables costs ten times
+    that)."""
+    global _CLEAN
+    if not isinstance(base, dict):
+        base = dict(base)  # os.environ: compared as a plain dict
+    cached = _CLEAN
+    if cached is not None and cached[0] == base:
+        return dict(cached[1])
+    clean = {key: value for key, value in base.items() if not key.startswith(HIDDEN_ENV_PREFIX)}
+    clean["TMPDIR"] = "/tmp"
+    _CLEAN = (dict(base), clean)
+    return dict(clean)
 
 
 OFF = Sandbox()

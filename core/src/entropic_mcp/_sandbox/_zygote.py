@@ -6,12 +6,14 @@ the shell. Here one ``bwrap`` instance runs per distinct policy (the exact names
 mounts a per-call ``bwrap`` would get), with a spawner inside (``python3 -I -S``, the script
 below; it imports nothing of entropic-mcp). The host sends each command's argv, working
 directory and environment over an inherited ``SOCK_SEQPACKET`` socket, with its stdin, stdout,
-stderr and a per-call socket passed as file descriptors. The spawner forks a per-call reaper
-(``PR_SET_CHILD_SUBREAPER``) that starts the command as the leader of its own process group and
-sends back a pidfd of it (the host reads the command's host pid from it, so signalling the group
-works as for any child); when the command ends the reaper kills whatever it left (``setsid``,
-double fork and ``nohup`` children re-parent to the reaper), reaps it all and only then reports
-the wait status: "exited" still means nothing of the call runs. The server's death ends the
+stderr and a per-call socket passed as file descriptors in the same message. One of the
+spawner's reapers (``PR_SET_CHILD_SUBREAPER``, forked once and reused call after call) takes
+it, starts the command as the leader of its own process group (``posix_spawn``) and sends back
+a pidfd of it (the host reads the command's host pid from it, so signalling the group works as
+for any child); when the command ends the reaper kills whatever it left (``setsid``, double
+fork and ``nohup`` children re-parent to the reaper), reaps it all and only then reports the
+wait status: "exited" still means nothing of the call runs. A call costs the spawner itself
+nothing (idle reapers are counted in a pipe, not reported to it). The server's death ends the
 instance (``--die-with-parent`` from a thread that lives as long as the instance), and with it
 the PID namespace.
 """
@@ -19,6 +21,7 @@ the PID namespace.
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import logging
 import os
@@ -39,9 +42,12 @@ IDLE_SECONDS = 10.0
 MAX_INSTANCES = 8
 #: Seconds to wait for the spawner's answer to a start request before giving the instance up.
 START_TIMEOUT = 10.0
+#: The largest request (command line, directory, environment) a spawner takes: its reapers
+#: receive into a buffer this size, kept for their lifetime.
+MAX_REQUEST = (1 << 20) - 4096
 
 SPAWNER = r"""
-import ctypes, fcntl, json, os, select, signal, socket, stat, sys
+import array, ctypes, errno, fcntl, json, os, select, signal, socket, stat, sys
 fd = int(sys.argv[1])
 os.set_inheritable(fd, False)
 control = socket.socket(fileno=fd)
@@ -51,6 +57,17 @@ libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: what a dead reaper left co
 ALL = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]
 
 def children(me):
+    # The kernel's list of a task's children (one read); a scan of /proc where it is missing.
+    try:
+        with open("/proc/%d/task/%d/children" % (me, me), "rb") as fh:
+            listed = [int(pid) for pid in fh.read().split()]
+    except OSError:
+        listed = []
+    # The list can miss a child created meanwhile ("not reliable" while children come and go):
+    # an empty answer is checked with the scan, so a call's end never spins on a hidden child.
+    return listed or scan(me)
+
+def scan(me):
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -65,16 +82,20 @@ def children(me):
 
 def kill_all(me, first=None):
     # What a call left (or a dead reaper): killed and reaped, again for what re-parented to us
-    # meanwhile (a double fork's grandchild), until nothing is left.
+    # meanwhile (a double fork's grandchild), until nothing is left: waitpid's ECHILD says no
+    # child of ours exists at all, running or a zombie (the common case costs no /proc read).
     while True:
         if first is not None:
             try:
                 os.killpg(first, signal.SIGKILL)
             except OSError:
                 pass
-        left = children(me)
-        if not left:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass  # a zombie reaped: look again
+        except ChildProcessError:
             return
+        left = children(me)
         for child in left:
             try:
                 os.kill(child, signal.SIGKILL)
@@ -86,13 +107,24 @@ def kill_all(me, first=None):
             except ChildProcessError:
                 pass
 
-def call(request, fds, sock, lock):
+ENV = [b"", {}]
+
+def environment(raw):
+    # Commands of one server send the same environment call after call: decoded once.
+    if raw != ENV[0]:
+        ENV[1] = json.loads(raw)
+        ENV[0] = raw
+    return ENV[1]
+
+def call(data, fds, sock, lock, taken):
     try:
+        head, _, raw = data.partition(b"\n")
+        request = json.loads(head)
         os.chdir(request["cwd"])
         argv = request["argv"]
         pid = os.posix_spawnp(
-            argv[0], argv, request["env"],
-            file_actions=[(os.POSIX_SPAWN_DUP2, fds[i], i) for i in range(3)],
+            argv[0], argv, environment(raw),
+            file_actions=[(os.POSIX_SPAWN_DUP2, fds[0], 0), (os.POSIX_SPAWN_DUP2, fds[1], 1), (os.POSIX_SPAWN_DUP2, fds[2], 2)],
             setpgroup=0, setsigdef=ALL, setsigmask=(),
         )
     except OSError as exc:
@@ -103,9 +135,13 @@ def call(request, fds, sock, lock):
         for f in fds:
             os.close(f)
     pidfd = os.pidfd_open(pid)
-    socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
+    socket.send_fds(sock, [b'{"pid": %d}' % pid], [pidfd])
     os.close(pidfd)
-    # Left a zombie (WNOWAIT) until the host has read its pid from the pidfd: reaped, it reads -1.
+    taken()  # told after the start, off the command's path
+    # Left a zombie (WNOWAIT) while its group is killed: its pid cannot be reused meanwhile, so
+    # the group signalled is the command's (another call of this instance may start processes).
+    # The host need not have read the pid first: a command reaped before that is one it never
+    # needs to signal (``GONE``).
     while True:
         try:
             done = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
@@ -113,10 +149,6 @@ def call(request, fds, sock, lock):
         except InterruptedError:
             continue
     code = done.si_status if done.si_code == os.CLD_EXITED else -done.si_status
-    try:
-        sock.recv(16)
-    except OSError:
-        pass
     kill_all(os.getpid(), pid)
     fcntl.flock(lock, fcntl.LOCK_UN)
     try:
@@ -126,7 +158,7 @@ def call(request, fds, sock, lock):
     else:
         wipe()
         fcntl.flock(lock, fcntl.LOCK_UN)
-    sock.send(json.dumps({"code": code}).encode())
+    sock.send(b'{"code": %d}' % code)
 
 def remove(path, dev):
     # Only what lies on the namespace's own tmpfs: a writable directory bound inside /tmp (a
@@ -167,35 +199,72 @@ def wipe():
         for name in names:
             remove(os.path.join(top, name), dev)
 
+def receive(buffer, view):
+    # Into a buffer kept for the reaper's life: a fresh megabyte per call was an mmap, page
+    # faults and an munmap each time.
+    size, ancillary, flags, _ = control.recvmsg_into([buffer], socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC)
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return bytes(view[:size]), list(fds), flags
+
 def reaper(state):
     # One call at a time, reused: its first start pays the fork's page faults, later ones do not.
     # The subtree is empty again before the next call is taken.
     me = os.getpid()
     lock = os.open(sys.executable, os.O_RDONLY | os.O_CLOEXEC)
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4, socket.MSG_CMSG_CLOEXEC)
+            data, fds, flags = receive(buffer, view)
         except InterruptedError:
             continue
-        if not data:
+        if not data and not fds:
             os.write(state, b"x%010d" % me)
             return
-        os.write(state, b"t%010d" % me)
+        if len(fds) != 4 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            if len(fds) == 4:  # a request over a megabyte: refused, as exec would refuse it
+                reply = socket.socket(fileno=fds.pop())
+                reply.send(json.dumps({"errno": errno.E2BIG, "strerror": os.strerror(errno.E2BIG)}).encode())
+                reply.close()
+            for f in fds:
+                os.close(f)
+            continue
+        told = []
+
+        def taken():
+            # A spare's token taken, or the spawner asked for one more reaper: one idle reaper
+            # is always ready. Done after the command started, off its path.
+            if not told:
+                told.append(1)
+                try:
+                    os.read(spare_r, 1)
+                except BlockingIOError:
+                    os.write(state, b"n%010d" % me)
+
         sock = socket.socket(fileno=fds[3])
         fcntl.flock(lock, fcntl.LOCK_SH)
         try:
-            call(json.loads(data), fds[:3], sock, lock)
+            call(data, fds[:3], sock, lock, taken)
         except Exception:
             kill_all(me, None)
             fcntl.flock(lock, fcntl.LOCK_UN)
         finally:
             sock.close()
-        os.write(state, b"i%010d" % me)
+        taken()
+        os.write(spare_w, b".")  # idle again: one more spare
 
+# The idle reapers beyond the first are counted by the bytes in the spare pipe, so a call costs
+# the spawner no wake-up: a reaper that takes a call takes a byte, or, finding none, asks the
+# spawner (state pipe) for another reaper; one that ends its call puts a byte back.
 state_r, state_w = os.pipe()
-reapers, idle, me = set(), 0, os.getpid()
+spare_r, spare_w = os.pipe()
+os.set_blocking(spare_r, False)
+reapers, need, me = set(), 1, os.getpid()
 while True:
-    while idle < 1:
+    while need > 0:
         pid = os.fork()
         if pid == 0:
             code = 0
@@ -207,15 +276,15 @@ while True:
                 code = 1
             os._exit(code)
         reapers.add(pid)
-        idle += 1
+        need -= 1
     ready, _, _ = select.select([state_r], [], [], 1.0)
-    gone = False
     if ready:
-        record = os.read(state_r, 11)
-        kind = record[:1]
-        if kind == b"x":
+        records = os.read(state_r, 11 * 64)
+        kinds = records[::11]
+        if b"x" in kinds:
             break  # the host closed the socket: the instance ends (and its PID namespace)
-        idle += 1 if kind == b"i" else -1
+        need += kinds.count(b"n")
+    gone = 0
     while True:  # a reaper that died (killed by a command) leaves its call's processes here
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -225,9 +294,11 @@ while True:
             break
         if pid in reapers:
             reapers.discard(pid)
-            gone = True
+            gone += 1
     if gone:
-        idle = 0  # it may have been the idle one: start another (one too many does no harm)
+        # Each may have been idle (its spare's byte stays in the pipe): one new reaper each, so
+        # the bytes never outnumber the idle reapers (one too many does no harm).
+        need += gone
         for child in children(me):
             if child not in reapers:
                 try:
@@ -237,16 +308,45 @@ while True:
 """
 
 
+_ENV_CACHE: tuple[dict[str, str], bytes] | None = None
+
+
+def _encoded(env: dict[str, str]) -> bytes:
+    """``env`` as JSON, the last one kept: a server sends the same environment call after call
+    (about a hundred variables: 30 µs to encode here, as long to decode in the spawner, which
+    keeps its last one too)."""
+    global _ENV_CACHE
+    cached = _ENV_CACHE
+    if cached is not None and cached[0] == env:
+        return cached[1]
+    raw = json.dumps(env).encode()
+    _ENV_CACHE = (dict(env), raw)
+    return raw
+
+
 class SpawnerGone(OSError):
     """The instance's spawner did not take the call (it died or stopped): start another."""
 
 
+#: The pid of a command that was reaped before the host read its pid (it ended that fast). Above
+#: the kernel's largest possible pid (PID_MAX_LIMIT, 2**22), so signalling the group finds no
+#: process (``ProcessLookupError``) and ``group_alive`` says no: nothing of the call is left once
+#: its status comes, and none may be signalled by a pid that is free for reuse.
+GONE = (1 << 22) + 1
+
+
 def _host_pid(pidfd: int) -> int:
-    with open(f"/proc/self/fdinfo/{pidfd}", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("Pid:"):
-                return int(line.split()[1])
-    raise OSError("no Pid in the pidfd's fdinfo")
+    """The command's pid in the host's namespace (``GONE`` when it was reaped already)."""
+    fd = os.open(f"/proc/self/fdinfo/{pidfd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    at = text.find(b"\nPid:")
+    if at < 0:
+        raise OSError("no Pid in the pidfd's fdinfo")
+    pid = int(text[at + 5 :].split(None, 1)[0])
+    return pid if pid > 0 else GONE
 
 
 class Process:
@@ -332,6 +432,10 @@ class Instance:
         self.retired = False
         self.dead = False
         host, inner = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:  # room for a request up to MAX_REQUEST (the system may cap it lower: then E2BIG sooner)
+            host.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2 * MAX_REQUEST)
+        except OSError:
+            pass
         self.control = host
         started = threading.Event()
         failure: list[BaseException] = []
@@ -391,7 +495,7 @@ class Instance:
             OSError: the program could not be started (its errno, as ``subprocess.Popen`` raises).
         """
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        request = json.dumps({"argv": list(argv), "cwd": cwd, "env": env}).encode()
+        request = json.dumps({"argv": list(argv), "cwd": cwd}).encode() + b"\n" + _encoded(env)
         with self._lock:
             if self.dead or self.retired:
                 mine.close()
@@ -401,8 +505,14 @@ class Instance:
             self.last_used = time.monotonic()
         try:
             try:
+                if len(request) > MAX_REQUEST:
+                    raise OSError(errno.E2BIG, f"{os.strerror(errno.E2BIG)} (command line and environment over 1 MiB)")
                 socket.send_fds(self.control, [request], [*fds, theirs.fileno()])
             except OSError as exc:
+                if exc.errno == errno.E2BIG:
+                    raise
+                if exc.errno == errno.EMSGSIZE:  # the system's socket buffers are smaller
+                    raise OSError(errno.E2BIG, f"{os.strerror(errno.E2BIG)} ({exc.strerror})") from None
                 raise SpawnerGone(str(exc)) from None
             finally:
                 theirs.close()
@@ -410,7 +520,7 @@ class Instance:
             if not ready:
                 self.stop()
                 raise SpawnerGone("the spawner did not answer")
-            data, got, _, _ = socket.recv_fds(mine, 1 << 16, 1)
+            data, got, _, _ = socket.recv_fds(mine, 512, 1)
             if not data:
                 raise SpawnerGone("the spawner ended")
             answer = json.loads(data)
@@ -422,7 +532,6 @@ class Instance:
                 for fd in got:
                     os.close(fd)
                 raise
-            mine.send(b"ok")  # the reaper may reap the command now
             WATCHDOG.watch(self, got[0], mine)
             return pid, mine
         except BaseException:
@@ -476,9 +585,15 @@ class Watchdog:
     leftovers would then outlive the call. Once the command itself has exited (its pidfd), the
     status must follow within ``LATE`` seconds, or the whole instance is killed, and its PID
     namespace with everything in it.
+
+    One thread looks at every call every ``TICK`` seconds (it is not woken by a call's start or
+    end) and stays for ``LINGER`` seconds after the last one ended, so a burst of calls starts
+    it once.
     """
 
     LATE = 5.0
+    TICK = 0.5
+    LINGER = IDLE_SECONDS
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -493,18 +608,32 @@ class Watchdog:
                 self._thread.start()
 
     def _run(self) -> None:
+        empty_since: float | None = None
         while True:
+            time.sleep(self.TICK)
+            now = time.monotonic()
             with self._lock:
-                if not self._calls:
+                if self._calls:
+                    empty_since = None
+                elif empty_since is None:
+                    empty_since = now
+                elif now - empty_since >= self.LINGER:
                     self._thread = None
                     return
                 waiting = [fd for fd, (_, _, exited) in self._calls.items() if exited is None]
                 sockets = [call.fileno() for _, call, _ in self._calls.values() if call.fileno() != -1]
-            try:
-                ready, _, _ = select.select([*waiting, *sockets], [], [], 0.5)
-            except (OSError, ValueError):  # a socket closed meanwhile: looked at below
-                ready = []
-            readable = set(ready)
+            # A look, not a wait: a call's end does not wake this thread (it costs the server
+            # nothing per call); a command's exit is seen within TICK of happening.
+            ready: list[tuple[int, int]] = []
+            if waiting or sockets:
+                poller = select.poll()
+                for fd in (*waiting, *sockets):
+                    poller.register(fd, select.POLLIN)
+                try:
+                    ready = poller.poll(0)
+                except OSError:  # a socket closed meanwhile: looked at below
+                    pass
+            readable = {fd for fd, _ in ready}
             now = time.monotonic()
             late = []
             with self._lock:
@@ -597,6 +726,17 @@ POOL = Pool()
 atexit.register(POOL.stop_all)
 
 
+_DEVNULL: int | None = None
+
+
+def _devnull() -> int:
+    """One ``/dev/null`` descriptor, passed to every command that gets it (the spawner dups it)."""
+    global _DEVNULL
+    if _DEVNULL is None:
+        _DEVNULL = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    return _DEVNULL
+
+
 def _pipe_ends(spec: Any, *, reading: bool, stdout_end: int | None = None) -> tuple[int, Any, bool]:
     """(the child's fd, the parent's file or None, whether the child's fd is ours to close)."""
     if spec == subprocess.PIPE:
@@ -605,7 +745,7 @@ def _pipe_ends(spec: Any, *, reading: bool, stdout_end: int | None = None) -> tu
             return r, open(w, "wb", buffering=0), True
         return w, open(r, "rb", buffering=0), True
     if spec == subprocess.DEVNULL:
-        return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC), None, True
+        return _devnull(), None, False
     if spec == subprocess.STDOUT:
         assert stdout_end is not None
         return stdout_end, None, False
