@@ -278,6 +278,9 @@ class Delegations:
         self.exposed = exposed
         self.internal = internal
         self.tools = frozenset(manager.tools_with("delegate"))
+        # Tools that act on a conversation only a directive-running host holds (prune_context): a child
+        # run here has nobody to carry their directives out, so it is not offered them.
+        self.host_only = frozenset(manager.tools_with("host_context"))
         self.plan: Mapping[str, Any] = {}
         for name in sorted(self.tools):
             server = manager.servers.get(name.partition(".")[0])
@@ -415,7 +418,7 @@ class Delegations:
         offered = []
         for tool in self.manager.list_tools():
             name = tool["name"]
-            if name in self.tools:
+            if name in self.tools or name in self.host_only:
                 continue  # children do not delegate further under serve
             if keys.has_keys(identity) and keys.level(identity, name) <= AccessLevel.NONE:
                 continue
