@@ -642,3 +642,65 @@ async def test_2026_client_abandoning_the_call_mid_child_leaves_it_recorded_canc
     assert record is not None
     assert record["status"] == "failed" and record["summary"].startswith("cancelled"), record["summary"]
     assert [m["role"] for m in record["messages"]][:4] == ["system", "user", "assistant", "tool"]
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_child_tool_calls_are_asked_of_the_user_like_any_call(tmp_path: Path, era: str) -> None:
+    from mcp import Client
+    from mcp_types import ElicitResult
+
+    root = project_with(tmp_path)
+    config = root / "entropic-mcp.toml"
+    config.write_text(
+        config.read_text().replace('default = "allow"', 'default = "ask"\nallow_read = false\nallow = ["entropic.*"]'),
+        encoding="utf-8",
+    )
+    questions: list[str] = []
+    answers = iter(["allow_once", "deny_once"])
+
+    async def elicit(context: Any, params: Any) -> Any:
+        questions.append(params.message)
+        return ElicitResult(action="accept", content={"decision": next(answers)})
+
+    model = ScriptedModel(
+        {
+            "researcher": [
+                [tool_use("filesystem.read_file", {"path": "README.md"}, "a1")],
+                [tool_use("filesystem.grep", {"pattern": "RETRIES", "path": "."}, "a2")],
+                [tool_use("entropic.complete", {"summary": "read one, refused one"}, "a3")],
+            ]
+        }
+    )
+    async with Client(
+        stdio_params(root),
+        mode="legacy" if era == "2025-11-25" else "auto",
+        sampling_callback=model,
+        sampling_capabilities=sampling_capability(),
+        elicitation_callback=elicit,
+        read_timeout_seconds=60,
+        input_required_max_rounds=50,
+    ) as client:
+        learn_spelling({tool.name for tool in (await client.list_tools()).tools})
+        result = await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Look, asking"})
+    body = payload(result)
+    assert result.is_error is False and body["summary"] == "read one, refused one", body
+    assert len(questions) == 2 and "filesystem.read_file" in questions[0] and "filesystem.grep" in questions[1]
+    record = record_of(root, body["delegation_id"])
+    read, grep = [m for m in record["messages"] if m["role"] == "tool"][:2]
+    assert read["is_error"] is False and "Retries are configured" in read["content"]
+    assert grep["is_error"] is True and "RETRIES = 3" not in grep["content"]
+
+
+async def test_client_sampling_without_tools_gets_a_child_that_answers_in_text(tmp_path: Path) -> None:
+    from mcp import Client
+
+    root = project_with(tmp_path)
+    model = ScriptedModel({"researcher": [[text("Retries are likely in settings.py.")]]})
+    async with Client(stdio_params(root), mode="legacy", sampling_callback=model, read_timeout_seconds=60) as client:
+        learn_spelling({tool.name for tool in (await client.list_tools()).tools})
+        result = await client.call_tool(wire("entropic.delegate"), {"target": "researcher", "task": "Guess"})
+    body = payload(result)
+    assert result.is_error is False and body["summary"] == "Retries are likely in settings.py." and body["turns"] == 1
+    assert model.requests[0].tools is None
+    record = record_of(root, body["delegation_id"])
+    assert record["status"] == "completed" and record["summary"] == "Retries are likely in settings.py."
