@@ -284,6 +284,8 @@ STORY = [
     ("official", "http", "2025-11-25"),
     ("official", "http", "2026-07-28"),
     ("fastmcp", "stdio", "2025-11-25"),
+    ("fastmcp", "stdio", "2026-07-28"),
+    ("fastmcp", "http", "2025-11-25"),
     ("fastmcp", "http", "2026-07-28"),
 ]
 
