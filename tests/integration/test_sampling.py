@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ENTROPIC_MCP, serve_env, start_http, stdio_params, stop, wait_until, write_project
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 CONFIG = """\
 [entropic_mcp]
@@ -297,7 +297,6 @@ async def test_lead_delegates_recalls_resumes_and_runs_a_pipeline(
     await story(project_with(tmp_path), kind, transport, era)
 
 
-@pytest.mark.integration
 async def test_the_story_on_the_postgres_store(tmp_path: Path) -> None:
     from entropic_mcp_postgres.testing import fresh_schema, test_dsn
 
