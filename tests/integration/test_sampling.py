@@ -46,6 +46,7 @@ system_prompt = "You are the writer."
 [identities.writer.keys]
 "filesystem.*" = "READ"
 "entropic.complete" = "WRITE"
+"entropic.delegate" = "WRITE"
 """
 
 Turn = Callable[[Any], Any]
@@ -705,3 +706,26 @@ async def test_client_sampling_without_tools_gets_a_child_that_answers_in_text(t
     assert model.requests[0].tools is None
     record = record_of(root, body["delegation_id"])
     assert record["status"] == "completed" and record["summary"] == "Retries are likely in settings.py."
+
+
+async def test_child_naming_a_delegation_tool_is_told_it_is_not_available(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    model = ScriptedModel(
+        {
+            "writer": [
+                [tool_use("entropic.delegate", {"target": "researcher", "task": "do it for me"}, "n1")],
+                [tool_use("entropic.complete", {"summary": "wrote it myself"}, "n2")],
+            ]
+        }
+    )
+    async with official(root, model) as client:
+        result = await client.call_tool(wire("entropic.delegate"), {"target": "writer", "task": "Write"})
+    body = payload(result)
+    assert result.is_error is False and body["summary"] == "wrote it myself"
+    # Its keys allow entropic.delegate, but a child is neither offered it nor run it.
+    assert wire("entropic.delegate") not in {tool.name for tool in model.requests[0].tools}
+    refused = model.requests[1].messages[-1].content[0]
+    assert refused.is_error is True and "not_available" in refused.content[0].text
+    manager, storage = store_of(root)
+    with manager:
+        assert [r["target_tier"] for r in storage.list_delegations()] == ["writer"]

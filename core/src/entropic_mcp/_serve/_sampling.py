@@ -572,8 +572,27 @@ class Delegations:
         names = [self.internal(c["name"]) or c["name"] for c in calls]
         for call, name in zip(calls, names, strict=True):
             call["name"] = name
+        # Not offered to a child, and not run for one by name either: nobody here would carry out
+        # a delegate or prune directive a child's call returned.
+        for call in calls:
+            if call["name"] in self.tools or call["name"] in self.host_only:
+                message = (
+                    f"'{self.exposed(call['name'])}' is not available to a delegated tier under serve (its directive "
+                    f"would not be carried out). Do the work with your other tools, then call {self.exposed(COMPLETE_TOOL)}."
+                )
+                self._message(
+                    child,
+                    "tool",
+                    dumps({"error": "not_available", "message": message}),
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    is_error=True,
+                )
+        calls = [c for c in calls if c["name"] not in self.tools and c["name"] not in self.host_only]
         last = self.manager.runs_last
         ordered = [c for c in calls if not last(c["name"])] + [c for c in calls if last(c["name"])]
+        if not ordered:
+            return None
         ctx = CallContext(
             conversation_id=started.child_conversation_id,
             identity=started.target,
