@@ -96,6 +96,7 @@ def wheels(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Run every benchmark against its peers; writes bench/results/*.txt."""
     install_all(session)
-    session.install("mcp>=2.3")
+    # bpe-openai: o200k token counts for bench_tokens.py (tiktoken downloads its vocabulary).
+    session.install("mcp>=2.3", "bpe-openai>=0.1.4")
     for script in sorted((ROOT / "bench").glob("bench_*.py")):
         session.run("python", str(script), *session.posargs)
