@@ -175,6 +175,27 @@ def test_log_since_and_until(tmp_path):
     assert [c["subject"] for c in ok(server, "log", {"since": "2023-03-01", "until": "2023-12-31"})] == ["middle"]
 
 
+def test_log_refuses_a_date_git_would_read_as_something_else(server):
+    # git's approxidate drops words it does not know: "not a date" meant "now", an empty log.
+    for bad in ("not a date", "banana", "2 fortnights ago", "   "):
+        error = refused(server, "log", {"since": bad})
+        assert error["error"] == "invalid_args" and "since" in error["message"]
+    error = refused(server, "log", {"until": "tomorrow-ish"})
+    assert "'tomorrow'" in error["message"] and '"2 weeks ago"' in error["message"]
+    for good in (
+        "2 weeks ago",
+        "yesterday",
+        "2024-01-31",
+        "2024-01-31T10:00:00+02:00",
+        "last monday",
+        "Jan 5 2024",
+        "noon yesterday",
+        "3.days.ago",
+        "1700000000",
+    ):
+        ok(server, "log", {"since": good})
+
+
 def test_log_of_an_unborn_branch_is_empty(empty_repo):
     assert ok(make_server(empty_repo.path), "log") == []
 

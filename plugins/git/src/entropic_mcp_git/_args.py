@@ -55,6 +55,61 @@ def revision(args: Mapping[str, Any], name: str, *, required: bool = False) -> s
     return value
 
 
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_WEEKDAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
+_UNITS = ("second", "minute", "hour", "day", "week", "month", "year")
+#: The words git's approxidate reads (date.c); anything else it drops silently, so that
+#: ``since="not a date"`` meant "now" and the log came back empty without a word.
+_DATE_WORDS = frozenset(
+    {
+        *_UNITS,
+        *(unit + "s" for unit in _UNITS),
+        "now", "today", "yesterday", "noon", "midnight", "tea", "never", "ago", "last", "am", "pm", "at",
+        "utc", "gmt", "z", "t", "st", "nd", "rd", "th",
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    }
+)  # fmt: skip
+
+
+def _date_word(word: str) -> bool:
+    return word in _DATE_WORDS or (len(word) >= 3 and any(name.startswith(word) for name in (*_MONTHS, *_WEEKDAYS)))
+
+
+def date(args: Mapping[str, Any], name: str) -> str | None:
+    """A date git understands (``2024-01-31``, ``2 weeks ago``, ``yesterday``), or None.
+
+    git reads any text as a date, dropping the words it does not know: ``"not a date"`` became
+    "now" and the log answered nothing, silently. Every word must be one git reads.
+    """
+    import re
+
+    value = revision(args, name)
+    if value is None:
+        return None
+    unknown = [word for word in re.findall(r"[a-z]+", value.lower()) if not _date_word(word)]
+    if unknown or not re.search(r"[0-9a-z]", value.lower()):
+        what = f"git does not read {', '.join(repr(w) for w in unknown)} as part of a date" if unknown else "no date"
+        raise ToolError(
+            "invalid_args",
+            f"'{name}' {value!r} is not a date: {what} (it would drop it silently and mean something else); "
+            'pass e.g. "2024-01-31", "2024-01-31 14:00", "2 weeks ago" or "yesterday"',
+        )
+    return value
+
+
 def raw_paths(args: Mapping[str, Any], name: str, *, required: bool = False) -> list[str] | None:
     value = args.get(name)
     if value is None:

@@ -8,7 +8,7 @@ from typing import Any
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 from entropic_mcp.toolkit import choice, flag, integer
 
-from ._args import revision
+from ._args import date, revision
 from ._hidden import rules_may_refuse_reads
 from ._porcelain import (
     BRANCH_FORMAT,
@@ -94,8 +94,8 @@ class Log(GitTool):
     async def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         max_count = integer(args, "max_count", default=10, minimum=1, maximum=200)
         rev = revision(args, "revision")
-        since = revision(args, "since")
-        until = revision(args, "until")
+        since = date(args, "since")
+        until = date(args, "until")
         body = flag(args, "body", default=False)
         stats = flag(args, "stats", default=False)
         tree = await self.worktree()
