@@ -343,7 +343,11 @@ class Stub:
             self.problems.append(f"no scripted turn left for model {body['model']!r}")
             return 500, '{"error": {"message": "script exhausted"}}', "application/json"
         step = steps.pop(0)
-        reply = step(body) if callable(step) else step
+        try:
+            reply = step(body) if callable(step) else step
+        except Exception as exc:  # a failed check of the script: the test reads it in problems
+            self.problems.append(f"scripted turn of {body['model']!r} failed: {exc!r}")
+            return 500, '{"error": {"message": "scripted turn failed"}}', "application/json"
         if isinstance(reply, Raw):
             if reply.status == 0:  # hold the answer back until the test is done
                 self.release.wait()
@@ -515,7 +519,8 @@ def session_script() -> dict[str, list[Step]]:
 
     def researcher_after_refusal(body: dict[str, Any]) -> Reply:
         [refusal] = results_of(body)
-        assert "files__write_file" in refusal  # the host shows errors in the model's own spelling
+        assert orjson.loads(refusal)["error"] == "access_denied"
+        assert "READ access to 'files__write_file'" in refusal  # errors in the model's own spelling
         return Reply(text="Found it.", calls=(("agent__complete", {"summary": FINDING}),))
 
     def lead_after_grep(body: dict[str, Any]) -> Reply:
