@@ -144,3 +144,46 @@ def test_the_cache_names_the_data_directory_variable_of_userdata():
     from entropic_mcp import _userdata
 
     assert _listing.ENV_DATA_DIR == _userdata.ENV_DATA_DIR
+
+
+def _raw(work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from entropic_mcp.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_a_cached_answer_prints_exactly_what_the_full_path_prints(project):
+    work, env, cache = project
+    tampered_entry(work, env, cache)
+    entry = next(cache.glob("*.json"))
+    data = json.loads(entry.read_bytes())
+    data["listing"]["rows"][0]["description"] = "Answer pong."  # undo the marker: the same listing
+    entry.write_text(json.dumps(data))
+    off = {**env, _listing.ENV_SWITCH: "0"}
+    for args in (["tools", "--json"], ["tools", "--server", "good", "--json"], ["tools", "--json", "--server=good"]):
+        quick, full = _raw(work, env, *args), _raw(work, off, *args)
+        assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr), args
+
+
+def test_an_unknown_server_is_still_a_usage_error_with_a_cache(project):
+    work, env, cache = project
+    tampered_entry(work, env, cache)
+    result = _raw(work, env, "tools", "--server", "nope", "--json")
+    assert result.returncode == 2
+    assert "no server 'nope'" in result.stderr
+
+
+def test_the_quick_answer_takes_only_the_tools_json_command(project):
+    work, env, cache = project
+    tampered_entry(work, env, cache)
+    cache_key = next(cache.glob("*.json")).stem
+    assert _listing.answer_quickly(["tools"]) is None  # a table: click's path
+    assert _listing.answer_quickly(["tools", "--json", "--debug"]) is None
+    assert _listing.answer_quickly(["plugins", "--json"]) is None
+    assert _listing.answer_quickly(["tools", "--json", "--", "x"]) is None
+    assert cache_key  # the entry the real process wrote (this process's key differs: its sys.path)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Any
-
-import click
 
 #: name -> (module:attribute, one-line help shown by --help without importing the module)
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
@@ -35,38 +32,14 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(LAZY_COMMANDS)
+def __getattr__(name: str) -> Any:
+    # The click group is built on first use: ``tools --json`` answered from the listing cache
+    # never imports click (most of what a cached listing would otherwise cost).
+    if name in ("cli", "LazyGroup"):
+        from . import _group
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        entry = LAZY_COMMANDS.get(name)
-        if entry is None:
-            return None
-        module, _, attribute = entry[0].partition(":")
-        return getattr(importlib.import_module(module), attribute)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, LAZY_COMMANDS[name][1]) for name in self.list_commands(ctx)])
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Config file (default: ./entropic-mcp.toml or $ENTROPIC_MCP_CONFIG).",
-)
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
-@click.version_option(package_name="entropic-mcp")
-@click.pass_context
-def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
-    """Permissioned MCP tool servers for agent hosts."""
-    ctx.ensure_object(dict)
-    ctx.obj.setdefault("config_path", config_path)
-    ctx.obj["debug"] = debug
+        return getattr(_group, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _hoist_config(argv: list[str]) -> list[str]:
@@ -94,14 +67,23 @@ def _hoist_config(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> Any:
+    args = list(sys.argv[1:] if argv is None else argv)
+    from ._listing import answer_quickly
+
+    quick = answer_quickly(_hoist_config(args))
+    if quick is not None:
+        sys.stdout.write(quick)
+        sys.stdout.flush()
+        return 0
     import gc
 
     from ._common import run
+    from ._group import cli
 
     # Off while plugins and (for serve) the MCP SDK load; ``_common.settle`` turns it back on.
     gc.disable()
     try:
-        args = _hoist_config(list(sys.argv[1:] if argv is None else argv))
+        args = _hoist_config(args)
         # A real command line (not a test's CliRunner) may answer ``tools`` from its listing cache.
         return run(cli, args, debug="--debug" in args, obj={"listing_cache": True})
     finally:

@@ -131,6 +131,52 @@ def load(cache_key: str) -> Any | None:
         return None
 
 
+def answer_quickly(args: list[str]) -> str | None:
+    """What ``tools --json [--server S]`` prints, from the cache, before click is even imported.
+
+    ``args`` as the command line gives them (``--config`` hoisted to the front). None whenever
+    this is not that command or the cache has no current answer: the usual path then runs, and
+    gives the same output (or the error, e.g. for an unknown server).
+    """
+    if not enabled():
+        return None
+    config = ""
+    rest = list(args)
+    if rest[:1] == ["--config"] and len(rest) > 1:
+        config, rest = rest[1], rest[2:]
+    elif rest and rest[0].startswith("--config="):
+        config, rest = rest[0].partition("=")[2], rest[1:]
+    if rest[:1] != ["tools"]:
+        return None
+    server: str | None = None
+    as_json = False
+    i = 1
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--json":
+            as_json = True
+        elif arg == "--server" and i + 1 < len(rest):
+            server = rest[i + 1]
+            i += 1
+        elif arg.startswith("--server="):
+            server = arg.partition("=")[2]
+        else:
+            return None  # --help, a table, anything else: click's path
+        i += 1
+    if not as_json:
+        return None
+    listing = load(key(["tools", config]))
+    try:
+        if listing is None or (server is not None and server not in listing["servers"]):
+            return None
+        rows = [row for row in listing["rows"] if server in (None, row["server"])]
+    except (KeyError, TypeError):
+        return None
+    import orjson
+
+    return orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
 def build(cache_key: str, produce: Callable[[], tuple[Any, bool]]) -> Any:
     """Run ``produce`` (which returns the listing and whether it may be kept), recording what it reads."""
     global _recording, _hooked
