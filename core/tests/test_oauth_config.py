@@ -180,3 +180,24 @@ def test_a_callers_delegations_are_looked_up_in_their_own_scope() -> None:
     assert caller_scope(store, alice) == "sub:alice"
     assert caller_scope(store, CallContext(conversation_id="chat")) == "default"  # no [auth]: as before
     assert caller_scope(store, CallContext(conversation_id="stored", scope="sub:alice")) == "stored-scope"
+
+
+@pytest.mark.anyio
+async def test_always_answers_are_kept_in_the_store_per_person(tmp_path: Path) -> None:
+    from entropic_mcp._storage._tinydb import TinyDBBackend
+
+    store = TinyDBBackend(tmp_path / "store")
+    try:
+        first = ServeApprover(store=lambda: store)
+        token = CURRENT.set(_Channel("always_allow"))
+        try:
+            await first.entropic_mcp_approve_tool_call(_request("alice"))
+        finally:
+            CURRENT.reset(token)
+        # A restarted serve (a new approver on the same store): alice's answer holds, bob has none.
+        second = ServeApprover(store=lambda: store)
+        assert (await second.entropic_mcp_approve_tool_call(_request("alice"))).answer == "allow_once"
+        assert await second.entropic_mcp_approve_tool_call(_request("bob")) is None
+        assert store.load_state("serve.always", "alice")[0] == {"probe.note(x)": "always_allow"}
+    finally:
+        store.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -36,6 +36,9 @@ INPUT_KEY = "entropic-mcp/approval"
 
 DECISIONS = ("allow_once", "always_allow", "deny_once", "always_deny")
 ONCE_DECISIONS = ("allow_once", "deny_once")
+
+#: Where each person's "always" answers are kept in the store (``[auth]``; one document per subject).
+PERSONAL_NAMESPACE = "serve.always"
 
 #: The channel of the ``tools/call`` being served in this task (None: nobody to ask).
 CURRENT: ContextVar[Any] = ContextVar("entropic_mcp_serve_channel", default=None)
@@ -253,18 +256,24 @@ class ServeApprover:
 
     A call with a subject (``[auth]``: each person's own token) keeps that person's "always"
     answers here, by subject and pattern, instead of writing a rule for everyone: the pipeline is
-    told "once", and the next call asking the same is answered from memory without a question.
-    Nobody else's calls see them. They last as long as this serve process.
+    told "once", and the next call asking the same is answered without a question. Nobody else's
+    calls see them. With a ``store`` (a callable giving the store's ``StateStore``, or None) they
+    are kept there too, one document per person (namespace ``serve.always``), so they outlive the
+    process and hold for every worker on the store.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, store: Callable[[], Any] | None = None) -> None:
         #: (subject, pattern) -> "always_allow" or "always_deny"
         self.personal: dict[tuple[str, str], Choice] = {}
+        self.store = store
+        self._loaded: set[str] = set()
 
     @hookimpl
     async def entropic_mcp_approve_tool_call(self, request: ApprovalRequest) -> ApprovalDecision | None:
         subject = request.subject
         if subject is not None and request.always:
+            if subject not in self._loaded:
+                await _off_loop(self._load, subject)
             remembered = self._remembered(subject, request)
             if remembered is not None:
                 return remembered
@@ -279,8 +288,50 @@ class ServeApprover:
             for pattern in request.patterns or (request.pattern,):
                 self.personal[(subject, pattern)] = decision.answer
             log.info("%s answered %s for %s (theirs only)", subject, decision.answer, request.tool)
+            await _off_loop(self._save, subject)
         once: Choice = "allow_once" if decision.answer == "always_allow" else "deny_once"
         return ApprovalDecision(answer=once, feedback=decision.feedback)
+
+    def _state(self) -> Any:
+        if self.store is None:
+            return None
+        from .._storage import StateStore
+
+        store = self.store()
+        return store if isinstance(store, StateStore) else None
+
+    def _load(self, subject: str) -> None:
+        """This person's stored answers, once per process (memory only when the store fails)."""
+        try:
+            store = self._state()
+            value = store.load_state(PERSONAL_NAMESPACE, subject)[0] if store is not None else None
+        except Exception as exc:
+            log.warning("could not read %s's 'always' answers from the store: %s", subject, exc)
+            return
+        self._loaded.add(subject)
+        if isinstance(value, Mapping):
+            for pattern, answer in value.items():
+                if answer in ("always_allow", "always_deny"):
+                    self.personal.setdefault((subject, str(pattern)), answer)
+
+    def _save(self, subject: str) -> None:
+        from .._errors import StateConflict
+
+        mine = {pattern: answer for (who, pattern), answer in self.personal.items() if who == subject}
+        try:
+            store = self._state()
+            if store is None:
+                return
+            for _ in range(8):  # another worker saving the same person's answers: merge and retry
+                stored, version = store.load_state(PERSONAL_NAMESPACE, subject)
+                merged = {**(stored if isinstance(stored, Mapping) else {}), **mine}
+                try:
+                    store.save_state(PERSONAL_NAMESPACE, subject, merged, version)
+                    return
+                except StateConflict:
+                    continue
+        except Exception as exc:
+            log.warning("could not keep %s's 'always' answer in the store (kept until serve stops): %s", subject, exc)
 
     def _remembered(self, subject: str, request: ApprovalRequest) -> ApprovalDecision | None:
         """This person's earlier "always" answer covering every asking part (a deny wins)."""
@@ -320,3 +371,10 @@ class ServeApprover:
             return None
         finally:
             channel.pending.discard(future)
+
+
+async def _off_loop(function: Callable[[str], None], subject: str) -> None:
+    """Store I/O for the approver, in a worker thread: the event loop carries every other call."""
+    import anyio.to_thread
+
+    await anyio.to_thread.run_sync(function, subject)

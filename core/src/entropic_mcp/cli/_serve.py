@@ -40,6 +40,7 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     configure_from_env()  # OTEL_TRACES_EXPORTER, ENTROPIC_MCP_TRACES_FILE (docs/tracing.md): before the manager
     approver = ServeApprover()
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
+    approver.store = lambda: manager.storage  # each person's "always" answers ([auth]) outlive the process
     from .._sandbox import install
 
     # One log line: a warning (always shown) when no sandbox works, else info (shown with
