@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import subprocess
@@ -42,31 +43,74 @@ from entropic_mcp_git import GitServer
 Sync = Callable[[], object]
 
 
+#: CPU seconds per call of the last ``interleaved`` run: (this process for ours, the sandbox's
+#: own processes for ours, this process for the floor). Less sensitive to the machine's load
+#: than wall time (the floor's children and our commands are not counted).
+LAST_CPU: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+def sandbox_cpu() -> float:
+    """CPU seconds used so far by the persistent sandboxes' own processes (bwrap, spawner and
+    reapers, not the commands, which they reap)."""
+    from entropic_mcp._sandbox import _zygote
+
+    total = 0
+    for instance in _zygote.POOL.instances():
+        todo = [instance.popen.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+                with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+                    todo += [int(child) for child in fh.read().split()]
+            except OSError:
+                continue
+            if fields[0] != b"Z":
+                total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 async def interleaved(
     ours: Callable[[], Awaitable[object]], floor: Sync, rounds: int, per_round: int
 ) -> tuple[float, float, float, float]:
     """(our median, floor median, lowest round ratio, highest round ratio), in seconds."""
+    global LAST_CPU
     for _ in range(10):  # warm-up: first forks, page cache, tree-sitter
         await ours()
         floor()
     mine: list[float] = []
     theirs: list[float] = []
     ratios = []
+    cpu_ours = cpu_box = cpu_floor = 0.0
     for _ in range(rounds):
         a = []
+        c, box = time.process_time(), sandbox_cpu()
         for _ in range(per_round):
             t = time.perf_counter()
             await ours()
             a.append(time.perf_counter() - t)
+        cpu_ours += time.process_time() - c
+        cpu_box += sandbox_cpu() - box
         b = []
+        c = time.process_time()
         for _ in range(per_round):
             t = time.perf_counter()
             floor()
             b.append(time.perf_counter() - t)
+        cpu_floor += time.process_time() - c
         mine += a
         theirs += b
         ratios.append(statistics.median(a) / statistics.median(b))
+    calls = rounds * per_round
+    LAST_CPU = (cpu_ours / calls, cpu_box / calls, cpu_floor / calls)
     return statistics.median(mine), statistics.median(theirs), min(ratios), max(ratios)
+
+
+def cpu_row(what: str) -> tuple[str, ...]:
+    ours, box, floor = LAST_CPU
+    extra = f" + {box * 1e6:.0f} us sandbox" if box else ""
+    return (f"  {what}: CPU per call", f"{ours * 1e6:.0f} us server{extra}", f"{floor * 1e6:.0f} us", "-", "-")
 
 
 def row(what: str, figures: tuple[float, float, float, float], floor: str, target: str) -> tuple[str, ...]:
@@ -90,6 +134,7 @@ def main() -> None:
     if found.path is None:
         sys.exit(f"no working bwrap: {found.problem}")
     rows: list[tuple[str, ...]] = []
+    started_load = os.getloadavg()[0]
     counter = iter(range(10**9))
 
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as scratch:
@@ -126,6 +171,7 @@ def main() -> None:
         rows.append(
             row('P16 bash.execute "true", sandbox on (pipeline)', p16, "subprocess.run(bash -c true)", "<= 2.0x")
         )
+        rows.append(cpu_row("P16"))
 
         prepared = sandbox.sandbox_for("bash").prepare(["bash", "-c", "true"], cwd=root, env=None)
         try:
@@ -144,6 +190,7 @@ def main() -> None:
         rows.append(
             row('P11 bash.execute "true", sandbox off (pipeline)', p11, "subprocess.run(bash -c true)", "<= 1.5x")
         )
+        rows.append(cpu_row("P11"))
 
         repo = Path(scratch).resolve() / "repo"
         repo.mkdir()
@@ -172,8 +219,11 @@ def main() -> None:
 
             figures = asyncio.run(interleaved(tool, cli, max(2, rounds // 2), per_round // 2 or 1))
             rows.append(row(f"P8 git {case}, sandbox on (tool call)", figures, "git CLI", "<= 1.5x"))
+            rows.append(cpu_row(f"P8 {case}"))
         sandbox.uninstall()
 
+    load = f"load average {started_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs"
+    rows.append((load, "", "", "", ""))
     report("bench_sandbox", [tuple(r) for r in rows])  # type: ignore[misc]
 
 

@@ -226,3 +226,32 @@ def test_a_server_that_exits_leaves_no_placeholder_behind(root):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert ".mcp.json" in done.stdout  # covered while the sandbox ran
     assert sorted(p.name for p in root.iterdir()) == ["entropic-mcp.toml"]
+
+
+def test_an_ignore_file_written_between_two_calls_hides_the_file_at_once(root):
+    """The policy is kept between calls (a burst of commands works it out once), but never past
+    a change of the ignore file: the very next call has the new mounts."""
+    (root / "notes.txt").write_text("secret\n", encoding="utf-8")
+    sb = bash_box(root)
+    assert run(sb, "cat notes.txt", root)[1] == "secret\n"
+    (root / ".entropicignore").write_text("notes.txt\n", encoding="utf-8")
+    code, out, _ = run(sb, "cat notes.txt", root)
+    assert code != 0 and "secret" not in out
+
+
+def test_a_large_command_line_runs_in_the_instance_and_an_oversized_one_is_e2big(root):
+    """A request larger than the default socket buffer (about 200 KiB) still goes to the
+    instance; one larger than the spawner takes is refused as exec refuses it, and neither
+    gives the persistent sandbox up."""
+    import errno
+
+    sb = bash_box(root)
+    words = ["x" * 100_000] * 3
+    done = run_process_sync(["bash", "-c", 'echo "$#"', "_", *words], cwd=root, timeout=20, sandbox=sb)
+    assert done.stdout.text() == "3\n"
+    assert _zygote.POOL.broken is None and len(_zygote.POOL.instances()) == 1
+    with pytest.raises(OSError) as refused:
+        run_process_sync(["bash", "-c", "true", "_", *["x" * 100_000] * 12], cwd=root, timeout=20, sandbox=sb)
+    assert refused.value.errno == errno.E2BIG
+    assert _zygote.POOL.broken is None
+    assert run(sb, "echo after", root)[1] == "after\n"
