@@ -43,6 +43,8 @@ class FileInfo(FilesystemTool):
                 st = os.stat(name, dir_fd=parent, follow_symlinks=False)
             except OSError as exc:
                 raise os_failure(exc, loc.display) from None
+            if stat.S_ISREG(st.st_mode):  # shown unchanged, it may be moved or deleted without a read
+                fs.tracker.record_stat(ctx.conversation_id, str(resolved.path), st)
             info: dict[str, Any] = {
                 "path": loc.display,
                 "type": _kind(st.st_mode),

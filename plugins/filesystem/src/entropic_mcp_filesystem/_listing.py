@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definition, toolkit
@@ -14,6 +15,9 @@ from ._text import fit_result, listing_lines, wants_json
 from ._walk import Walk, start
 
 MAX_ENTRIES = 2000
+#: A one-directory listing this small records its files' status in the read tracker (they may
+#: then be moved or deleted unchanged without a read); a bigger one would evict real reads.
+MAX_STAT_RECORDS = 256
 
 
 def _entry(entry: os.DirEntry[str], path: str, kind: str) -> dict[str, Any]:
@@ -40,6 +44,7 @@ class ListDirectory(FilesystemTool):
         walk = Walk(limit=fs.settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
         gate = WalkGate(ctx, fs.root)
         entries: list[dict[str, Any]] = []
+        shown_files: list[os.DirEntry[str]] = []
         try:
             for directory in walk.walk(
                 top.fd, top.rel, top.stack, top.entropic, max_depth=max_depth if recursive else 1
@@ -53,6 +58,8 @@ class ListDirectory(FilesystemTool):
                     except OSError:
                         continue
                     entries.append(_entry(entry, top.display(rel), kind))
+                    if kind == "file" and not recursive:
+                        shown_files.append(entry)
                 for entry in directory.dirs:
                     shown = top.display(directory.join(entry.name))
                     if not gate.refused(shown):
@@ -61,6 +68,14 @@ class ListDirectory(FilesystemTool):
                     break
         finally:
             os.close(top.fd)
+        if resolved.inside and len(shown_files) <= MAX_STAT_RECORDS:
+            for entry in shown_files:
+                try:
+                    st = entry.stat(follow_symlinks=False)  # DirEntry keeps the stat _entry took
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    fs.tracker.record_stat(ctx.conversation_id, str(resolved.path / entry.name), st)
         entries.sort(key=(lambda e: e["path"]) if recursive else (lambda e: e["name"]))
         results: list[Any] = entries[:MAX_ENTRIES]
         skipped = gate.note()

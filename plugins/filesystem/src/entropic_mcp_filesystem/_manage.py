@@ -47,7 +47,19 @@ def _lstat(parent: int, loc: Location) -> os.stat_result | None:
 
 
 def _check_read(fs: Any, ctx: CallContext, parent: int, loc: Location, key: str, verb: str) -> os.stat_result:
-    """The write gate for a regular file about to be destroyed: read, unchanged, not too big."""
+    """The write gate for a regular file about to be moved or deleted: seen, unchanged, not too big.
+
+    When the conversation saw only the file's status (file_info, a listing), that status decides
+    and the file is not read; after a read of its content, the content is compared.
+    """
+    st = _lstat(parent, loc)
+    if st is not None and stat.S_ISREG(st.st_mode):
+        try:
+            if fs.tracker.unchanged_since_stat(ctx.conversation_id, key, loc.display, st):
+                fs.refuse_hard_link(st, loc.display)
+                return st
+        except ToolError as exc:
+            raise ToolError(exc.code, exc.message.replace("then decide again", f"then {verb}"), **exc.extra) from None
     try:
         fd = os.open(loc.name, FILE_FLAGS, dir_fd=parent)
     except OSError as exc:

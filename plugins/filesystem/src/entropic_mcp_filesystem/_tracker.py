@@ -33,6 +33,10 @@ def identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def st_key(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_size, st.st_mtime_ns)
+
+
 def identity_vouches(st: os.stat_result, now_ns: int | None = None) -> bool:
     """True when any later change to the file will show in its stat identity."""
     now = time.time_ns() if now_ns is None else now_ns
@@ -54,6 +58,9 @@ class Seen:
     #: The whole content's hash; None when ``identity`` alone vouches for it (a page was read).
     digest: bytes | None
     identity: Identity | None = None
+    #: False: only the file's status was seen (file_info, list_directory), not its content. Enough
+    #: to move or delete it unchanged, never to write or edit it.
+    content: bool = True
 
 
 class ReadTracker:
@@ -95,6 +102,58 @@ class ReadTracker:
             while len(files) > self.max_files:
                 files.popitem(last=False)
 
+    def record_stat(self, conversation_id: str, path: str, st: os.stat_result) -> None:
+        """A regular file's status was shown (file_info, a listing): it may be moved or deleted
+        while that status is unchanged. A read of its content is kept when it still stands for the
+        file; a status too recent to vouch for later changes (``identity_vouches``) records nothing."""
+        if not identity_vouches(st):
+            return
+        ident = identity(st)
+        seen = self.get(conversation_id, path)
+        read_still_stands = (
+            seen is not None
+            and seen.content
+            and (seen.identity == ident or (seen.identity is None and (seen.size, seen.mtime_ns) == st_key(st)))
+        )
+        if read_still_stands:
+            return
+        with self._lock:
+            files = self._conversations.get(conversation_id)
+            if files is None:
+                files = self._conversations[conversation_id] = OrderedDict()
+                while len(self._conversations) > self.max_conversations:
+                    self._conversations.popitem(last=False)
+            files[path] = Seen(size=st.st_size, mtime_ns=st.st_mtime_ns, digest=None, identity=ident, content=False)
+            files.move_to_end(path)
+            while len(files) > self.max_files:
+                files.popitem(last=False)
+
+    def unchanged_since_stat(self, conversation_id: str, path: str, display: str, st: os.stat_result) -> bool:
+        """For a move or a delete: True when the conversation saw only the file's status (file_info,
+        a listing) and the file still has it; False when it read the content (compare that instead).
+
+        Raises:
+            ToolError: ``read_before_write`` (never seen), ``file_changed`` (status moved since).
+        """
+        seen = self.get(conversation_id, path)
+        if seen is None:
+            raise ToolError(
+                "read_before_write",
+                f"{display} exists and has not been read or looked at in this conversation; look at it with "
+                "filesystem.file_info (or read it) first",
+            )
+        if seen.content:
+            # A read: reading the file again re-records it by its hash, which survives the
+            # move's new ctime (the identity would not), so a later edit is not refused.
+            return False
+        if identity(st) != seen.identity:
+            raise ToolError(
+                "file_changed",
+                f"{display} changed on disk since you last looked at it; look again with filesystem.file_info "
+                "or filesystem.read_file, then decide again",
+            )
+        return True
+
     def get(self, conversation_id: str, path: str) -> Seen | None:
         with self._lock:
             files = self._conversations.get(conversation_id)
@@ -110,7 +169,7 @@ class ReadTracker:
         (so a ``touch`` or ``chmod`` since the read also asks for a fresh read).
         """
         seen = self.get(conversation_id, path)
-        if seen is None:
+        if seen is None or not seen.content:
             raise ToolError(
                 "read_before_write",
                 f"{display} exists and has not been read in this conversation; read it with "
@@ -145,7 +204,7 @@ class ReadTracker:
             below = source.rstrip("/") + "/"
             for stale in [p for p in files if p.startswith(below)]:
                 del files[stale]
-            if seen is not None:
+            if seen is not None and seen.content:  # a status says nothing once the move changed it
                 files[destination] = seen
 
     def forget(self, conversation_id: str) -> None:
