@@ -194,6 +194,38 @@ def test_name_rules_agree_with_pathspec_for_files(lines, name):
     assert rules.ignored(name) is bool(expected)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(
+        st.sampled_from(
+            ["*.log", "!keep.log", "*.tmp", "!*.tmp", "x?", "[ab].c", "**/gen", "name", "\\#lit", "build/", "!build/"]
+        ),
+        max_size=6,
+    ),
+    name=PATH_PIECES,
+)
+def test_name_rules_agree_with_pathspec_for_directories(lines, name):
+    from pathspec import GitIgnoreSpec
+
+    rules = NameRules.for_stack(None, [(0, IgnoreFile(lines))])
+    assert rules is not None
+    expected = bool(GitIgnoreSpec.from_lines(lines).check_file(name + "/").include)
+    assert rules.dir_ignored(name) is expected
+    assert rules.dirs_kept([name]) == ([] if expected else [name])
+
+
+def test_directories_pruned_by_name_and_by_path_agree_in_a_walk(fs, root):
+    # Name-only rules (pruned by the remembered name verdicts) beside a path rule (matched in full).
+    write(root, ".gitignore", "build/\n**/gen\n")
+    write(root, "a/.gitignore", "!build/\n")
+    write(root, "b/.gitignore", "sub/deep/\n")
+    for rel in ["build/x.py", "a/build/y.py", "a/gen/z.py", "b/sub/deep/w.py", "b/sub/v.py", "c/build/u.py"]:
+        write(root, rel, "x\n")
+    found = fs.ok("glob", {"pattern": "**/*.py"})
+    paths = found.splitlines() if isinstance(found, str) else found  # text or JSON results
+    assert sorted(paths) == ["a/build/y.py", "b/sub/v.py"]
+
+
 @pytest.mark.parametrize(
     ("line", "hidden", "shown"),
     [

@@ -209,17 +209,22 @@ def stack_verdict(stack: Sequence[Level], path: str) -> bool:
 
 
 class NameRules:
-    """The file verdicts of a whole stack of ignore files, decided by the bare file name.
+    """The file and directory verdicts of a whole stack of ignore files, decided by the bare name.
 
     Only built when every ignore file in the stack decides files by name alone (the usual
     ``*.log`` / ``!keep.log`` kind); the root ``.entropicignore`` first, then the deepest
-    ``.gitignore`` with an opinion decides — as ``stack_verdict`` does with full paths.
+    ``.gitignore`` with an opinion decides — as ``stack_verdict`` does with full paths. A walk
+    only asks about the entries of directories it did not prune, so the directories above are
+    known not to be ignored, and a name-only line matches the bare name at any depth.
     """
 
-    __slots__ = ("_files",)
+    __slots__ = ("_files", "_verdicts")
 
     def __init__(self, files: Sequence[IgnoreFile]) -> None:
         self._files = tuple(files)
+        #: The stack's verdict by name (``name/`` for a directory), bounded: names repeat across
+        #: the directories of a walk, so most are one dictionary look-up instead of one call per file.
+        self._verdicts: dict[str, bool] = {}
 
     @classmethod
     def for_stack(cls, entropic: IgnoreFile | None, stack: Sequence[Level]) -> NameRules | None:
@@ -232,12 +237,41 @@ class NameRules:
         """``names`` without the ignored ones."""
         if not self._files:
             return list(names)
-        ignored = self.ignored
-        return [n for n in names if not ignored(n)]
+        verdicts = self._verdicts
+        try:
+            return [n for n in names if not verdicts[n]]
+        except KeyError:
+            pass
+        decide = self._decide
+        if len(verdicts) >= MAX_REMEMBERED_NAMES:
+            return [n for n in names if not decide(n)]
+        for n in names:
+            if n not in verdicts:
+                verdicts[n] = decide(n)
+        return [n for n in names if not verdicts[n]]
 
     def ignored(self, name: str) -> bool:
+        verdict = self._verdicts.get(name)
+        if verdict is None:
+            verdict = self._decide(name)
+            if len(self._verdicts) < MAX_REMEMBERED_NAMES:
+                self._verdicts[name] = verdict
+        return verdict
+
+    def _decide(self, name: str) -> bool:
         for rules in self._files:
             verdict = rules.name_verdict(name)
             if verdict is not None:
                 return verdict
         return False
+
+    def dir_ignored(self, name: str) -> bool:
+        """Is the sub-directory ``name`` ignored? Decided by its bare name too (``build/``, ``**/gen``)."""
+        return self.ignored(name + "/")
+
+    def dirs_kept(self, names: list[str]) -> list[str]:
+        """``names`` (sub-directories) without the ignored ones."""
+        if not self._files:
+            return list(names)
+        ignored = self.ignored
+        return [n for n in names if not ignored(n + "/")]

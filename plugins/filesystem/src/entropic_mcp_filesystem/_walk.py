@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,11 @@ class Walk:
             names=self._name_rules(entropic, stack),
         )
         if subdirs:
-            current.dirs = subdirs = [d for d in subdirs if not current.ignored(current.join(d.name), True)]
+            if current.names is not None:  # every ignore file decides by name: no path matching
+                dir_ignored = current.names.dir_ignored
+                current.dirs = subdirs = [d for d in subdirs if not dir_ignored(d.name)]
+            else:
+                current.dirs = subdirs = [d for d in subdirs if not current.ignored(current.join(d.name), True)]
             if sort:
                 subdirs.sort(key=_name)
         yield current
@@ -311,12 +316,14 @@ class Walk:
             self.truncated = True
             complete = False
         try:
-            subdirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-            files = (
-                [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
-                if subdirs
-                else [e.name for e in entries]
-            )
+            # One type check per entry (the d_type readdir gave, no stat unless it gave none).
+            names = [e.name for e in entries]
+            kinds = [e.is_dir(follow_symlinks=False) for e in entries]
+            if True in kinds:
+                subdirs = list(compress(names, kinds))
+                files = [n for n, is_dir in zip(names, kinds, strict=True) if not is_dir]
+            else:
+                subdirs, files = [], names
         except OSError:  # an entry of unknown type vanished before it could be stat'ed
             split_dirs, split_files = _split_slowly(entries)
             subdirs, files = [e.name for e in split_dirs], [e.name for e in split_files]
@@ -336,6 +343,9 @@ class Walk:
     def _unignored_dirs(
         self, listing: Listing, rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None
     ) -> list[str]:
+        rules = self._name_rules(entropic, stack)
+        if rules is not None:  # every ignore file decides by name: one remembered verdict per name
+            return rules.dirs_kept(listing.dirs)
         lead = rel + "/" if rel else ""
         return [d for d in listing.dirs if not _ignored(lead + d, True, stack, entropic)]
 
