@@ -294,11 +294,13 @@ class ListTool(_RunTool):
             return ToolResult(text=orjson.dumps(data).decode(), structured=data)
         lines = [f"cwd {data['cwd']}"] if runs else [f"no background runs; cwd {data['cwd']}"]
         for run_data in runs:
+            elapsed = run_data["elapsed_ms"]
+            assert isinstance(elapsed, int)  # describe() gives whole milliseconds
             status = run_data["status"]
             if run_data.get("exit_code") is not None:
                 status = f"{status} {run_data['exit_code']}"
             lines.append(
-                f"{run_data['run_id']}\t{status}\t{duration(run_data['elapsed_ms'])}\t"
+                f"{run_data['run_id']}\t{status}\t{duration(elapsed)}\t"
                 f"{run_data['unread_bytes']} unread bytes\t{run_data['command']}"
             )
         return ToolResult(text="\n".join(lines), structured=data)
