@@ -668,11 +668,12 @@ ERRORS = [
     (Raw(429, '{"error": {"message": "slow down"}}'), r"HTTP 429: slow down.*try again later"),
     (Raw(200, "<!doctype html><p>hello", "text/html"), r"not JSON.*base_url"),
     (Raw(200, "[1, 2]"), r"not a JSON object"),
+    (Raw(502, "", "text/plain"), r"HTTP 502: Bad Gateway; the model server failed"),
 ]
 
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
-@pytest.mark.parametrize(("raw", "message"), ERRORS, ids=["500", "401", "404", "429", "html", "array"])
+@pytest.mark.parametrize(("raw", "message"), ERRORS, ids=["500", "401", "404", "429", "html", "array", "empty-502"])
 def test_endpoint_failures_are_model_errors_that_say_what_to_check(wire, raw, message, manager):
     with Stub(wire, {"m": [raw]}) as stub, pytest.raises(ModelError, match=message) as caught:
         Host(manager, model_for(wire, stub, "m")).run_sync("anything")

@@ -8,7 +8,8 @@ tool calls run through ``ServerManager.execute_batch``; the directives they retu
 manager's ``DirectiveProcessor`` (the built-in delegation handlers plus any plugin's). A
 ``delegate`` runs a child conversation under the target's identity, a ``pipeline`` runs one child
 per stage, and a ``complete`` ends the conversation with its summary. Messages are saved to the
-storage backend as they happen.
+storage backend as they happen. For real models, :class:`OpenAICompatibleModel` (llama.cpp, vLLM,
+Ollama, OpenAI) and :class:`AnthropicMessagesModel` are such callables (docs/host.md, "Real models").
 
 Example::
 
