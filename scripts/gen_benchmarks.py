@@ -40,8 +40,9 @@ def _number(row_id: str) -> float:
     return float(found.group(1)) if found else float("inf")
 
 
-def load_rows(results: Path = RESULTS) -> dict[str, list[dict[str, str]]]:
-    """Rows by table, ordered as the page shows them."""
+def load_rows(results: Path | None = None) -> dict[str, list[dict[str, str]]]:
+    """Rows by table, ordered as the page shows them (from ``results``, default bench/results)."""
+    results = RESULTS if results is None else results
     files: list[tuple[float, str, list[dict[str, str]]]] = []
     for path in sorted(results.glob("*.toml")):
         try:
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if new != page:
         PAGE.write_text(new, encoding="utf-8")
-        print(f"gen_benchmarks: {PAGE.relative_to(ROOT)} regenerated")
+        print(f"gen_benchmarks: {PAGE} regenerated")
     return 0
 
 
