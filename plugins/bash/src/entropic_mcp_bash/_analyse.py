@@ -345,6 +345,10 @@ class Unclear:
 Finding = Invocation | Write | Unclear
 #: The reason given when the command line itself (not a script inside it) does not parse.
 UNPARSED = "the command line does not parse"
+#: Counts the times an analysis looked outside its inputs (a path resolved on disk, a user's
+#: home looked up, a function's name looked for on PATH): one that did not is a function of
+#: its text, directories and environment alone, and its answer can be kept (``_patterns``).
+CONSULTED = [0]
 
 
 def analyse(text: str, cwd: Path, *, env: Mapping[str, str] | None = None, cwds: Sequence[Path] = ()) -> list[Finding]:
@@ -991,6 +995,7 @@ class _Analysis:
 
     def resolve(self, value: str, text: str) -> list[Path] | None:
         """Where ``value`` may point (every candidate); None when that cannot be known."""
+        CONSULTED[0] += 1
         bases: list[Path]
         rest = value
         if text.startswith("~"):  # an unquoted tilde prefix, expanded by bash
@@ -1181,6 +1186,8 @@ def _clears_environment(name: str, options: Sequence[str]) -> bool:
 def _shadows(name: str) -> bool:
     """True when a function by this name replaces a builtin, a wrapper or an installed program."""
     import shutil
+
+    CONSULTED[0] += 1
 
     if name in BUILTINS or name in WRAPPERS or name in RUNNERS or name in SHELLS or name in OPAQUE_RUNNERS:
         return True

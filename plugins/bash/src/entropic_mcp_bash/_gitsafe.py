@@ -63,9 +63,22 @@ def _signature(path: str) -> tuple[int, ...] | None:
 class _Listing:
     keys: tuple[str, ...]
     watched: tuple[tuple[str, tuple[int, ...] | None], ...]
+    #: per watched path, the ``.git`` it lies in when both were missing at the listing (else None):
+    #: while that ``.git`` is still missing, so is the path, and it is not looked at (a project
+    #: outside any repository: 2 stats per parent directory less on every call)
+    inside: tuple[str | None, ...] = ()
 
     def current(self) -> bool:
-        return all(_signature(path) == known for path, known in self.watched)
+        missing: set[str] = set()
+        for (path, known), git in zip(self.watched, self.inside or (None,) * len(self.watched), strict=True):
+            if git is not None and git in missing:
+                continue
+            found = _signature(path)
+            if found != known:
+                return False
+            if found is None and path.endswith("/.git"):
+                missing.add(path)
+        return True
 
 
 def _list(directory: Path, env: Mapping[str, str]) -> _Listing:
@@ -100,7 +113,11 @@ def _list(directory: Path, env: Mapping[str, str]) -> _Listing:
             if origin.startswith("file:"):
                 candidates.append(directory / origin[5:])
     watched = tuple((path, _signature(path)) for path in dict.fromkeys(map(str, candidates)))
-    return _Listing(keys=tuple(keys), watched=watched)
+    absent = {path for path, known in watched if known is None and path.endswith("/.git")}
+    inside = tuple(
+        git if known is None and (git := path.rpartition("/")[0]) in absent else None for path, known in watched
+    )
+    return _Listing(keys=tuple(keys), watched=watched, inside=inside)
 
 
 class GitOverrides:

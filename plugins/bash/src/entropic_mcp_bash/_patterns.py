@@ -16,7 +16,7 @@ from pathlib import Path
 
 from entropic_mcp import PathPolicy, PermissionPart, is_within, path_part
 
-from ._analyse import SHELLS, UNPARSED, Invocation, Unclear, Write, analyse
+from ._analyse import CONSULTED, SHELLS, UNPARSED, Invocation, Unclear, Write, analyse
 
 TOOL = "bash.execute"
 
@@ -84,6 +84,13 @@ INTERPRETERS = frozenset({"python", "python3", "node", "perl", "ruby", "php", "d
 INLINE_CODE = frozenset({"-c", "-e", "--eval", "-p", "--print", "-E", "-r"})
 
 
+#: Answers kept for command lines whose analysis looked at nothing on disk (``permission_parts``).
+MEMO_ENTRIES = 1024
+#: Longer command lines are analysed each time (their analysis is the smaller cost next to them).
+MEMO_TEXT = 4096
+_MEMO: dict[tuple[object, ...], tuple[Mapping[str, str] | None, tuple[PermissionPart, ...]]] = {}
+
+
 def escape(text: str) -> str:
     """``text`` as a glob that matches only itself."""
     return re.sub(r"([*?\[])", r"[\1]", text)
@@ -114,8 +121,17 @@ def permission_parts(
             a syntax error. Such a line is never run (the tool answers the error), so it is one
             neutral part: only a rule naming ``bash.execute`` itself decides it.
     """
+    key = None
+    if len(command) <= MEMO_TEXT and type(env) is dict:
+        # The server's environment is one dict until os.environ changes (never changed in place).
+        key = (command, cwd, tuple(cwds), bash_like)
+        hit = _MEMO.get(key)
+        if hit is not None and hit[0] is env:
+            return list(hit[1])
+    consulted = CONSULTED[0]
     parts: dict[PermissionPart, None] = {}
     commands = False
+    writes = False
     findings = analyse(command, cwd, env=env, cwds=cwds)
     if (
         syntax_error is not None
@@ -139,6 +155,7 @@ def permission_parts(
             )
             parts[unclear] = None
         elif isinstance(finding, Write):
+            writes = True
             parts[_write_part(finding, root, policy or PathPolicy())] = None
     if not commands:  # only assignments, tests or comments: still one part for the whole text
         text = command.strip()
@@ -146,6 +163,12 @@ def permission_parts(
             PermissionPart(names=(TOOL, f"{TOOL}:{text}", f"{TOOL}:{text} "), store=f"{TOOL}:{escape(text)}"): None,
             **parts,
         }
+    if key is not None and not writes and CONSULTED[0] == consulted:
+        # Nothing on disk was looked at (a write's target is, and its hard links): the same
+        # text in the same directories and environment gets the same parts.
+        if len(_MEMO) >= MEMO_ENTRIES:
+            _MEMO.clear()
+        _MEMO[key] = (env, tuple(parts))
     return list(parts)
 
 
