@@ -136,8 +136,9 @@ async def p2(project: Path) -> None:
             "peer": (await stack.enter_async_context(Client(peer_stdio(project))), "echo"),
             "ours": (await stack.enter_async_context(Client(ours_stdio(project))), "probe.echo"),
         }
-        listed = await sides["ours"][0].list_tools()
-        tools = f"{len(listed.tools)}{'+' if listed.nextCursor else ''}"
+        # Every page listed first: a client that has not seen a tool re-lists on every call to it.
+        tools = str(await _list_every_page(sides["ours"][0]))
+        await _list_every_page(sides["peer"][0])
         for client, tool in sides.values():
             for i in range(50):
                 await client.call_tool(tool, {"text": f"warm {i}"})
@@ -182,6 +183,17 @@ async def p2(project: Path) -> None:
             },
         ],
     )
+
+
+async def _list_every_page(client: Any) -> int:
+    """List every page of tools (so the client knows them all); how many there are."""
+    count, cursor = 0, None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        count += len(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return count
 
 
 def _met(ok: bool) -> str:
@@ -681,6 +693,7 @@ async def _rss_after(params: Any, tool: str, marks: tuple[int, ...]) -> list[flo
 
     out = []
     async with Client(params) as client:
+        await _list_every_page(client)
         me = psutil.Process()
         server = next(p for p in me.children(recursive=True) if p.is_running())
         done = 0

@@ -112,13 +112,29 @@ def main() -> None:
             )
             return int(re.findall(r"refs:\s+([\d,]+)", done.stderr)[-1].replace(",", ""))
 
+        def refresh() -> None:
+            # On a shared machine someone else's edit to an installed source invalidates the
+            # entry between runs under valgrind (minutes each): the entry's signatures are taken
+            # afresh just before the measured run, and the run counts only if they still hold after.
+            for entry in cache.glob("*.json"):
+                data = json.loads(entry.read_bytes())
+                data["depends"] = [(p, _listing._signature(p)) for p, _ in data["depends"]]
+                entry.write_text(json.dumps(data))
+
         counts["pass"] = instructions([sys.executable, "-c", "pass"])
-        for _ in range(5):
+        shutil.rmtree(cache, ignore_errors=True)
+        for _ in range(3):
             instructions([cli, "tools", "--json"])  # fills the valgrind environment's entry
+            if list(cache.glob("*.json")):
+                break
             time.sleep(2.5)
+        for _ in range(5 if list(cache.glob("*.json")) else 0):
+            refresh()
             counts["cached"] = instructions([cli, "tools", "--json"])
             if entry_valid():
                 break
+        else:
+            counts.pop("cached", None)  # never measured as a hit: not reported
         counts["uncached"] = instructions([cli, "tools", "--json"], {_listing.ENV_SWITCH: "0"})
         print("  instructions (callgrind): " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
 
@@ -179,7 +195,7 @@ def main() -> None:
                 + (
                     f"; instructions {counts['cached'] / 1e6:.0f} M against {counts['pass'] / 1e6:.0f} M: "
                     f"{counts['cached'] / counts['pass']:.1f}×"
-                    if counts
+                    if "cached" in counts
                     else ""
                 ),
                 "target": "≤ 150 ms",
@@ -196,7 +212,7 @@ def main() -> None:
                 + (
                     f"; instructions {counts['uncached'] / 1e6:.0f} M: {counts['uncached'] / counts['pass']:.1f}× "
                     "`python -c pass`"
-                    if counts
+                    if "uncached" in counts
                     else ""
                 ),
                 "target": "≤ 150 ms",
