@@ -448,7 +448,6 @@ class Delegations:
     ) -> ChildOutcome:
         storage = self.manager.storage if started.persisted else None
         child = _Child(started=started, messages=[dict(m) for m in started.seed_messages])
-        child.saved = 0
         try:
             status, summary = await self._turns(child, sampler, ctx, deadline, stage, stages, storage)
         except asyncio.CancelledError:
