@@ -52,7 +52,7 @@ async def _exercise(peer: object, repo: Path) -> None:
     status = await call("git.status", {})
     assert "a.txt" in json.loads(status.content[0].text)["untracked"]
     echoed = await call("bash.execute", {"command": "echo served-by-bash"})
-    assert echoed.is_error is False and "served-by-bash" in json.loads(echoed.content[0].text)["output"]
+    assert echoed.is_error is False and echoed.content[0].text.startswith("served-by-bash\n[exit 0, ")
     outside = await call("filesystem.read_file", {"path": "/etc/hostname"})
     assert outside.is_error is True and outside.meta.get("entropic-mcp/directives", []) == []
     todo = await call("entropic.todo", {"action": "add", "content": "ship it"})
@@ -88,7 +88,7 @@ async def test_cancelled_bash_call_kills_its_process_group(repo: Path, era: str)
         pgid = int(marker.read_text())
         assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: not group_alive(pgid)))
         after = await peer.call("bash.execute", {"command": "echo after"})
-        assert "after" in json.loads(after.content[0].text)["output"]
+        assert after.content[0].text.startswith("after\n[exit 0, ")
 
 
 async def test_bash_output_arrives_as_progress(repo: Path) -> None:

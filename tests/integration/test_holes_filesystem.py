@@ -105,7 +105,7 @@ async def test_a_redos_pattern_answers_and_another_client_is_served_meanwhile(se
             tg.start_soon(bystander)
     result = hostile["result"]  # nothing matches: no name and no line has a "b"
     assert not result.is_error, text(result)[:500]
-    assert json.loads(text(result)) == [], text(result)[:500]
+    assert text(result) == "(no matches)", text(result)[:500]
     assert timings and max(timings) < LIVENESS_SECONDS
 
 

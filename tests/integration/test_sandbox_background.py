@@ -51,7 +51,7 @@ async def read_until_done(peer: Any, run_id: str) -> tuple[str, dict[str, Any]]:
     seen = ""
     with anyio.fail_after(30):
         while True:
-            data = result_of(await peer.call("bash.output", {"run_id": run_id}))
+            data = result_of(await peer.call("bash.output", {"format": "json", "run_id": run_id}))
             seen += data.get("output", "")
             if data.get("status") not in (None, "running"):
                 return seen, data
@@ -63,7 +63,8 @@ async def test_a_background_run_cannot_write_outside_and_says_why(root, tmp_path
     async with connect(params(root, tmp_path), ERA) as peer:
         started = result_of(
             await peer.call(
-                "bash.execute", {"command": f"echo in > inside.txt; touch {target}", "run_in_background": True}
+                "bash.execute",
+                {"format": "json", "command": f"echo in > inside.txt; touch {target}", "run_in_background": True},
             )
         )
         output, final = await read_until_done(peer, started["run_id"])
@@ -77,11 +78,13 @@ async def test_the_note_comes_even_when_the_refusal_was_read_while_the_run_went_
     target = Path("/usr/local") / f"entropic-sandbox-read-{os.getpid()}.txt"
     command = f"touch {target}; status=$?; echo refused; sleep 2; exit $status"
     async with connect(params(root, tmp_path), ERA) as peer:
-        started = result_of(await peer.call("bash.execute", {"command": command, "run_in_background": True}))
+        started = result_of(
+            await peer.call("bash.execute", {"format": "json", "command": command, "run_in_background": True})
+        )
         first = ""
         with anyio.fail_after(30):
             while "refused" not in first:
-                data = result_of(await peer.call("bash.output", {"run_id": started["run_id"]}))
+                data = result_of(await peer.call("bash.output", {"format": "json", "run_id": started["run_id"]}))
                 assert data["status"] == "running", data  # the refusal is taken before the run ends
                 first += data.get("output", "")
                 await anyio.sleep(0.05)
@@ -95,11 +98,13 @@ async def test_killing_a_background_run_leaves_no_process_even_escaped_ones(root
     marker = f"4{os.getpid() % 1000}.{int(time.monotonic()) % 1000}"
     command = f"setsid sleep {marker} & (sleep {marker} &); nohup sleep {marker} >/dev/null 2>&1 & sleep {marker}"
     async with connect(params(root, tmp_path), ERA) as peer:
-        started = result_of(await peer.call("bash.execute", {"command": command, "run_in_background": True}))
+        started = result_of(
+            await peer.call("bash.execute", {"format": "json", "command": command, "run_in_background": True})
+        )
         with anyio.fail_after(20):
             while len(alive_with(marker)) < 4:
                 await anyio.sleep(0.05)
-        killed = result_of(await peer.call("bash.kill", {"run_id": started["run_id"]}))
+        killed = result_of(await peer.call("bash.kill", {"format": "json", "run_id": started["run_id"]}))
         assert killed["status"] == "killed"
         with anyio.fail_after(10):
             while alive_with(marker):

@@ -303,7 +303,7 @@ async def test_no_command_of_the_corpus_does_harm_with_the_sandbox_required(tmp_
     async with connect(params(root, tmp_path / "xdg"), ERA) as peer:
         for kind, name, template in CORPUS:
             command = fill(template, outside, listener.port, marker, home_dir)
-            result = result_of(await peer.call("bash.execute", {"command": command}))
+            result = result_of(await peer.call("bash.execute", {"format": "json", "command": command}))
             if "exit_code" in result:
                 ran += 1
             else:
@@ -329,8 +329,10 @@ async def test_a_blocked_write_tells_the_model_which_path_and_which_setting(tmp_
     root, _ = make_project(tmp_path, "required")
     outside = Path("/usr/local")  # outside /tmp too (inside, /tmp is the private one)
     async with connect(params(root, tmp_path / "xdg"), ERA) as peer:
-        result = result_of(await peer.call("bash.execute", {"command": f"touch {outside}/new.txt"}))
-        net = result_of(await peer.call("bash.execute", {"command": "curl -sS -m 3 http://example.com/"}))
+        result = result_of(await peer.call("bash.execute", {"format": "json", "command": f"touch {outside}/new.txt"}))
+        net = result_of(
+            await peer.call("bash.execute", {"format": "json", "command": "curl -sS -m 3 http://example.com/"})
+        )
     assert result["exit_code"] != 0 and not (outside / "new.txt").exists()
     assert f"{outside}/new.txt" in result["output"] and "[sandbox.servers.bash]" in result["output"]
     assert "writable" in result["output"]
@@ -421,7 +423,7 @@ async def test_the_same_commands_do_their_harm_with_the_sandbox_off(tmp_path, li
             for kind, name in SUBSET:
                 outside_before, policy_before, accepted = snapshot(outside), policy_state(root), listener.accepted
                 command = fill(chosen[(kind, name)], outside, listener.port, marker)
-                output = json.dumps(result_of(await peer.call("bash.execute", {"command": command})))
+                output = json.dumps(result_of(await peer.call("bash.execute", {"format": "json", "command": command})))
                 if kind == "outside":
                     did = snapshot(outside) != outside_before
                 elif kind == "policy":

@@ -69,12 +69,16 @@ async def test_bashs_git_cannot_plant_config_or_hooks_but_commits(repo, tmp_path
         planted = result_of(
             await peer.call(
                 "bash.execute",
-                {"command": "git config core.fsmonitor 'touch /tmp/x'; echo evil > .git/hooks/pre-commit; true"},
+                {
+                    "format": "json",
+                    "command": "git config core.fsmonitor 'touch /tmp/x'; echo evil > .git/hooks/pre-commit; true",
+                },
             )
         )
         committed = result_of(
             await peer.call(
-                "bash.execute", {"command": "git add a.txt && git commit -qm from-bash && git log --format=%s"}
+                "bash.execute",
+                {"format": "json", "command": "git add a.txt && git commit -qm from-bash && git log --format=%s"},
             )
         )
     assert "exit_code" in planted, planted
