@@ -96,7 +96,7 @@ def test_serve_answers_for_the_other_plugins_while_broken_tools_fail_alone(proje
             return names, answers
 
     names, answers = anyio.run(main)
-    assert "weather.forecast" in names
+    assert "weather_forecast" in names
     for tool in ("w_raising_tool", "w_garbage_tool", "w_blocking_tool"):
         assert answers[tool].is_error is True, tool
     assert answers["weather"].is_error is False

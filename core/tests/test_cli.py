@@ -45,6 +45,9 @@ def test_tools_for_an_unknown_server_is_a_usage_error(project):
 
 
 def test_call_prints_the_envelope_and_asks_fail_closed(project):
+    (project / "entropic-mcp.toml").write_text(
+        '[entropic_mcp]\nplugins = ["fakegood"]\n[storage]\nbackend = "none"\n[permissions]\nallow_read = false\n'
+    )
     result = CliRunner().invoke(cli, ["call", "good.ping"], obj={})
     envelope = json.loads(result.stdout)
     assert envelope["kind"] == "rejected_permission"
@@ -68,6 +71,83 @@ def test_init_writes_a_starter_that_loads_and_refuses_to_overwrite(tmp_path, mon
     assert config.permissions.allow_read is True
     result = CliRunner().invoke(cli, ["init"], obj={})
     assert result.exit_code == 2 and "--force" in result.output
+
+
+def test_every_value_init_calls_a_default_is_the_default_without_a_config(tmp_path):
+    """The starter's header says lines marked (default) hold what no config file gives: check each."""
+    import tomllib
+
+    from entropic_mcp import load_config
+    from entropic_mcp.cli._config import STARTER
+
+    marked: list[tuple[str, str]] = []
+    section = ""
+    for line in STARTER.splitlines():
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif "# (default)" in line and not line.startswith("#"):
+            marked.append((section, line.split("=", 1)[0].strip()))
+    assert len(marked) >= 8, marked
+    starter = tomllib.loads(STARTER)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    defaults = load_config(cwd=empty)
+    for section, key in marked:
+        written = starter
+        for part in section.split("."):
+            written = written[part]
+        value = written[key]
+        if section == "entropic_mcp":
+            assert key == "root" and value == "."  # the directory of the file, or the cwd without one
+        elif section.startswith("servers."):
+            server = section.partition(".")[2]
+            assert _server_default(server, key, empty) == value, (section, key)
+        else:
+            assert getattr(getattr(defaults, section), key) == value, (section, key)
+
+
+def _server_default(server: str, key: str, root):
+    from entropic_mcp._paths import PathPolicy
+    from entropic_mcp_bash._settings import DEFAULT_TIMEOUT
+
+    return {
+        ("bash", "timeout_seconds"): DEFAULT_TIMEOUT,
+        ("filesystem", "allow_outside_root"): PathPolicy().allow_outside_root,
+    }[(server, key)]
+
+
+def test_init_keeps_the_local_approvals_file_and_its_lock_out_of_git(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".gitignore").write_text("build/", encoding="utf-8")  # no final newline
+    result = invoke("init")
+    assert "added entropic-mcp.local.toml, entropic-mcp.local.toml.lock" in result.output
+    lines = (tmp_path / ".gitignore").read_text().splitlines()
+    assert lines[0] == "build/" and {"entropic-mcp.local.toml", "entropic-mcp.local.toml.lock"} <= set(lines)
+    invoke("init", "--force")  # nothing added twice
+    assert (tmp_path / ".gitignore").read_text().count("entropic-mcp.local.toml.lock") == 1
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "entropic-mcp.local.toml").write_text("")
+    (tmp_path / "entropic-mcp.local.toml.lock").write_text("")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout
+    assert "entropic-mcp.local.toml" not in status and "entropic-mcp.toml" in status
+
+
+def test_serve_names_the_config_in_force_or_none(tmp_path):
+    from entropic_mcp import load_config
+    from entropic_mcp.cli._serve import startup_line
+
+    line = startup_line(load_config(cwd=tmp_path))
+    assert line.startswith("entropic-mcp: config none: defaults;") and "read-only tools allowed" in line
+    assert "approvals: asked of the user through the client (MCP elicitation)" in line and "\n" not in line
+    (tmp_path / "entropic-mcp.toml").write_text("[permissions]\nallow_read = false\nauto_approve = true\n")
+    (tmp_path / "entropic-mcp.local.toml").write_text("")
+    line = startup_line(load_config(cwd=tmp_path))
+    assert f"config {tmp_path / 'entropic-mcp.toml'} + {tmp_path / 'entropic-mcp.local.toml'};" in line
+    assert "read-only tools ask" in line and "auto_approve = true" in line
 
 
 def test_config_shows_values_and_their_sources(project):
@@ -359,7 +439,7 @@ def test_sigint_during_a_stuck_call_exits_130_with_one_line(stuck_project, comma
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130
-    assert err.decode() == "entropic-mcp: interrupted\n"
+    assert _without_startup_line(err.decode(), command) == "entropic-mcp: interrupted\n"
 
 
 def test_serve_exits_when_stdin_closes_though_a_sync_tool_never_returns(stuck_project):
@@ -374,7 +454,16 @@ def test_serve_exits_when_stdin_closes_though_a_sync_tool_never_returns(stuck_pr
     assert process.returncode == 0, err
     first = json.loads(out.splitlines()[0])
     assert first["id"] == 1 and "serverInfo" in first["result"]
-    assert err == b""
+    assert _without_startup_line(err.decode(), "serve") == ""  # one start-up line, nothing else
+
+
+def _without_startup_line(err: str, command: str) -> str:
+    """serve's stderr after its one start-up line (which config is in force, where asks go)."""
+    if command != "serve":
+        return err
+    first, _, rest = err.partition("\n")
+    assert first.startswith("entropic-mcp: config ") and "approvals:" in first, err
+    return rest
 
 
 def test_serve_http_exits_130_on_sigint(stuck_project):
@@ -388,6 +477,7 @@ def test_serve_http_exits_130_on_sigint(stuck_project):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    assert process.stderr.readline().decode().startswith("entropic-mcp: config ")
     line = process.stderr.readline().decode()
     assert "serving 2 tools on http://127.0.0.1:" in line
     process.send_signal(signal.SIGINT)
@@ -405,6 +495,7 @@ def test_sigterm_stops_serve_cleanly_with_status_0_even_during_a_stuck_call(stuc
     process = subprocess.Popen(
         argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+    assert process.stderr.readline().decode().startswith("entropic-mcp: config ")
     if transport == "http":
         assert "serving 2 tools on http://127.0.0.1:" in process.stderr.readline().decode()
     else:

@@ -149,7 +149,7 @@ def test_served_client_lists_and_calls_through_mcp(tmp_path):
             return names, result, refused
 
     names, result, refused = anyio.run(main)
-    assert "demo.echo" in names and "demo.write" in names
+    assert "demo_echo" in names and "demo_write" in names  # served names match model APIs' pattern
     assert result.is_error is False and result.content[0].text == "over mcp"
     assert result.meta["entropic-mcp/kind"] == "ok"
     assert result.meta["entropic-mcp/directives"] == [

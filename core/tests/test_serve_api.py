@@ -46,7 +46,7 @@ def test_build_app_serves_a_manager_to_an_mcp_client_in_memory(tmp_path, monkeyp
         names, result = anyio.run(main)
     finally:
         manager.close()
-    assert names == ["weather.forecast"]
+    assert names == ["weather_forecast"]
     assert result.is_error is False and json.loads(result.content[0].text)["city"] == "Oslo"
 
 

@@ -38,7 +38,7 @@ def inspector(project: Path, *args: str) -> dict:
 
 def test_inspector_lists_and_calls_tools(project: Path) -> None:
     listed = inspector(project, "--method", "tools/list")
-    assert [tool["name"] for tool in listed["tools"]][:2] == ["probe.echo", "probe.ended"]
-    called = inspector(project, "--method", "tools/call", "--tool-name", "probe.echo", "--tool-arg", "text=inspected")
+    assert [tool["name"] for tool in listed["tools"]][:2] == ["probe_echo", "probe_ended"]
+    called = inspector(project, "--method", "tools/call", "--tool-name", "probe_echo", "--tool-arg", "text=inspected")
     assert called["content"] == [{"type": "text", "text": "inspected"}]
     assert called["_meta"]["entropic-mcp/kind"] == "ok"

@@ -27,6 +27,45 @@ def test_two_tools_sharing_an_underscored_name_are_reported_whole() -> None:
     assert "'a__b.c'" in str(raised.value) and "'a.b__c'" in str(raised.value) and "dotted" in str(raised.value)
 
 
+def test_portable_names_are_the_default_and_match_the_model_api_pattern() -> None:
+    import re
+
+    from entropic_mcp import config_from_dict
+
+    internal = ["filesystem.read_file", "git.status", "bash.output", "my-server.do_it"]
+    names = ToolNames.build(internal, config_from_dict({}, root=".").serve.tool_names)
+    assert names.style == "portable" and names.to_exposed["filesystem.read_file"] == "filesystem_read_file"
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name) for name in names.to_internal)
+    for spelling in ("filesystem_read_file", "filesystem.read_file", "filesystem__read_file"):
+        assert names.internal(spelling) == "filesystem.read_file"
+    # Rules, audit rows and docs keep the dotted names: messages are renamed for the client only.
+    assert names.rename_mentions("call filesystem.read_file first") == "call filesystem_read_file first"
+
+
+def test_a_spelling_two_tools_share_is_accepted_for_neither_and_a_listed_clash_is_an_error() -> None:
+    names = ToolNames.build(["a_b.c", "a.b__c"], "dotted")
+    # 'a_b__c' is a_b.c underscored and a.b__c portable: neither is guessed; the others still work.
+    assert names.internal("a_b__c") is None
+    assert names.internal("a_b_c") == "a_b.c" and names.internal("a__b__c") == "a.b__c"
+    with pytest.raises(ConfigError) as raised:
+        ToolNames.build(["a_b.c", "a.b_c"], "portable")
+    assert (
+        "'a_b.c'" in str(raised.value)
+        and "'a.b_c'" in str(raised.value)
+        and 'tool_names = "dotted"' in str(raised.value)
+    )
+    names = ToolNames.build(["a_b.c", "a.b_c"], "dotted")
+    assert names.internal("a_b_c") is None  # ambiguous: neither tool is guessed
+
+
+def test_unknown_names_get_the_nearest_listed_names() -> None:
+    names = ToolNames.build(["filesystem.read_file", "filesystem.write_file", "git.status", "bash.execute"], "portable")
+    assert names.nearest("filesystem.readfile")[0] == "filesystem_read_file"
+    assert names.nearest("read_file")[0] == "filesystem_read_file"  # the server left out
+    assert names.nearest("gti_status") == ["git_status"]
+    assert names.nearest("launch_rockets") == []
+
+
 def test_names_longer_than_64_characters_are_reported(caplog: pytest.LogCaptureFixture) -> None:
     long_name = "server." + "t" * 60
     names = ToolNames.build([long_name], "dotted")

@@ -30,18 +30,17 @@ async def test_listing_is_paginated_sorted_and_annotated(tmp_path: Path, era: st
         assert len(first.tools) == 2 and first.next_cursor
         tools = await peer.list_all()
     names = [tool.name for tool in tools]
-    assert names == ["probe.echo", "probe.ended", "probe.fail", "probe.info", "probe.note", "probe.sleep"]
+    # The default names match what every model API accepts (^[a-zA-Z0-9_-]{1,64}$).
+    assert names == ["probe_echo", "probe_ended", "probe_fail", "probe_info", "probe_note", "probe_sleep"]
     by_name = {tool.name: tool for tool in tools}
-    assert by_name["probe.echo"].annotations.read_only_hint is True
-    assert by_name["probe.echo"].annotations.open_world_hint is False
-    assert by_name["probe.note"].annotations.read_only_hint is False
-    assert by_name["probe.note"].annotations.destructive_hint is False
+    assert by_name["probe_echo"].annotations.read_only_hint is True
+    assert by_name["probe_echo"].annotations.open_world_hint is False
+    assert by_name["probe_note"].annotations.read_only_hint is False
+    assert by_name["probe_note"].annotations.destructive_hint is False
 
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_calls_carry_result_kind_directives_and_errors(project: Path, era: str) -> None:
-    from mcp import MCPError
-
     async with connect(stdio_params(project), era) as peer:
         echoed = await peer.call("probe.echo", {"text": "hello"})
         assert text_of(echoed) == "hello" and echoed.is_error is False
@@ -70,9 +69,9 @@ async def test_calls_carry_result_kind_directives_and_errors(project: Path, era:
         assert duplicate.is_error is False and duplicate.meta[KIND] == "ok"
         assert text_of(duplicate).startswith("[duplicate_call]") and text_of(duplicate).endswith("hello")
 
-        with pytest.raises(MCPError) as raised:
-            await peer.call("probe.missing")
-        assert raised.value.error.code == -32602
+        # An unknown tool is a tool error the model can act on, not a protocol error it never sees.
+        missing = await peer.call("probe.missing")
+        assert missing.is_error is True and json.loads(text_of(missing))["error"] == "unknown_tool"
 
 
 async def test_structured_content_json_keeps_every_object_structured(tmp_path: Path) -> None:
@@ -194,6 +193,54 @@ async def test_underscored_names_map_back_through_the_table(tmp_path: Path) -> N
         assert names == ["probe__echo", "probe__ended", "probe__fail", "probe__info", "probe__note", "probe__sleep"]
         echoed = await peer.call("probe__echo", {"text": "u"})
         assert text_of(echoed) == "u"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_every_spelling_calls_the_tool_and_an_unknown_name_is_a_tool_error_with_the_nearest(
+    project: Path, era: str
+) -> None:
+    async with connect(stdio_params(project), era) as peer:
+        for spelling in ("probe_echo", "probe.echo", "probe__echo"):
+            assert text_of(await peer.call(spelling, {"text": spelling})) == spelling
+        wrong = await peer.call("probe_ecko", {"text": "x"})
+        missing = await peer.call("nothing_like_it_at_all", {})
+    assert wrong.is_error is True
+    body = json.loads(text_of(wrong))
+    assert body["error"] == "unknown_tool" and "'probe_echo'" in body["message"]
+    assert "'probe_echo'" in json.loads(text_of(wrong))["message"].split("Did you mean", 1)[1]
+    assert missing.is_error is True and "tools/list" in json.loads(text_of(missing))["message"]
+
+
+async def test_dotted_names_stay_available_as_a_setting(tmp_path: Path) -> None:
+    project = write_project(tmp_path, BASE_CONFIG + '[serve]\ntool_names = "dotted"\n')
+    async with connect(stdio_params(project), "2025-11-25") as peer:
+        names = [tool.name for tool in await peer.list_all()]
+        assert names[0] == "probe.echo"
+        assert text_of(await peer.call("probe_echo", {"text": "d"})) == "d"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_no_approver_tells_the_agent_to_ask_the_user_not_to_edit_the_policy(project: Path, era: str) -> None:
+    async with connect(stdio_params(project), era) as peer:
+        refused = await peer.call("probe_note", {"text": "hello"})
+    message = json.loads(text_of(refused))["message"]
+    assert "Ask the user to approve it" in message and "Do not retry it unchanged" in message
+    assert "the user's to add, not yours" in message and 'allow = ["probe.note(hello)"]' in message
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_a_dismissed_approval_gives_the_same_remedy(project: Path, era: str) -> None:
+    from mcp_types import ElicitResult
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="cancel")
+
+    async with connect(stdio_params(project), era, elicitation=elicit) as peer:
+        refused = await peer.call("probe_note", {"text": "hello"})
+    message = json.loads(text_of(refused))["message"]
+    assert refused.is_error is True and "dismissed the approval request" in message
+    assert "Ask the user whether to run it" in message and 'allow = ["probe.note(hello)"]' in message
+    assert "Do not retry it unchanged" in message and not (project / "notes.txt").exists()
 
 
 async def test_always_allow_is_stored_and_not_asked_again(project: Path) -> None:

@@ -143,6 +143,9 @@ class ApprovalDecision:
 
     answer: Answer = attrs.field(validator=attrs.validators.in_(ANSWERS))
     feedback: str = ""
+    #: The person closed the question without answering (MCP elicitation ``cancel``): refused
+    #: once, and the model is told to ask them rather than that they said no.
+    dismissed: bool = False
 
     @classmethod
     def coerce(cls, value: object) -> ApprovalDecision | None:

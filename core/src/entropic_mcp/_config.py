@@ -28,7 +28,9 @@ class PermissionsConfig:
     allow: tuple[str, ...] = ()
     ask: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
-    allow_read: bool = False
+    #: True: read-only tools (inside the root: outside it the server's own policy asks) need no
+    #: approval — what ``init`` writes, so a project without a config file works in a headless host.
+    allow_read: bool = True
     auto_approve: bool = False
 
 
@@ -56,7 +58,9 @@ class ServeConfig:
     transport: str = "stdio"
     host: str = "127.0.0.1"
     port: int = 8765
-    tool_names: str = "dotted"
+    #: ``"portable"``: ``filesystem_read_file`` (what every model API accepts); ``"underscored"``:
+    #: ``filesystem__read_file``; ``"dotted"``: ``filesystem.read_file``. Every spelling is accepted.
+    tool_names: str = "portable"
     list_page_size: int = 100
     max_message_bytes: int = 4 * 1024 * 1024
     allowed_origins: tuple[str, ...] = ()
@@ -101,6 +105,9 @@ class ExternalServerConfig:
     list_ttl_seconds: float | None = None
     backoff_initial_seconds: float = 0.5
     backoff_max_seconds: float = 30.0
+    #: While the server is down its tools stay listed this long (calls answer a tool error naming
+    #: the server and the next reconnection attempt), then are withdrawn until it is back; 0: at once.
+    withdraw_after_seconds: float = 60.0
     #: Whether the server's own annotations (``readOnlyHint``) decide a tool's access level.
     #: MCP calls hints from an untrusted server untrusted: by default every tool not named in
     #: ``access`` or ``read_only_tools`` is a WRITE tool, whatever it says of itself.
@@ -268,6 +275,12 @@ def _positive(value: Any, where: str) -> float:
     return float(value)
 
 
+def _non_negative(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise _fail(where, "a number, 0 or more", value)
+    return float(value)
+
+
 def _string_table(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise _fail(where, "a table of strings", value)
@@ -307,6 +320,7 @@ _EXTERNAL_NUMBERS: dict[str, Check] = {
     "list_ttl_seconds": _positive,
     "backoff_initial_seconds": _positive,
     "backoff_max_seconds": _positive,
+    "withdraw_after_seconds": _non_negative,
     "max_operations": _int(1),
     "max_clients": _int(1),
 }
@@ -507,7 +521,7 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "transport": _choice("stdio", "http"),
         "host": _str,
         "port": _int(0),
-        "tool_names": _choice("dotted", "underscored"),
+        "tool_names": _choice("portable", "underscored", "dotted"),
         "list_page_size": _int(1),
         "max_message_bytes": _int(1024),
         "allowed_origins": _strings,

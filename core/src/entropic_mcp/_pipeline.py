@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -427,26 +428,25 @@ class CallPipeline:
         answer = await manager.hooks.approve_tool_call(request, call.faults)
         if answer is None:
             call.permission = "ask->deny"
+            # Addressed to the agent: it cannot approve or edit the policy itself, a person can.
             if unclear:
                 remedy = (
                     "Part of it could not be fully analysed, so no rule can allow it: simplify the call (plain "
-                    "commands instead of computed ones) or run it where a person can approve it."
+                    "commands instead of computed ones), or ask the user to run it themselves. Do not retry it "
+                    "unchanged."
                 )
             elif ask_rules:
                 remedy = (
-                    f'The rule ask = ["{ask_rules[0]}"] requires a person\'s approval and no one can approve it '
-                    "here: run it where a person can, or ask the user to change that rule."
+                    f'The rule ask = ["{ask_rules[0]}"] requires a person\'s approval: ask the user to approve '
+                    "it (or to run it themselves, or to change that rule). Do not retry it unchanged."
                 )
             else:
-                rules = ", ".join(f'"{p.store}"' for p in asking)
-                remedy = (
-                    f"To allow it, add allow = [{rules}] under [permissions] in entropic-mcp.toml (or answer "
-                    "'always allow' when asked)."
-                )
+                remedy = f"Ask the user to approve it; {would_allow(asking)}. Do not retry it unchanged."
             raise _Refused(
                 ResultKind.REJECTED_PERMISSION,
                 "permission_denied",
-                f"'{call.shown}' needs approval ({reason}) and no approver is available. {remedy}",
+                f"'{call.shown}' needs the user's approval ({reason}) and no approval came: this client cannot "
+                f"ask them, or nobody answered. {remedy}",
             )
         choice = answer.answer
         if choice.startswith("always_") and not request.always:
@@ -457,6 +457,13 @@ class CallPipeline:
         allowed = choice in ("allow_once", "always_allow")
         call.permission = "ask->allow" if allowed else "ask->deny"
         if not allowed:
+            if answer.dismissed:
+                raise _Refused(
+                    ResultKind.REJECTED_PERMISSION,
+                    "permission_denied",
+                    f"The user dismissed the approval request for '{call.shown}' without answering. Ask the user "
+                    f"whether to run it; {would_allow(asking)}. Do not retry it unchanged.",
+                )
             feedback = f" Feedback: {answer.feedback}" if answer.feedback else ""
             raise _Refused(
                 ResultKind.REJECTED_PERMISSION,
@@ -605,6 +612,15 @@ class CallPipeline:
         counts[str(kind)] = counts.get(str(kind), 0) + 1
         self.manager.audit(outcome)
         return outcome
+
+
+def would_allow(asking: Sequence[PermissionPart]) -> str:
+    """The rule that would allow the asking parts, named as the user's to add (not the agent's)."""
+    rules = ", ".join(f'"{p.store}"' for p in asking)
+    return (
+        f"this would be allowed by allow = [{rules}] under [permissions] in entropic-mcp.toml "
+        "(or by answering 'always allow' when asked), which is the user's to add, not yours"
+    )
 
 
 def manager_default(pipeline: CallPipeline) -> str:

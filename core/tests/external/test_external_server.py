@@ -107,7 +107,7 @@ async def test_arguments_go_through_the_pipeline_schema_and_permissions(tmp_path
 
 
 async def test_a_crash_is_a_tool_error_naming_the_server_then_tools_withdraw_and_return(managers):
-    manager = managers()
+    manager = managers(withdraw_after_seconds=0)
     server = manager.servers["f"]
     changes = []
     server.add_listener(lambda: changes.append(len(server.tools)))
@@ -122,14 +122,51 @@ async def test_a_crash_is_a_tool_error_naming_the_server_then_tools_withdraw_and
     assert (await manager.execute("f.echo", {"text": "back"})).result == "back"
 
 
-async def test_calls_while_down_answer_disconnected(managers):
+async def test_calls_while_down_answer_disconnected_and_the_tools_stay_listed(managers):
     manager = managers(backoff_initial_seconds=5, backoff_max_seconds=5)
+    server = manager.servers["f"]
+    assert server.tools  # started: the first listing is no change
+    changes: list[int] = []
+    server.add_listener(lambda: changes.append(len(server.tools)))
     await manager.execute("f.crash", {})
     down = await manager.execute("f.echo", {"text": "x"})
     body = result_json(down)
     assert body["error"] == "server_disconnected"
-    assert "server 'f' is disconnected" in body["message"]
+    assert "server 'f' is disconnected" in body["message"] and "next attempt in" in body["message"]
+    assert body["retry_in_seconds"] > 0
+    # Within the grace period (60 s by default) the listing does not change under the model.
+    assert "f.echo" in [tool["name"] for tool in manager.list_tools()] and changes == []
+
+
+async def test_tools_are_withdrawn_once_the_grace_period_ends_while_still_down(managers):
+    manager = managers(backoff_initial_seconds=30, backoff_max_seconds=30, withdraw_after_seconds=0.2)
+    server = manager.servers["f"]
+    assert server.tools
+    changes: list[int] = []
+    server.add_listener(lambda: changes.append(len(server.tools)))
+    await manager.execute("f.crash", {})
+    await async_wait_until(lambda: changes == [0])
     assert manager.list_tools() == []
+    body = result_json(await manager.execute("f.echo", {"text": "x"}))
+    assert body["error"] == "server_disconnected"  # called by name anyway: still a tool error
+
+
+async def test_withdrawal_zero_withdraws_at_once(managers):
+    manager = managers(backoff_initial_seconds=5, backoff_max_seconds=5, withdraw_after_seconds=0)
+    await manager.execute("f.crash", {})
+    assert manager.list_tools() == []
+
+
+async def test_a_server_back_within_the_grace_period_changes_nothing(managers):
+    manager = managers(withdraw_after_seconds=30)
+    server = manager.servers["f"]
+    assert server.tools
+    changes: list[int] = []
+    server.add_listener(lambda: changes.append(len(server.tools)))
+    await manager.execute("f.crash", {})
+    await async_wait_until(lambda: server.pool.state == "connected")
+    assert changes == [] and server._withdrawal is None
+    assert (await manager.execute("f.echo", {"text": "back"})).result == "back"
 
 
 async def test_a_hang_times_out_disconnects_and_the_process_is_gone(managers):

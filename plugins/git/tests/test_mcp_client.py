@@ -48,14 +48,18 @@ def _repo(tmp_path: Path) -> Repo:
 
 def test_every_tool_through_the_official_client(tmp_path):
     repo = _repo(tmp_path)
-    manager = make_manager(repo.path, config={"permissions": {"default": "allow"}}, servers=[make_server(repo.path)])
+    manager = make_manager(
+        repo.path,
+        config={"permissions": {"default": "allow"}, "servers": {"git": {"network": True}}},
+        servers=[make_server(repo.path, network=True)],
+    )
 
     async def main() -> tuple[list[str], list[Any], list[Any]]:
         async with served_client(manager) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
             results = [await client.call_tool(tool, args) for tool, args, _ in CALLS]
             refusals = [
-                await client.call_tool("git.fetch", {}),
+                await client.call_tool("git.fetch", {"remote": "nowhere"}),
                 await client.call_tool("git.show", {"revision": "HEAD:secrets/key"}),
                 await client.call_tool("git.push", {"branch": "+main"}),
                 await client.call_tool("git.stash", {"action": "explode"}),
@@ -64,7 +68,7 @@ def test_every_tool_through_the_official_client(tmp_path):
 
     names, results, refusals = anyio.run(main)
     assert {
-        f"git.{n}" for n in ("blame", "stash", "stash_list", "restore", "tag", "create_tag", "fetch", "pull", "push")
+        f"git_{n}" for n in ("blame", "stash", "stash_list", "restore", "tag", "create_tag", "fetch", "pull", "push")
     } <= set(names)
     for (tool, args, fragment), result in zip(CALLS, results, strict=True):
         text = "".join(getattr(part, "text", "") for part in result.content)
@@ -72,7 +76,21 @@ def test_every_tool_through_the_official_client(tmp_path):
         assert fragment in text, (tool, args, text)
         assert "s3cr3t" not in text
     fetch, hidden, refspec, schema = refusals
-    assert fetch.is_error and orjson.loads(fetch.content[0].text)["error"] == "network_disabled"
+    assert fetch.is_error and "nowhere" in orjson.loads(fetch.content[0].text)["message"]
     assert hidden.is_error and orjson.loads(hidden.content[0].text)["error"] == "path_hidden"
     assert refspec.is_error and orjson.loads(refspec.content[0].text)["error"] == "invalid_argument"
     assert schema.is_error and schema.meta["entropic-mcp/kind"] == "rejected_schema"
+
+
+def test_network_tools_are_not_listed_with_the_network_off(tmp_path):
+    repo = _repo(tmp_path)
+    manager = make_manager(repo.path, config={"permissions": {"default": "allow"}}, servers=[make_server(repo.path)])
+
+    async def main() -> tuple[list[str], Any]:
+        async with served_client(manager) as client:
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            return names, await client.call_tool("git_push", {})
+
+    names, push = anyio.run(main)
+    assert "git_status" in names and not {"git_fetch", "git_pull", "git_push"} & set(names)
+    assert push.is_error and orjson.loads(push.content[0].text)["error"] == "unknown_tool"

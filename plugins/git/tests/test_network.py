@@ -50,15 +50,17 @@ def net_server(repo: Repo) -> GitServer:
     return make_server(repo.path, network=True)
 
 
-def test_network_tools_are_refused_unless_configured(tmp_path, cloned, remote):
+def test_network_tools_exist_only_when_configured(tmp_path, cloned, remote):
     server = make_server(cloned.path)
     before = Repo(remote).git("rev-parse", "main")
     cloned.commit("local", **{"b.txt": "b\n"})
     upstream_commit(tmp_path, remote)
-    for tool in NETWORK:
+    assert not set(NETWORK) & set(server.tools)  # not listed: a listing offers no tool that can only refuse
+    for tool in NETWORK:  # called by name anyway, they say what to change
         error = refused(server, tool)
         assert error["error"] == "network_disabled"
         assert "[servers.git] network = true" in error["message"]
+    assert set(NETWORK) <= set(make_server(cloned.path, network=True).tools)
     assert Repo(remote).git("rev-parse", "main") != before  # only the other clone's push
     assert "origin/main" in cloned.git("branch", "-r") and cloned.git("rev-parse", "origin/main") == before
 

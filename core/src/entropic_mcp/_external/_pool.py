@@ -526,7 +526,7 @@ class Pool:
             self.record(binding.conversation, "call", "-", "none", 0.0, DisconnectedError.code)
             raise DisconnectedError(
                 f"server '{self.name}' is disconnected ({self.last_error}); it is being reconnected, next attempt "
-                f"in {retry:.1f} s",
+                f"in {retry:.1f} s: call the tool again after that",
                 retry_in_seconds=round(retry, 1),
             )
         started = time.monotonic()

@@ -172,6 +172,8 @@ class ExternalServer(MCPServerBase):
         self.siblings: list[ExternalServer] = [self]
         self.pool = Pool(config, self.root, None, self._on_listing)
         self._first: concurrent.futures.Future[None] | None = None
+        #: The pending withdrawal of a server that went down (its grace period running).
+        self._withdrawal: asyncio.TimerHandle | None = None
 
     # -- starting --------------------------------------------------------------------------------
 
@@ -319,22 +321,54 @@ class ExternalServer(MCPServerBase):
         return tools
 
     def _on_listing(self, listed: list[Any] | None) -> None:
-        """Called on the pool loop: a new list (``None``: the server went down, withdraw all)."""
+        """Called on the pool loop: a new list (``None``: the server went down).
+
+        A server that went down keeps its tools listed for ``withdraw_after_seconds``: a model
+        calling one meanwhile gets a tool error naming the server and when to retry, not a
+        listing that changed under it (many hosts answer a vanished tool with a bare protocol
+        error). Still down then, they are withdrawn (with a change notification) until it is back.
+        """
+        if listed is None:
+            grace = self.config.withdraw_after_seconds
+            if grace > 0 and self._tools:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:
+                    loop = None
+                if loop is not None:
+                    if self._withdrawal is None:
+                        self._withdrawal = loop.call_later(grace, self._withdraw)
+                    return
+            self._withdraw()
+            return
+        if self._withdrawal is not None:
+            self._withdrawal.cancel()
+            self._withdrawal = None
         with self._lock:
-            if listed is None:
-                if not self._tools:
-                    return
-                self._tools = {}
-            else:
-                tools = self._build(listed)
-                unchanged = tools.keys() == self._tools.keys() and all(
-                    t.same_as(self._tools[n])  # type: ignore[arg-type]
-                    for n, t in tools.items()
-                )
-                self._known = tools
-                if unchanged:
-                    return
-                self._tools = tools  # type: ignore[assignment]  # swapped whole: readers never see a half list
+            tools = self._build(listed)
+            unchanged = tools.keys() == self._tools.keys() and all(
+                t.same_as(self._tools[n])  # type: ignore[arg-type]
+                for n, t in tools.items()
+            )
+            self._known = tools
+            if unchanged:
+                return
+            self._tools = tools  # type: ignore[assignment]  # swapped whole: readers never see a half list
+        self._changed()
+
+    def _withdraw(self) -> None:
+        self._withdrawal = None
+        if self.pool.state == "connected":
+            return  # back before the grace ran out (its new listing is already in place)
+        with self._lock:
+            if not self._tools:
+                return
+            self._tools = {}
+        log.warning(
+            "external server %r: still down after %g s; its tools are withdrawn until it is back",
+            self.name,
+            self.config.withdraw_after_seconds,
+        )
         self._changed()
 
     def _changed(self) -> None:

@@ -24,17 +24,17 @@ from .._manager import ServerManager
 from .._pipeline import CallOutcome
 from ._approval import CURRENT, ElicitingChannel, SuspendedCall, supports_elicitation
 from ._listing import LIST_TTL_MS, InvalidCursor, Listing
-from ._names import ToolNames
+from ._names import ToolNames, exposed_name
 from ._oauth import PRINCIPAL_KEY, Principal
 from ._progress import ProgressRelay, progress_token
 from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
-from ._sampling import Delegations, SamplingCall, SessionSampler, answer_for, sampling_of
+from ._sampling import Delegations, SamplingCall, SessionSampler, answer_for, declares_directives, sampling_of
 from ._sampling import input_required as input_request_result
 
 log = logging.getLogger("entropic_mcp.serve")
 
 INSTRUCTIONS = (
-    "entropic-mcp: permissioned tools named <server>.<tool> (or <server>__<tool>). Failed calls answer "
+    "entropic-mcp: permissioned tools named {spelling} (every spelling of a name is accepted). Failed calls answer "
     "isError with a JSON message that says how to recover. Results carry _meta['entropic-mcp/kind'] and "
     "_meta['entropic-mcp/directives']; send _meta['entropic-mcp/conversation'] to keep one conversation's "
     "state (duplicates, read tracking, todos) apart from another's."
@@ -62,7 +62,11 @@ class ServeApp:
         self.names.report()
         self.listing = Listing(tools, self.names, settings.list_page_size)
         self.delegations = Delegations(manager, self._exposed, lambda name: self.names.internal(name))
+        self.host_context = frozenset(manager.tools_with("host_context"))
+        self.host_context = frozenset(self.manager.tools_with("host_context"))
         self.plain_listing = self._plain_listing(tools)
+        self.sampling_listing = self._plain_listing(tools, delegation=True)
+        self.sampling_listing = self._plain_listing(tools, delegation=True)
         self.declared = _declared(tools)
         self.display = self.names.exposed if self.names.style != "dotted" else None
         self.check_listing()
@@ -72,7 +76,7 @@ class ServeApp:
             "entropic-mcp",
             version=__version__,
             title="entropic-mcp",
-            instructions=INSTRUCTIONS,
+            instructions=INSTRUCTIONS.format(spelling=exposed_name("<server>.<tool>", settings.tool_names)),
             # Looked up through self: the listing is rebuilt when an external server's tools change.
             get_tool_input_schema=lambda name: self.listing.input_schema(name),
         )
@@ -90,15 +94,29 @@ class ServeApp:
     def _exposed(self, name: str) -> str:
         return self.names.to_exposed.get(name, name)
 
-    def _plain_listing(self, tools: list[dict[str, Any]]) -> Listing:
-        """The listing for a client that can neither sample nor run directives: no delegation tools."""
-        hidden = self.delegations.tools
+    def _plain_listing(self, tools: list[dict[str, Any]], *, delegation: bool = False) -> Listing:
+        """The listing for a client that does not run directives: no tool that would do nothing for it.
+
+        Host-context tools (``prune_context``, ``context_inspect``: they act on a conversation only
+        a directive-running host holds) are left out, and so are the delegation tools unless
+        ``delegation`` (the client samples, or the config opts in).
+        """
+        hidden = set(self.host_context)
+        if not delegation:
+            hidden |= self.delegations.tools
         if not hidden:
             return self.listing
         return Listing([t for t in tools if t["name"] not in hidden], self.names, self.settings.list_page_size)
 
     def _listing_for(self, ctx: Any) -> Listing:
-        return self.listing if self.delegations.listed(ctx.session.client_capabilities) else self.plain_listing
+        capabilities = ctx.session.client_capabilities
+        if self._runs_directives(capabilities):
+            return self.listing
+        return self.sampling_listing if self.delegations.listed(capabilities) else self.plain_listing
+
+    def _runs_directives(self, capabilities: Any) -> bool:
+        """The client declared the entropic-mcp/directives extension, or the config says it runs them."""
+        return declares_directives(capabilities) or self.delegations.plan.get("without_sampling") == "directives"
 
     def _watch_external_servers(self) -> None:
         """External servers' tools come and go: rebuild the listing and tell the clients each time.
@@ -262,8 +280,9 @@ class ServeApp:
     async def call_tool(self, ctx: Any, params: CallToolRequestParams) -> dict[str, Any]:
         internal = self.names.internal(params.name)
         if internal is None:
-            # MCP: an unknown tool is a protocol error (invalid params), not a tool result.
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}. List the tools with tools/list.")
+            return self._unknown_tool(ctx, params.name)
+        if internal in self.host_context and not self._runs_directives(ctx.session.client_capabilities):
+            return self._host_context_only(ctx, params.name)
         conversation = self.conversation(ctx)
         arguments = params.arguments if params.arguments is not None else {}
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -289,6 +308,39 @@ class ServeApp:
         if not self.delegations.listed(ctx.session.client_capabilities) and not outcome.response.is_error:
             return self.delegations.refusal(outcome)
         return outcome
+
+    def _host_context_only(self, ctx: Any, name: str) -> dict[str, Any]:
+        message = (
+            f"'{name}' acts on the conversation a directive-running host keeps, and this client runs no "
+            "entropic-mcp directives, so it would do nothing here; it is not listed for this client. Carry on "
+            "without it (the client manages its own context)."
+        )
+        return self._tool_error(ctx, "not_available", message)
+
+    def _tool_error(self, ctx: Any, error: str, message: str) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "content": [{"type": "text", "text": dumps({"error": error, "message": message})}],
+            "isError": True,
+            "_meta": {KIND_KEY: "rejected_schema" if error == "unknown_tool" else "error", DIRECTIVES_KEY: []},
+        }
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            result["resultType"] = "complete"
+        return result
+
+    def _unknown_tool(self, ctx: Any, name: str) -> dict[str, Any]:
+        """A tool error naming the nearest listed names: a model reads it and calls again.
+
+        A protocol error (what MCP's examples show) reaches many hosts' models as a bare
+        "Unknown tool" or not at all; the same answer as a tool result lets the model recover.
+        """
+        nearest = self.names.nearest(name)
+        hint = (
+            f"Did you mean {' or '.join(repr(n) for n in nearest)}?"
+            if nearest
+            else "List the tools with tools/list for the names this server serves."
+        )
+        message = f"There is no tool named {name[:100]!r}. {hint} Call it again with a listed name."
+        return self._tool_error(ctx, "unknown_tool", message)
 
     async def _call_inline(
         self, ctx: Any, internal: str, arguments: dict[str, Any], conversation: str, channel: Any, sampler: Any = None

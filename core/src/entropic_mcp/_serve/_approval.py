@@ -127,7 +127,7 @@ def decision_from(action: object, content: object) -> ApprovalDecision | None:
     if action == "decline":
         return ApprovalDecision(answer="deny_once", feedback="The user declined the approval request.")
     if action == "cancel":
-        return ApprovalDecision(answer="deny_once", feedback="The user dismissed the approval request.")
+        return ApprovalDecision(answer="deny_once", dismissed=True)
     return None
 
 

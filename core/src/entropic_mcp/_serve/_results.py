@@ -52,7 +52,8 @@ def call_result(
         },
     }
     if every_object or (declared and not response.is_error):
-        data = structured_object(response.structured, response.result)
+        renamed = text != response.result  # an error whose tool names were renamed: the same words in both
+        data = structured_object(None if renamed else response.structured, text)
         if data is not None:
             result["structuredContent"] = data
     return result

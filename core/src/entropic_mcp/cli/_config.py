@@ -9,55 +9,86 @@ import click
 from ._common import echo_json, load
 
 STARTER = """\
-# entropic-mcp configuration. Every key is optional; the values shown are the defaults
-# unless marked otherwise. Reference: docs/user-guide.md.
+# entropic-mcp configuration. Every key is optional. Lines marked (default) hold the value you get
+# without them, or with no config file at all; the other lines are this starter's own choices.
+# Reference: docs/user-guide.md.
 
 [entropic_mcp]
-root = "."                      # the project root every server is confined to
+root = "."                      # (default) the project root every server is confined to
 # plugins = ["filesystem", "bash", "git", "entropic"]   # absent = every installed plugin
 
 [storage]
-backend = "tinydb"              # embedded, nothing to run; "none" disables storage
+backend = "tinydb"              # (default) embedded, nothing to run; "none" disables storage
 # path = "/somewhere/store"     # default: outside the project, in your per-user data directory
                                 # (~/.local/share/entropic-mcp/projects/<key>/store); no tool reads it
 
 [permissions]
-default = "ask"                 # when no rule matches: "ask" | "allow" | "deny"
-allow_read = true               # read-only tools need no approval (deny rules still apply)
-allow = ["git.status", "git.diff", "git.log", "bash.execute:ls *"]
-deny = ["bash.execute:rm *", "filesystem.write_file:.git/*"]
-# "always allow" answers are written to entropic-mcp.local.toml beside this file.
+default = "ask"                 # (default) when no rule matches: "ask" | "allow" | "deny"
+allow_read = true               # (default) read-only tools need no approval (deny and ask rules
+                                # still apply; outside the root, allow_outside_root decides)
+allow = ["bash.execute:ls *"]   # starter's choice (default: none)
+deny = ["bash.execute:rm *", "filesystem.write_file:.git/*"]   # starter's choice (default: none)
+# "always allow" answers are written to entropic-mcp.local.toml beside this file (keep it, and
+# its .lock, out of version control: init adds both to .gitignore).
 
 [pipeline]
-max_result_bytes = 16384        # 0 disables the cap
-max_tool_calls_per_turn = 10
-same_tool_limit = 8
+max_result_bytes = 16384        # (default) 0 disables the cap
+max_tool_calls_per_turn = 10    # (default)
+same_tool_limit = 8             # starter's choice (default: 50)
 
 # [identities.researcher]
 # keys = { "filesystem.*" = "READ", "entropic.*" = "WRITE" }
 
 [servers.filesystem]
-allow_outside_root = "optional" # false | true | "optional" (ask an approver)
+allow_outside_root = "optional" # (default) false | true | "optional" (ask an approver)
 
 [servers.bash]
-timeout_seconds = 30
+timeout_seconds = 30            # (default)
 
 [servers.entropic]
-tiers = ["lead", "researcher", "coder"]
+tiers = ["lead", "researcher", "coder"]   # starter's choice (default: none, delegation off)
 """
+#: What ``init`` keeps out of version control: per-user approvals and their lock file.
+IGNORED = ("entropic-mcp.local.toml", "entropic-mcp.local.toml.lock")
 
 
 @click.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.argument("directory", required=False, default=".", type=click.Path(file_okay=False))
 def init(directory: str, force: bool) -> None:
-    """Write a commented starter entropic-mcp.toml in DIRECTORY."""
+    """Write a commented starter entropic-mcp.toml in DIRECTORY; keep the local files out of git."""
     target = Path(directory) / "entropic-mcp.toml"
     if target.exists() and not force:
         raise click.UsageError(f"{target} exists; pass --force to overwrite it")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(STARTER, encoding="utf-8")
     click.echo(f"wrote {target}")
+    added = ignore_local_files(target.parent)
+    if added:
+        click.echo(f"added {', '.join(added)} to {target.parent / '.gitignore'}")
+
+
+def ignore_local_files(directory: Path) -> list[str]:
+    """Append the local files ``.gitignore`` does not name yet; returns what was added."""
+    ignore = directory / ".gitignore"
+    try:
+        text = ignore.read_text("utf-8") if ignore.is_file() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        click.echo(f"could not read {ignore} ({exc}); add {', '.join(IGNORED)} to it yourself", err=True)
+        return []
+    present = {line.strip().lstrip("/") for line in text.splitlines()}
+    missing = [name for name in IGNORED if name not in present]
+    if not missing:
+        return []
+    lead = "" if not text or text.endswith("\n") else "\n"
+    block = lead + "# entropic-mcp: per-user approvals (entropic-mcp init)\n" + "".join(f"{n}\n" for n in missing)
+    try:
+        with ignore.open("a", encoding="utf-8") as fh:
+            fh.write(block)
+    except OSError as exc:
+        click.echo(f"could not write {ignore} ({exc.strerror}); add {', '.join(missing)} to it yourself", err=True)
+        return []
+    return missing
 
 
 def _flatten(config: object) -> dict[str, object]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ._common import Interrupted, build_manager, load, settle
+
+if TYPE_CHECKING:
+    from .._config import Config
 
 
 @click.command()
@@ -46,6 +51,7 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     # One log line: a warning (always shown) when no sandbox works, else info (shown with
     # --debug); a quiet stdio serve writes nothing to stderr, which clients show as errors.
     install(manager.config, manager.permissions)
+    click.echo(startup_line(manager.config), err=True)
     if chosen == "stdio":
         from .._serve import stdio_banner
 
@@ -81,6 +87,25 @@ def demo(keep: bool) -> None:
 
     settle()
     click.get_current_context().exit(run_demo(keep=keep))
+
+
+def startup_line(config: Config) -> str:
+    """One line on stderr: which config files are in force and where an "ask" goes.
+
+    A host that shows serve's stderr (or its log) then answers "why was that refused?" without
+    the user having to guess which file, if any, was read.
+    """
+    files = [str(path) for path in (config.path, config.local_path) if path is not None and path.is_file()]
+    if config.mcp_json is not None:
+        files.append(f"{config.mcp_json} (mcpServers{'' if config.mcp_json_approved else ', not approved: unused'})")
+    permissions = config.permissions
+    reads = "read-only tools allowed" if permissions.allow_read else "read-only tools ask"
+    if permissions.auto_approve:
+        approval = "auto_approve = true: every ask is allowed"
+    else:
+        approval = "asked of the user through the client (MCP elicitation) when it offers it, else refused"
+    where = " + ".join(files) if files else "none: defaults"
+    return f"entropic-mcp: config {where}; default {permissions.default!r}, {reads}; approvals: {approval}"
 
 
 def _stop_on_sigterm() -> list[int]:

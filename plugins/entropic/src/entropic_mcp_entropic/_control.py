@@ -78,6 +78,9 @@ class PruneContextTool(ToolBase):
     required_access_level = AccessLevel.WRITE
     destructive = True
     idempotent = True
+    #: Only a host holding the conversation does anything with it: serve lists it only for
+    #: clients declaring the entropic-mcp/directives extension.
+    capabilities = frozenset({"host_context"})
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         args = dict(require_object(args, "prune_context"))

@@ -284,6 +284,8 @@ class ContextInspectTool(_InspectionTool):
     """``entropic.context_inspect``: the conversation's messages as previews."""
 
     definition = load_tool_definition(__package__, "context_inspect")
+    #: It reads the host's own messages: serve lists it only for a client running directives.
+    capabilities = frozenset({"host_context"})
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         args = dict(require_object(args, "context_inspect"))

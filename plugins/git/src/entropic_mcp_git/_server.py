@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from entropic_mcp import ConfigError, MCPServerBase
+from entropic_mcp import ConfigError, MCPServerBase, ToolBase
 from entropic_mcp.toolkit import settings_from_table
 
 from ._hidden import IgnoreCache
@@ -41,6 +41,9 @@ TOOLS = (
     Pull,
     Push,
 )
+#: Listed only with ``network = true``: a listing offers no tool that can only refuse. Called by
+#: name anyway, they answer ``network_disabled`` with the setting to change.
+NETWORK_TOOLS = frozenset(tool.definition.name for tool in (Fetch, Pull, Push))
 
 
 #: Keys of the table the server base reads itself.
@@ -75,6 +78,18 @@ class GitServer(MCPServerBase):
         self.ignores = IgnoreCache()
         for tool in TOOLS:
             self.register_tool(tool(self))
+        self._listed = self._listing()
+
+    def _listing(self) -> Mapping[str, ToolBase]:
+        everything = super().tools
+        if self.runner.network:
+            return everything
+        return {name: tool for name, tool in everything.items() if name not in NETWORK_TOOLS}
+
+    @property
+    def tools(self) -> Mapping[str, ToolBase]:
+        """The tools listed: fetch, pull and push only with ``network = true``."""
+        return self._listed
 
     def configure(self, config: Mapping[str, Any]) -> None:
         super().configure(config)
@@ -87,6 +102,7 @@ class GitServer(MCPServerBase):
         if "git" in config and shutil.which(os.path.expanduser(program)) is None:
             raise ConfigError(f"{table} git: {program!r} is not an executable program; give the path to git")
         self.runner.set_network(settings.network)
+        self._listed = self._listing()
         self.runner.max_output_bytes = settings.max_output_bytes
         self.runner.set_program(os.path.expanduser(program))
         self.runner.timeout = self.default_timeout_seconds or 30.0
