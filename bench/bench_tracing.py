@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import report
+from _common import interleaved, record, report, spread
 
 CALLS = 300
 TIMED_CALLS = 3000
@@ -158,37 +158,54 @@ def _cpu(mode: str, before: str | None) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+WHAT = {
+    "before": "tracing: the commit before it (no tracing code), in-process async echo",
+    "absent": "tracing: the otel extra absent (opentelemetry not importable)",
+    "api": "tracing: opentelemetry's API imported, no tracer provider (what the MCP SDK brings)",
+    "sdk": "tracing: the SDK, SimpleSpanProcessor, an exporter that does nothing (7 spans a call)",
+    "sdk-batch": "tracing: the same with a BatchSpanProcessor (what serve sets up)",
+    "sdk-unsampled": "tracing: the SDK with a sampler that keeps no call (its call span only)",
+}
+TARGETS = {"absent": 1.0, "api": 1.0, "sdk": 1.2, "sdk-batch": 1.2}
+
+
 def main() -> None:
     before = None
     if "--before" in sys.argv:
         before = sys.argv[sys.argv.index("--before") + 1]
     modes = (["before"] if before else []) + ["absent", "api", "sdk", "sdk-batch", "sdk-unsampled"]
     callgrind = shutil.which("valgrind") is not None and "--time" not in sys.argv
-    loads = [os.getloadavg()[0]]
     if callgrind:
         costs = {m: (_instructions(m, CALLS, before) - _instructions(m, 0, before)) / CALLS for m in modes}
         shown = {m: f"{costs[m]:,.0f} instructions" for m in modes}
     else:
-        samples: dict[str, list[float]] = {m: [] for m in modes}
-        for _ in range(ROUNDS):  # interleaved: every mode once per round
-            for mode in modes:
-                samples[mode].append(_cpu(mode, before))
-            loads.append(os.getloadavg()[0])
+        samples = interleaved({m: (lambda m=m: _cpu(m, before)) for m in modes}, ROUNDS)
         costs = {m: statistics.median(s) for m, s in samples.items()}
-        shown = {
-            m: f"{costs[m] * 1e6:.1f} µs CPU (rounds {min(s) * 1e6:.1f}–{max(s) * 1e6:.1f})" for m, s in samples.items()
-        }
-    loads.append(os.getloadavg()[0])
-    base = costs["before"] if before else costs["absent"]
-    rows = []
+        shown = {m: f"{spread([v * 1e6 for v in s])} µs CPU" for m, s in samples.items()}
+    base_mode = "before" if before else "absent"
+    base = costs[base_mode]
+    rows, records = [], []
     for mode in modes:
-        target = {"absent": "= before", "api": "= before", "sdk": "≤ 1.2×", "sdk-batch": "≤ 1.2×"}.get(mode, "")
-        rows.append(
-            (f"P1 tracing: {mode}", shown[mode], "before" if before else "absent", f"{costs[mode] / base:.2f}×", target)
+        ratio = costs[mode] / base
+        limit = TARGETS.get(mode)
+        target = "" if limit is None else ("= before (±1 %)" if limit == 1.0 else f"≤ {limit}×")
+        met = "—" if limit is None else ("yes" if ratio <= limit + (0.01 if limit == 1.0 else 0) else "**no**")
+        rows.append((f"P1 {mode}", shown[mode], base_mode, f"{ratio:.2f}×", target))
+        records.append(
+            {
+                "id": "P1",
+                "what": f"{WHAT[mode]} ({'callgrind, ' + str(CALLS) + ' calls' if callgrind else 'CPU time, ABAB'})",
+                "peer": shown[base_mode] if mode != base_mode else "—",
+                "ours": shown[mode],
+                "ratio": f"{ratio:.2f}×",
+                "target": target or "—",
+                "met": met,
+            }
         )
     unit = "callgrind instructions" if callgrind else "CPU time"
-    print(f"measured {time.strftime('%Y-%m-%d %H:%M')} in {unit}, load {min(loads):.1f}–{max(loads):.1f}")
+    print(f"measured {time.strftime('%Y-%m-%d %H:%M')} in {unit}")
     report("bench_tracing", rows)
+    record("P1-tracing", records, script="bench/bench_tracing.py")
 
 
 if __name__ == "__main__":
