@@ -83,7 +83,8 @@ async def test_background_runs_and_the_working_directory_over_mcp(root: Path) ->
         command=str(Path(sys.executable).with_name("entropic-mcp")), args=["serve"], cwd=str(root), env=env
     )
     async with Client(server, read_timeout_seconds=30) as client:
-        names = {tool.name for tool in (await client.list_tools()).tools}
+        # Listed as bash.execute or bash_execute (serve's tool_names); either spelling is called.
+        names = {tool.name.replace("_", ".", 1) for tool in (await client.list_tools()).tools}
         assert {"bash.execute", "bash.output", "bash.kill", "bash.list"} <= names
         started = await client.call_tool(
             "bash.execute", {"command": "echo ready; sleep 1000", "run_in_background": True, "format": "json"}
