@@ -42,8 +42,12 @@ def repo(tmp_path: Path) -> Path:
 
 async def _exercise(peer: object, repo: Path) -> None:
     names = {tool.name for tool in await peer.list_all()}  # type: ignore[attr-defined]
-    assert {"filesystem.read_file", "filesystem.write_file", "bash.execute", "git.status", "entropic.todo"} <= names
+    assert {"filesystem_read_file", "filesystem_write_file", "bash_execute", "git_status", "entropic_todo"} <= names
+    # Only what this client can use: no directives extension, so no host-context tools; no network.
+    assert not {"entropic_prune_context", "entropic_context_inspect", "git_fetch", "git_pull", "git_push"} & names
     call = peer.call  # type: ignore[attr-defined]
+    pruned = await call("entropic_prune_context", {})
+    assert pruned.is_error is True and json.loads(pruned.content[0].text)["error"] == "not_available"
     written = await call("filesystem.write_file", {"path": "a.txt", "content": "alpha\n"})
     assert written.is_error is False and json.loads(written.content[0].text)["created"] is True
     assert written.structured_content is None  # no outputSchema: the result is sent once, as text

@@ -81,11 +81,11 @@ async def _drive(project: Path, narrator: Narrator) -> None:
             if cursor is None:
                 break
         names = [tool.name for tool in tools]
-        servers = sorted({name.partition(".")[0] for name in names})
+        servers = [p for p in PLUGINS if any(n.startswith(p + "_") for n in names)]
         narrator.show(
             "tools/list",
             f"{len(names)} tools from {', '.join(servers)}: {', '.join(names[:8])}, …",
-            all(any(n.startswith(p + ".") for n in names) for p in PLUGINS),
+            servers == list(PLUGINS),  # served as <server>_<tool> (tool_names = "portable")
         )
 
         async def call(title: str, name: str, args: dict[str, Any], expect: Callable[[Any, str], bool]) -> Any:
