@@ -18,8 +18,13 @@ TEST_DEPS = ["pytest>=8.2", "pytest-timeout>=2.3", "psutil>=5.9"]
 DOCS_DEPS = ["mkdocs>=1.6"]
 
 
+#: What a developer installs: every plugin but the template, which new-plugin copies and which,
+#: installed, would serve template.word_count in every project (its own session installs it).
+PRODUCTS = [name for name in PLUGINS if name != "_template"]
+
+
 def install_all(session: nox.Session) -> None:
-    session.install(*TEST_DEPS, "-e", "core[testing]", *(arg for name in PLUGINS for arg in ("-e", f"plugins/{name}")))
+    session.install(*TEST_DEPS, "-e", "core[testing]", *(arg for name in PRODUCTS for arg in ("-e", f"plugins/{name}")))
 
 
 @nox.session(name="tests")

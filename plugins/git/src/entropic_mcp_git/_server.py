@@ -91,6 +91,9 @@ class GitServer(MCPServerBase):
         """The tools listed: fetch, pull and push only with ``network = true``."""
         return self._listed
 
+    def list_tools(self) -> list[dict[str, Any]]:
+        return [tool.to_mcp() for tool in self._listed.values()]
+
     def configure(self, config: Mapping[str, Any]) -> None:
         super().configure(config)
         # the base checked the table's keys and applied its own (timeout_seconds, max_threads)
