@@ -10,8 +10,9 @@ P12 Streamable HTTP, 50 concurrent conversations (call count scaled down; printe
 P13 server RSS after 1,000 and 10,000 calls over stdio
 
 Ours runs the whole pipeline (normalise, schema, duplicates, permissions, dispatch, envelope) on
-`probe.echo` (an async echo from tests/integration/probe_site) with every installed first-party
-plugin loaded; the peer is a bare `MCPServer` with one async echo tool.
+`probe_echo` (an async echo from tests/integration/probe_site, called by the name serve lists)
+with every installed first-party plugin loaded; the peer is a bare `MCPServer` with one async
+echo tool.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ async def p2(project: Path) -> None:
     async with AsyncExitStack() as stack:
         sides = {
             "peer": (await stack.enter_async_context(Client(peer_stdio(project))), "echo"),
-            "ours": (await stack.enter_async_context(Client(ours_stdio(project))), "probe.echo"),
+            "ours": (await stack.enter_async_context(Client(ours_stdio(project))), "probe_echo"),
         }
         # Every page listed first: a client that has not seen a tool re-lists on every call to it.
         tools = str(await _list_every_page(sides["ours"][0]))
@@ -660,7 +661,7 @@ async def p12(project: Path) -> None:
         runs: dict[str, list[tuple[float, float, int, float]]] = {"peer": [], "ours": []}
         for name, command, tool, ours in rounds * (
             ("peer", [sys.executable, str(project / "peer.py")], "echo", False),
-            ("ours", [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0"], "probe.echo", True),
+            ("ours", [str(ENTROPIC_MCP), "serve", "--transport", "http", "--port", "0"], "probe_echo", True),
         ):
             process, url = _start_http(command, project, ours=ours)
             try:
@@ -718,7 +719,7 @@ async def _rss_after(params: Any, tool: str, marks: tuple[int, ...]) -> list[flo
 async def p13(project: Path) -> None:
     print("P13 server resident set after 1,000 and 10,000 calls over stdio (8 in flight)")
     peer = await _rss_after(peer_stdio(project), "echo", (1000, 10000))
-    ours = await _rss_after(ours_stdio(project), "probe.echo", (1000, 10000))
+    ours = await _rss_after(ours_stdio(project), "probe_echo", (1000, 10000))
     row("RSS after 1,000 calls", peer[0], ours[0], "MiB", "-")
     row("RSS after 10,000 calls", peer[1], ours[1], "MiB", "<= 1.2")
     print(
