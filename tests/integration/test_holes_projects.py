@@ -129,7 +129,7 @@ async def test_an_unapproved_mcp_json_never_runs_until_approved_and_again_once_c
 
     stderr = await stderr_of(project, data_home, listing)
     assert not marker.exists(), "the unapproved .mcp.json's command ran"
-    assert not any(name.startswith("m.") for name in names)
+    assert not any(name.startswith("m_") for name in names)
     lines = [line for line in stderr.splitlines() if ".mcp.json" in line]
     assert lines and "entropic-mcp external approve" in lines[0] and str(project / ".mcp.json") in lines[0]
 
@@ -138,14 +138,14 @@ async def test_an_unapproved_mcp_json_never_runs_until_approved_and_again_once_c
     assert not marker.exists(), "approving must not run the server"
     await stderr_of(project, data_home, listing)
     assert marker.exists()
-    assert "m.echo" in names
+    assert "m_echo" in names
 
     marker.unlink()
     (project / ".mcp.json").write_text(mcp_json(marker, "changed"), encoding="utf-8")
     stderr = await stderr_of(project, data_home, listing)
     assert not marker.exists(), "a changed .mcp.json ran on its old approval"
     assert "entropic-mcp external approve" in stderr
-    assert not any(name.startswith("m.") for name in names)
+    assert not any(name.startswith("m_") for name in names)
 
 
 # -- the active policy files, protected by identity ---------------------------------------------------
@@ -254,7 +254,7 @@ async def test_an_external_servers_own_read_only_hint_allows_nothing(tmp_path: P
     async with connect(params(project, data_home), ERA) as peer:
         listed = {tool.name: tool for tool in await peer.list_all()}
         result = await peer.call("f.wipe", {})
-    assert listed["f.wipe"].annotations.read_only_hint is False
+    assert listed["f_wipe"].annotations.read_only_hint is False
     assert result.is_error and "wiped" not in text(result), text(result)
 
 
@@ -274,8 +274,8 @@ async def test_an_external_name_taken_by_a_plugin_fails_that_entry_alone(tmp_pat
         names[:] = [tool.name for tool in (await client.list_tools(cache_mode="bypass")).tools]
 
     stderr = await stderr_of(project, data_home, listing)
-    assert "f.echo" in names and "filesystem.read_file" in names
-    assert "filesystem.echo" not in names
+    assert "f_echo" in names and "filesystem_read_file" in names
+    assert "filesystem_echo" not in names
     assert "[external.filesystem]" in stderr
 
 
