@@ -97,6 +97,12 @@ RULES = """
 - **Hook names are checked.** An implementation of a hook no spec declares fails the plugin; one
   marked `optionalhook=True` a typo away from an entropic-mcp hook
   (`entropic_mcp_permision_pattern`) is logged at load and reported by `check-plugin`.
+- **No hook wrappers.** entropic-mcp calls a hook's implementations one at a time, so that a
+  fault is attributed to its plugin and the others keep working; a pluggy wrapper
+  (`wrapper=True` or the old `hookwrapper=True`) would be listed and never run. Such a plugin
+  fails at registration, with a message saying so (an error in strict mode). Order plain
+  implementations with `tryfirst`/`trylast`; to surround a call, pair
+  `entropic_mcp_before_tool_call` with `entropic_mcp_after_tool_call`.
 """
 
 
