@@ -44,12 +44,12 @@ class Write(ToolBase):
 
 
 class Fail(ToolBase):
-    definition = definition("fail", {"x": {"type": "integer"}})
+    definition = definition("fail", {"x": {"type": "integer"}, "code": {"type": "string"}})
     required_access_level = AccessLevel.READ
 
     def execute(self, args, ctx):
         self.server.runs.append(("fail", dict(args), ctx.conversation_id))
-        return ToolResult.error("broken", "this tool always fails")
+        return ToolResult.error(args.get("code", "broken"), "this tool always fails")
 
 
 class Boom(ToolBase):

@@ -114,6 +114,16 @@ def test_identical_failure_is_refused_the_third_time_before_it_runs(tmp_path):
     assert call(manager, "demo.fail", {"x": 2}).kind == "error"  # other arguments still run
 
 
+@pytest.mark.parametrize("code", ["server_disconnected", "server_busy", "todo_busy"])
+def test_a_failure_that_says_retry_later_is_never_refused_as_a_loop(tmp_path, code):
+    manager, server = manager_for(tmp_path)
+    kinds = [call(manager, "demo.fail", {"x": 1, "code": code}).kind for _ in range(5)]
+    assert kinds == ["error"] * 5 and len(server.runs) == 5
+    call(manager, "demo.fail", {"x": 1})  # a lasting failure of the same call still counts from here
+    call(manager, "demo.fail", {"x": 1})
+    assert call(manager, "demo.fail", {"x": 1}).kind == "rejected_loop"
+
+
 def test_error_results_are_never_served_from_a_cache(tmp_path):
     manager, server = manager_for(tmp_path)
     call(manager, "demo.fail", {"x": 1})

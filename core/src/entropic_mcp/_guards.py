@@ -7,7 +7,9 @@ The rules (pipeline.md, revised after replaying real agent loops):
   answer in a row gets the STOP notice. WRITE calls are never flagged.
 - Identical failures: a call is refused before it runs only after its previous two runs failed
   one after the other with the same error code. A success of the call, a different code, any
-  successful call on the same server, or any successful WRITE call clears the record.
+  successful call on the same server, or any successful WRITE call clears the record. Codes that
+  say the world is not ready yet (``TRANSIENT_CODES``: a server reconnecting, busy) are not
+  counted: their messages tell the model when to retry the very same call.
 - Same-tool spiral: a long run of one WRITE tool (READ calls and refused calls do not count) is
   refused until another tool runs.
 """
@@ -23,6 +25,8 @@ import orjson
 from ._config import PipelineConfig
 
 MAX_CONVERSATIONS = 4096
+#: Failures that depend on time, not on the arguments: retrying the same call is the remedy.
+TRANSIENT_CODES = frozenset({"server_disconnected", "server_busy", "todo_busy"})
 MAX_REMEMBERED_ANSWERS = 512
 
 
@@ -109,6 +113,8 @@ class Guards:
         server = name.partition(".")[0]
         if failed:
             code = error_code(text)
+            if code in TRANSIENT_CODES:
+                return 0
             failure = state.failures.get(key)
             if failure is not None and failure.code == code:
                 failure.count += 1
