@@ -167,21 +167,6 @@ def test_a_remembered_token_expires_with_the_token() -> None:
     assert verifier.remembered(None) is None
 
 
-def test_a_callers_delegations_are_looked_up_in_their_own_scope() -> None:
-    from entropic_mcp import CallContext
-    from entropic_mcp_entropic._state import caller_scope
-
-    class Store:
-        def scope_of(self, conversation_id: str) -> str | None:
-            return "stored-scope" if conversation_id == "stored" else None
-
-    store: Any = Store()
-    alice = CallContext(conversation_id="sub:alice/chat", subject="alice", scope="sub:alice")
-    assert caller_scope(store, alice) == "sub:alice"
-    assert caller_scope(store, CallContext(conversation_id="chat")) == "default"  # no [auth]: as before
-    assert caller_scope(store, CallContext(conversation_id="stored", scope="sub:alice")) == "stored-scope"
-
-
 @pytest.mark.anyio
 async def test_always_answers_are_kept_in_the_store_per_person(tmp_path: Path) -> None:
     from entropic_mcp._storage._tinydb import TinyDBBackend
