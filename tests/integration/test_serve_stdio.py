@@ -39,6 +39,18 @@ async def test_listing_is_paginated_sorted_and_annotated(tmp_path: Path, era: st
     assert by_name["probe_note"].annotations.destructive_hint is False
 
 
+@pytest.mark.parametrize(("plugins", "scope"), [('["probe"]', "public"), ('["probe", "entropic"]', "private")])
+async def test_a_listing_that_differs_by_client_is_never_marked_for_shared_caches(
+    tmp_path: Path, plugins: str, scope: str
+) -> None:
+    # With the entropic server, a client without sampling is not listed the delegation tools: a
+    # shared cache must not hand its listing to a client that samples (2026-07-28 cacheScope).
+    project = write_project(tmp_path, BASE_CONFIG.replace('plugins = ["probe"]', f"plugins = {plugins}"))
+    async with connect(stdio_params(project), "2026-07-28") as peer:
+        page = await peer.list_page()
+    assert page.cache_scope == scope
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_calls_carry_result_kind_directives_and_errors(project: Path, era: str) -> None:
     async with connect(stdio_params(project), era) as peer:

@@ -60,13 +60,9 @@ class ServeApp:
         tools = manager.list_tools()
         self.names = ToolNames.build([tool["name"] for tool in tools], settings.tool_names)
         self.names.report()
-        self.listing = Listing(tools, self.names, settings.list_page_size)
         self.delegations = Delegations(manager, self._exposed, lambda name: self.names.internal(name))
         self.host_context = frozenset(manager.tools_with("host_context"))
-        self.host_context = frozenset(self.manager.tools_with("host_context"))
-        self.plain_listing = self._plain_listing(tools)
-        self.sampling_listing = self._plain_listing(tools, delegation=True)
-        self.sampling_listing = self._plain_listing(tools, delegation=True)
+        self._build_listings(tools)
         self.declared = _declared(tools)
         self.display = self.names.exposed if self.names.style != "dotted" else None
         self.check_listing()
@@ -93,6 +89,16 @@ class ServeApp:
 
     def _exposed(self, name: str) -> str:
         return self.names.to_exposed.get(name, name)
+
+    def _build_listings(self, tools: list[dict[str, Any]]) -> None:
+        """The listing for each kind of client, and whether one answer fits them all."""
+        self.listing = Listing(tools, self.names, self.settings.list_page_size)
+        self.plain_listing = self._plain_listing(tools)
+        self.sampling_listing = self._plain_listing(tools, delegation=True)
+        # 2026-07-28 cacheScope: a shared cache may hand one client's listing to another only
+        # when every client gets the same one.
+        same = self.plain_listing is self.listing and self.sampling_listing is self.listing
+        self.cache_scope = "public" if same else "private"
 
     def _plain_listing(self, tools: list[dict[str, Any]], *, delegation: bool = False) -> Listing:
         """The listing for a client that does not run directives: no tool that would do nothing for it.
@@ -165,8 +171,7 @@ class ServeApp:
         self.manager.invalidate()
         tools = self.manager.list_tools()
         self.names = ToolNames.build([tool["name"] for tool in tools], self.settings.tool_names)
-        self.listing = Listing(tools, self.names, self.settings.list_page_size)
-        self.plain_listing = self._plain_listing(tools)
+        self._build_listings(tools)
         self.declared = _declared(tools)
         if "display" in vars(self):
             self.display = self.names.exposed if self.names.style != "dotted" else None
@@ -196,7 +201,7 @@ class ServeApp:
         if self._tool_events is not None:
             page = self._with_discovery_failures(page)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete"}
+            return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": self.cache_scope, "resultType": "complete"}
         return page
 
     def _with_discovery_failures(self, page: dict[str, Any]) -> dict[str, Any]:
@@ -261,7 +266,13 @@ class ServeApp:
         meta: dict[str, Any] = {SERVER_INFO_META_KEY: dict(self._server_stamp)}
         if self._tool_events is not None:
             meta.update(self._with_discovery_failures({}).get("_meta", {}))
-        return {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public", "resultType": "complete", "_meta": meta}
+        return {
+            **page,
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": self.cache_scope,
+            "resultType": "complete",
+            "_meta": meta,
+        }
 
     def check_listing(self) -> None:
         """Validate every cached page against the 2026-07-28 ``ListToolsResult`` (once, at start-up)."""
