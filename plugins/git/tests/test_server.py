@@ -72,7 +72,15 @@ def _fake_git(tmp_path: Path, body: str) -> Path:
 # -- listing, annotations, permissions ---------------------------------------------------------
 
 
-def test_the_tools_with_access_levels_and_annotations(server):
+def test_the_network_tools_are_listed_only_with_the_network_on(repo):
+    offline = [tool["name"] for tool in make_server(repo.path).list_tools()]
+    assert offline == READ_TOOLS + [name for name in WRITE_TOOLS if name not in NETWORK_TOOLS]
+    online = [tool["name"] for tool in make_server(repo.path, network=True).list_tools()]
+    assert online == READ_TOOLS + WRITE_TOOLS
+
+
+def test_the_tools_with_access_levels_and_annotations(repo):
+    server = make_server(repo.path, network=True)
     listing = {tool["name"]: tool for tool in server.list_tools()}
     assert list(listing) == READ_TOOLS + WRITE_TOOLS
     for name in READ_TOOLS:
