@@ -135,6 +135,8 @@ options = {{ dsn = {json.dumps(dsn)}, schema = {json.dumps(schema)}, audit_flush
 default = "allow"
 [servers.entropic]
 tiers = ["lead", "researcher"]
+# These clients do not sample: the delegation tools answer with directives, as for a host that runs them.
+without_sampling = "directives"
 """,
     )
 
