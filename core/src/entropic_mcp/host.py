@@ -548,16 +548,7 @@ class Host:
         if depth + 1 > self.max_depth:
             summary = f"not run: delegations nest at most {self.max_depth} deep in this host"
             finish_delegation(self.storage if started.persisted else None, started.delegation_id, "failed", summary)
-            return DelegationResult(
-                delegation_id=started.delegation_id,
-                child_conversation_id=started.child_conversation_id,
-                target=started.target,
-                task=started.task,
-                status="failed",
-                summary=summary,
-                resume_from=started.resume_from,
-                persisted=started.persisted,
-            )
+            return _failed(started, summary)
         task = started.task
         if started.context:
             lines = [
@@ -583,16 +574,7 @@ class Host:
             summary = f"the '{started.target}' tier's model failed: {exc}"
             log.warning("delegation %s: %s", started.delegation_id, summary)
             finish_delegation(storage, started.delegation_id, "failed", summary)
-            return DelegationResult(
-                delegation_id=started.delegation_id,
-                child_conversation_id=started.child_conversation_id,
-                target=started.target,
-                task=started.task,
-                status="failed",
-                summary=summary,
-                resume_from=started.resume_from,
-                persisted=started.persisted,
-            )
+            return _failed(started, summary)
         except BaseException as exc:
             # The record must not stay "running" when the child dies; the error still propagates.
             if storage is not None:
@@ -689,3 +671,17 @@ __all__ = [
     "run_conversation",
     "start_delegation",
 ]
+
+
+def _failed(started: DelegationStarted, summary: str) -> DelegationResult:
+    """The result of a child that failed before or instead of finishing its conversation."""
+    return DelegationResult(
+        delegation_id=started.delegation_id,
+        child_conversation_id=started.child_conversation_id,
+        target=started.target,
+        task=started.task,
+        status="failed",
+        summary=summary,
+        resume_from=started.resume_from,
+        persisted=started.persisted,
+    )
