@@ -173,8 +173,7 @@ class ServeApp:
         self.names = ToolNames.build([tool["name"] for tool in tools], self.settings.tool_names)
         self._build_listings(tools)
         self.declared = _declared(tools)
-        if "display" in vars(self):
-            self.display = self.names.exposed if self.names.style != "dotted" else None
+        self.display = self.names.exposed if self.names.style != "dotted" else None
         task = asyncio.get_running_loop().create_task(self._announce_tools_changed())
         self._announcing.add(task)
         task.add_done_callback(self._announcing.discard)
@@ -229,7 +228,7 @@ class ServeApp:
         if arguments is None or isinstance(arguments, Mapping) or not isinstance(name, str):
             return await call_next(ctx)
         if self.names.internal(name) is None:
-            return await call_next(ctx)  # an unknown tool stays a protocol error
+            return await call_next(ctx)  # an unknown name: call_tool answers it with the nearest names
         got = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
             type(arguments), type(arguments).__name__
         )
