@@ -12,12 +12,23 @@ The rules (pipeline.md, revised after replaying real agent loops):
   counted: their messages tell the model when to retry the very same call.
 - Same-tool spiral: a long run of one WRITE tool (READ calls and refused calls do not count) is
   refused until another tool runs.
+
+Where the state lives: in this process's memory, unless the store is shared by several processes
+(a ``StateStore`` other than the embedded ``tinydb`` one, e.g. PostgreSQL behind several serve
+workers). Then each (conversation, identity) has one document in the store (namespace
+``pipeline.guards``), loaded before the guard check and saved, guarded by its version, after the
+call ran, so N workers count exactly as one does. Answers are compared by a stable digest there
+(``hash()`` differs between processes) and call keys are kept as digests (small documents).
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import orjson
@@ -28,6 +39,12 @@ MAX_CONVERSATIONS = 4096
 #: Failures that depend on time, not on the arguments: retrying the same call is the remedy.
 TRANSIENT_CODES = frozenset({"server_disconnected", "server_busy", "todo_busy"})
 MAX_REMEMBERED_ANSWERS = 512
+#: The store's namespace for guard state shared by several workers.
+NAMESPACE = "pipeline.guards"
+#: Saves retried when another worker changed the same conversation's guard state meanwhile.
+SAVE_ATTEMPTS = 8
+
+log = logging.getLogger("entropic_mcp.pipeline")
 
 
 @attrs.define
@@ -46,6 +63,53 @@ class GuardState:
     failures: dict[str, _Failure] = attrs.field(factory=dict)
     run_tool: str | None = None
     run_length: int = 0
+    #: The store key when this state lives in a shared store (None: memory only; "" while a change
+    #: is applied to it), and its version.
+    shared: str | None = None
+    version: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answers": [[key, digest, length] for key, (digest, length) in self.answers.items()],
+            "last_key": self.last_key,
+            "repeats": self.repeats,
+            "failures": {key: [failure.code, failure.count] for key, failure in self.failures.items()},
+            "run_tool": self.run_tool,
+            "run_length": self.run_length,
+        }
+
+    def load(self, value: Any, version: int) -> None:
+        """Replace this state by a stored document (anything malformed counts as empty)."""
+        self.answers.clear()
+        self.failures.clear()
+        self.last_key, self.repeats, self.run_tool, self.run_length = None, 0, None, 0
+        self.version = version
+        if not isinstance(value, dict):
+            return
+        try:
+            for key, digest, length in value.get("answers", ()):
+                self.answers[str(key)] = (int(digest), int(length))
+            for key, (code, count) in value.get("failures", {}).items():
+                self.failures[str(key)] = _Failure(code=str(code), count=int(count))
+            last_key, run_tool = value.get("last_key"), value.get("run_tool")
+            self.last_key = last_key if isinstance(last_key, str) else None
+            self.run_tool = run_tool if isinstance(run_tool, str) else None
+            self.repeats = int(value.get("repeats", 0))
+            self.run_length = int(value.get("run_length", 0))
+        except (TypeError, ValueError):
+            log.warning("guard state %s in the store is malformed; starting it afresh", self.shared)
+            self.load(None, version)
+
+
+def _digest(text: str) -> int:
+    """A digest every process computes alike (``hash()`` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+def shared_key(key: str) -> str:
+    """A call key as kept in the store: the tool name, then a digest of the arguments."""
+    name, _, args = key.partition("\x00")
+    return f"{name}#{_digest(args):016x}"
 
 
 def error_code(text: str) -> str:
@@ -63,30 +127,86 @@ def error_code(text: str) -> str:
 class Guards:
     """The duplicate and loop rules, with their state per (conversation, identity)."""
 
-    def __init__(self, config: PipelineConfig) -> None:
+    def __init__(self, config: PipelineConfig, store: Callable[[], Any] | None = None) -> None:
+        """``store`` gives the shared ``StateStore`` the state lives in, or None (memory); it is
+        asked once, at the first call."""
         self.config = config
         self._states: OrderedDict[tuple[str, str | None], GuardState] = OrderedDict()
         self._lock = threading.Lock()
+        self._store_of = store
+        self._store: Any = None
+        #: Identities whose state this process saved in the store (ending a conversation deletes theirs).
+        self._identities: set[str | None] = {None}
+
+    def store(self) -> Any:
+        """The shared StateStore the guard state lives in, or None (this process's memory)."""
+        if self._store_of is not None:
+            of, self._store_of = self._store_of, None
+            try:
+                candidate = of()
+            except Exception as exc:
+                log.warning("guard state kept in this process's memory: the store could not be opened: %s", exc)
+                candidate = None
+            from ._storage import StateStore
+
+            self._store = candidate if isinstance(candidate, StateStore) else None
+        return self._store
 
     def state(self, conversation_id: str, identity: str | None) -> GuardState:
         key = (conversation_id, identity)
         state = self._states.get(key)
         if state is None:
+            store = self.store() if self._store_of is not None or self._store is not None else None
+            if store is not None:
+                return self._shared_state(store, conversation_id, identity)
             with self._lock:
                 state = self._states.setdefault(key, GuardState())
                 while len(self._states) > MAX_CONVERSATIONS:
                     self._states.popitem(last=False)
         return state
 
+    def _shared_state(self, store: Any, conversation_id: str, identity: str | None) -> GuardState:
+        """The conversation's state as the store holds it now (memory only for this call when it fails)."""
+        name = conversation_id if identity is None else f"{conversation_id}\x1fidentity={identity}"
+        state = GuardState(shared=name)
+        try:
+            value, version = store.load_state(NAMESPACE, name)
+        except Exception as exc:
+            log.warning("guard state of %s could not be read from the store (this call is not counted): %s", name, exc)
+            return GuardState()
+        state.load(value, version)
+        self._identities.add(identity)
+        return state
+
     def end_conversation(self, conversation_id: str) -> None:
         with self._lock:
             for key in [k for k in self._states if k[0] == conversation_id]:
                 del self._states[key]
+        store = self._store
+        if store is None:
+            return
+        from ._errors import StateConflict
+
+        for identity in list(self._identities):
+            name = conversation_id if identity is None else f"{conversation_id}\x1fidentity={identity}"
+            for _ in range(SAVE_ATTEMPTS):
+                try:
+                    version = store.load_state(NAMESPACE, name)[1]
+                    if version:
+                        store.save_state(NAMESPACE, name, None, version)
+                    break
+                except StateConflict:
+                    continue
+                except Exception as exc:
+                    log.warning("guard state of %s could not be deleted from the store: %s", name, exc)
+                    break
 
     # -- before the call runs ------------------------------------------------------------------
 
     def refusal(self, state: GuardState, key: str, name: str, *, write: bool) -> tuple[str, int] | None:
         """(message, run length) when a loop rule refuses the call; None lets it run."""
+        if state.shared:
+            key = shared_key(key)
         failure = state.failures.get(key)
         limit = self.config.identical_failure_limit
         if failure is not None and failure.count >= limit:
@@ -110,6 +230,8 @@ class Guards:
 
     def ran(self, state: GuardState, key: str, name: str, text: str, *, failed: bool, write: bool, flag: bool) -> int:
         """Record a call that ran; returns how many identical answers came just before (0: none)."""
+        if state.shared:
+            return self._ran_shared(state, key, name, text, failed=failed, write=write, flag=flag)
         server = name.partition(".")[0]
         if failed:
             code = error_code(text)
@@ -136,7 +258,7 @@ class Guards:
             state.run_tool, state.run_length = None, 0
         repeats = 0
         if flag and not failed and not write:
-            answer = (hash(text), len(text))
+            answer = (hash(text) if state.shared is None else _digest(text), len(text))
             if state.answers.get(key) == answer:
                 repeats = state.repeats + 1 if state.last_key == key else 1
             answers = state.answers
@@ -145,6 +267,42 @@ class Guards:
             if len(answers) > MAX_REMEMBERED_ANSWERS:
                 answers.popitem(last=False)
         state.last_key, state.repeats = key, repeats
+        return repeats
+
+    def _ran_shared(
+        self, state: GuardState, key: str, name: str, text: str, *, failed: bool, write: bool, flag: bool
+    ) -> int:
+        """``ran`` for state in the shared store: change it, save it guarded by its version; when
+        another worker saved first, load theirs and apply this call to it again."""
+        from ._errors import StateConflict
+
+        store, shared = self._store, state.shared
+        wire = shared_key(key)
+        for _ in range(SAVE_ATTEMPTS):
+            before = state.to_json()
+            state.shared = ""  # the memory rules with stable digests, on the loaded state (keys already digests)
+            try:
+                repeats = self.ran(state, wire, name, text, failed=failed, write=write, flag=flag)
+            finally:
+                state.shared = shared
+            after = state.to_json()
+            if after == before or store is None:
+                return repeats
+            try:
+                state.version = store.save_state(NAMESPACE, shared, after, state.version)
+                return repeats
+            except StateConflict:
+                try:
+                    state.load(*store.load_state(NAMESPACE, shared))
+                except Exception as exc:
+                    log.warning("guard state of %s could not be read again from the store: %s", shared, exc)
+                    return repeats
+            except Exception as exc:
+                log.warning(
+                    "guard state of %s could not be saved in the store (this call is not counted): %s", shared, exc
+                )
+                return repeats
+        log.warning("guard state of %s kept changing in the store; this call is not counted", shared)
         return repeats
 
     def notice(self, name: str, repeats: int) -> str:

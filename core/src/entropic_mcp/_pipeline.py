@@ -150,7 +150,10 @@ class CallPipeline:
     def __init__(self, manager: ServerManager) -> None:
         self.manager = manager
         self.config = manager.config.pipeline
-        self.guards = Guards(self.config)
+        # Guard state goes through the store only when several processes share it (not the
+        # embedded tinydb store, not none): one process keeps it in memory, as fast as ever.
+        shared = manager.config.storage.backend not in ("none", "tinydb")
+        self.guards = Guards(self.config, (lambda: manager.storage) if shared else None)
         self._plans: dict[str, _Plan] = {}
         self._history: deque[CallOutcome] = deque(maxlen=self.config.history_size)
         self.metrics: dict[str, dict[str, int]] = {}

@@ -1,0 +1,119 @@
+"""Guard state in a shared StateStore: two workers count exactly as one (issue 27)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import orjson
+import pytest
+from entropic_mcp._config import PipelineConfig
+from entropic_mcp._errors import StateConflict
+from entropic_mcp._guards import NAMESPACE, Guards
+
+
+class DictStore:
+    """A StateStore in a dict, with the version rule of the real backends."""
+
+    def __init__(self) -> None:
+        self.docs: dict[tuple[str, str], tuple[Any, int]] = {}
+        self.saves = 0
+        self.fail = False
+
+    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
+        if self.fail:
+            raise OSError("store unreachable")
+        value, version = self.docs.get((namespace, key), (None, 0))
+        return orjson.loads(orjson.dumps(value)), version
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        if self.fail:
+            raise OSError("store unreachable")
+        stored = self.docs.get((namespace, key), (None, 0))[1]
+        if stored != version:
+            raise StateConflict(f"stored version {stored}")
+        self.saves += 1
+        if value is None:
+            self.docs.pop((namespace, key), None)
+            return 0
+        self.docs[(namespace, key)] = (orjson.loads(orjson.dumps(value)), version + 1)
+        return version + 1
+
+    def prune_states(self, namespace: str, older_than: float) -> int:
+        return 0
+
+
+def call(guards: Guards, name: str, args: dict[str, Any], text: str, *, failed: bool = False, write: bool = False):
+    """What the pipeline does around one call: the check, then (unless refused) the record."""
+    key = name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    state = guards.state("conv", None)
+    refusal = guards.refusal(state, key, name, write=write)
+    if refusal is not None:
+        return "refused"
+    return guards.ran(state, key, name, text, failed=failed, write=write, flag=not write and not failed)
+
+
+def workers(n: int, store: DictStore | None) -> list[Guards]:
+    if store is None:
+        return [Guards(PipelineConfig())]
+    return [Guards(PipelineConfig(), lambda: store) for _ in range(n)]
+
+
+def scenario(guards: list[Guards]) -> list[Any]:
+    """Round robin over the workers: repeats, identical failures, a 60-call WRITE spiral."""
+    turn = itertools.cycle(guards)
+    out: list[Any] = []
+    for _ in range(4):
+        out.append(call(next(turn), "fs.read", {"path": "a"}, "same text"))
+    for _ in range(4):
+        out.append(call(next(turn), "bash.run", {"cmd": "false"}, '{"error": "exit_1"}', failed=True))
+    for i in range(60):
+        out.append(call(next(turn), "fs.write", {"path": f"f{i}"}, "ok", write=True))
+    return out
+
+
+def test_two_workers_on_a_shared_store_count_as_one_worker() -> None:
+    alone = scenario(workers(1, None))
+    assert alone[:4] == [0, 1, 2, 3]  # the second identical answer is flagged, the third says STOP
+    assert alone[4:8] == [0, 0, "refused", "refused"]  # refused at the third identical failure
+    assert alone[8:].index("refused") == 50  # the 51st WRITE in a row
+    store = DictStore()
+    assert scenario(workers(2, store)) == alone
+    assert scenario(workers(4, DictStore())) == alone
+    assert list(store.docs) == [(NAMESPACE, "conv")]
+
+
+def test_a_change_saved_meanwhile_by_another_worker_is_not_lost() -> None:
+    store = DictStore()
+    first, second = workers(2, store)
+    key = "bash.run\x00{}"
+    a = first.state("conv", None)
+    b = second.state("conv", None)  # both loaded version 0
+    first.ran(a, key, "bash.run", '{"error": "x"}', failed=True, write=False, flag=False)
+    second.ran(b, key, "bash.run", '{"error": "x"}', failed=True, write=False, flag=False)
+    assert second.refusal(second.state("conv", None), key, "bash.run", write=False) is not None
+
+
+def test_ending_the_conversation_deletes_its_shared_state() -> None:
+    store = DictStore()
+    (guards,) = workers(1, store)
+    call(guards, "fs.read", {"path": "a"}, "text")
+    assert store.docs
+    guards.end_conversation("conv")
+    assert not store.docs
+
+
+def test_an_unreachable_store_lets_calls_run_uncounted() -> None:
+    store = DictStore()
+    store.fail = True
+    (guards,) = workers(1, store)
+    assert [call(guards, "bash.run", {}, '{"error": "x"}', failed=True) for _ in range(4)] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize(("backend", "shared"), [("none", False), ("tinydb", False), ("postgres", True)])
+def test_only_a_store_of_several_processes_holds_guard_state(backend: str, shared: bool, tmp_path: Any) -> None:
+    from entropic_mcp import ServerManager, config_from_dict
+
+    config = config_from_dict({"storage": {"backend": backend, "path": "store"}}, root=tmp_path)
+    guards = ServerManager(config).pipeline.guards
+    assert (guards._store_of is not None) is shared
