@@ -102,3 +102,80 @@ def test_json_is_kept_on_request_and_other_formats_are_refused(fs, root):
     assert fs.ok("glob", {"pattern": "*", "format": "json"}) == ["a.txt"]
     outcome, _ = fs.call("list_directory", {"format": "xml"})
     assert outcome.response.is_error and "format" in outcome.response.result
+
+
+def _pages(fs, tool: str, args: dict) -> tuple[list[str], int]:
+    """Every line of ``tool`` followed through its next_offset notes, and the number of calls."""
+    lines: list[str] = []
+    offset, calls = 0, 0
+    while calls < 50:
+        calls += 1
+        *body, last = text(fs, tool, {**args, "offset": offset}).split("\n")
+        found = re.match(r"\[truncated, next_offset=(\d+): ", last)
+        if not found:
+            return [*lines, *body, last], calls
+        assert int(found[1]) == offset + len(body)
+        lines.extend(body)
+        offset = int(found[1])
+    raise AssertionError(f"still cut after {calls} calls")
+
+
+def test_glob_cut_by_the_byte_cap_says_where_to_continue_and_the_pages_join_up(make, root):
+    fs = make(result_cap=1024)
+    names = [f"file_number_{i:03d}.txt" for i in range(200)]
+    for name in names:
+        (root / name).write_text("")
+    first = text(fs, "glob", {"pattern": "*.txt"})
+    assert len(first.encode()) <= 1024
+    assert re.search(r"\[truncated, next_offset=\d+: the result was cut to fit max_result_bytes", first)
+    lines, calls = _pages(fs, "glob", {"pattern": "*.txt"})
+    assert lines == names and calls >= 3
+    data = fs.ok("glob", {"pattern": "*.txt"})
+    assert len(orjson.dumps(data)) <= 1024
+    assert data[-1]["truncated"] is True and data[-1]["next_offset"] == len(data) - 1
+    rest = fs.ok("glob", {"pattern": "*.txt", "offset": data[-1]["next_offset"]})
+    assert rest[0] == names[len(data) - 1]
+
+
+def test_glob_cut_by_max_glob_results_gives_next_offset_and_an_offset_past_the_end_says_so(make, root):
+    fs = make({"max_glob_results": 3})
+    for i in range(7):
+        (root / f"f{i}.py").write_text("")
+    page = fs.ok("glob", {"pattern": "*.py"})
+    assert page[:3] == ["f0.py", "f1.py", "f2.py"] and page[3]["next_offset"] == 3
+    lines, calls = _pages(fs, "glob", {"pattern": "*.py"})
+    assert lines == [f"f{i}.py" for i in range(7)] and calls == 3
+    past = fs.ok("glob", {"pattern": "*.py", "offset": 9})
+    assert past == [{"note": past[0]["note"]}] and "past the last match: 7 paths" in past[0]["note"]
+    assert fs.error("glob", {"pattern": "*.py", "offset": -1})["error"] == "invalid_args"
+
+
+def test_list_directory_cut_by_the_byte_cap_says_where_to_continue_in_both_forms(make, root):
+    fs = make(result_cap=1024)
+    names = [f"entry_number_{i:03d}.txt" for i in range(150)]
+    for name in names:
+        (root / name).write_text("x" * (len(name) % 7))
+    lines, calls = _pages(fs, "list_directory", {})
+    assert lines == [f"{n}\t{len(n) % 7}" for n in names] and calls >= 3
+    data = fs.ok("list_directory", {"recursive": True})
+    assert len(orjson.dumps(data)) <= 1024 and data[-1]["next_offset"] == len(data) - 1
+    rest = fs.ok("list_directory", {"recursive": True, "offset": data[-1]["next_offset"]})
+    assert rest[0]["path"] == names[len(data) - 1]
+
+
+def test_list_directory_over_its_entry_limit_pages_in_one_sorted_order(make, root, monkeypatch):
+    from entropic_mcp_filesystem import _listing
+
+    monkeypatch.setattr(_listing, "MAX_ENTRIES", 4)
+    fs = make()
+    # walk order (a directory's files, then its sub-directories) differs from path order here
+    for rel in ["a.txt", "a/x.txt", "a/y.txt", "b.txt", "b/z.txt", "c.txt"]:
+        (root / rel).parent.mkdir(exist_ok=True)
+        (root / rel).write_text("")
+    page = fs.ok("list_directory", {"recursive": True})
+    assert [e["path"] for e in page[:4]] == ["a", "a.txt", "a/x.txt", "a/y.txt"]
+    assert page[4]["next_offset"] == 4
+    lines, calls = _pages(fs, "list_directory", {"recursive": True})
+    assert lines == ["a/", "a.txt\t0", "a/x.txt\t0", "a/y.txt\t0", "b/", "b.txt\t0", "b/z.txt\t0", "c.txt\t0"]
+    assert calls == 2
+    assert "past the last entry: 5 entries" in fs.ok("list_directory", {"offset": 20})[0]["note"]

@@ -21,9 +21,11 @@ class FilesystemTool(ToolBase):
         self.fs = fs
 
 
-def truncation(note: str) -> dict[str, Any]:
-    """The final entry of a cut-short list result."""
-    return {"truncated": True, "note": note}
+def truncation(note: str, next_offset: int | None = None) -> dict[str, Any]:
+    """The final entry of a cut-short list result (with where the next page starts, if given)."""
+    if next_offset is None:
+        return {"truncated": True, "note": note}
+    return {"truncated": True, "note": note, "next_offset": next_offset}
 
 
 def walk_note(limit: int, what: str) -> str:

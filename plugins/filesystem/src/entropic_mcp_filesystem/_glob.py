@@ -24,6 +24,7 @@ class Glob(FilesystemTool):
         fs = self.fs
         pattern = compile_glob(toolkit.text(args, "pattern", required=True))
         sort = toolkit.choice(args, "sort", ("path", "mtime"), default="path")
+        offset = toolkit.integer(args, "offset", default=0, minimum=0)
         as_json = wants_json(args)
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="read", default=".")
         search_rel = loc.display if resolved.inside and loc.display != "." else ""
@@ -84,7 +85,7 @@ class Glob(FilesystemTool):
         else:
             found.sort()
         limit = settings.max_glob_results
-        shown = found[:limit]
+        shown = found[offset : offset + limit]
         if top.display_base:
             results: list[Any] = [printable(top.display(r)) for r in shown]
         elif "".join(shown).isascii():
@@ -94,11 +95,17 @@ class Glob(FilesystemTool):
         skipped = gate.note()
         if skipped is not None:
             results.append(skipped)
-        if len(found) > limit:
+        if offset and offset >= len(found):
+            results.append(
+                {"note": f"offset {offset} is past the last match: {len(found)} paths matched; pass a smaller offset"}
+            )
+        if len(found) > offset + limit:
             results.append(
                 truncation(
-                    f"{len(found)} paths matched; only the first {limit} (max_glob_results) "
-                    "are listed — narrow the pattern or pass a sub-directory as 'path'"
+                    f"{len(found)} paths matched; {offset + 1}-{offset + limit} are listed (max_glob_results) — "
+                    f"call again with offset={offset + limit} for the next ones, or narrow the pattern or pass "
+                    "a sub-directory as 'path'",
+                    next_offset=offset + limit,
                 )
             )
         elif walk.truncated:
@@ -112,8 +119,9 @@ class Glob(FilesystemTool):
             path_lines,
             as_json=as_json,
             cap=toolkit.result_limit(ctx),
-            note="narrow the pattern or pass a sub-directory as 'path'",
+            note="call again with offset=next_offset for the next ones, or narrow the pattern",
             empty="(no matches)",
+            offset=offset,
         )
 
 

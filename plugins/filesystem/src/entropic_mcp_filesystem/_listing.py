@@ -20,14 +20,13 @@ MAX_ENTRIES = 2000
 MAX_STAT_RECORDS = 256
 
 
-def _entry(entry: os.DirEntry[str], path: str, kind: str) -> dict[str, Any]:
-    size = None
-    if kind != "directory":
-        try:
-            size = entry.stat(follow_symlinks=False).st_size
-        except OSError:
-            size = None
-    return {"name": printable(entry.name), "path": printable(path), "type": kind, "size": size}
+def _size(entry: os.DirEntry[str]) -> int | None:
+    """The entry's own size; taken during the walk (a DirEntry of a descriptor walk can only be
+    stat'ed while its directory is open). The stat is kept by the DirEntry for the tracker."""
+    try:
+        return entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        return None
 
 
 class ListDirectory(FilesystemTool):
@@ -42,33 +41,39 @@ class ListDirectory(FilesystemTool):
         max_depth = toolkit.integer(args, "max_depth", default=3, minimum=1, maximum=64)
         top = start(loc, inside=resolved.inside, root=fs.root, cache=fs.ignore_cache)
         walk = Walk(limit=fs.settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
+        offset = toolkit.integer(args, "offset", default=0, minimum=0)
         gate = WalkGate(ctx, fs.root)
-        entries: list[dict[str, Any]] = []
-        shown_files: list[os.DirEntry[str]] = []
+        # (sort key, shown path, entry, kind, size) for every entry, sorted, so that a page
+        # (``offset``) is a slice of one stable order.
+        found: list[tuple[str, str, os.DirEntry[str], str, int | None]] = []
         try:
             for directory in walk.walk(
                 top.fd, top.rel, top.stack, top.entropic, max_depth=max_depth if recursive else 1
             ):
                 for entry in directory.files:
                     rel = directory.join(entry.name)
-                    if directory.file_ignored(entry.name) or gate.refused(top.display(rel)):
+                    shown = top.display(rel)
+                    if directory.file_ignored(entry.name) or gate.refused(shown):
                         continue
                     try:
                         kind = "symlink" if entry.is_symlink() else "file"
                     except OSError:
                         continue
-                    entries.append(_entry(entry, top.display(rel), kind))
-                    if kind == "file" and not recursive:
-                        shown_files.append(entry)
+                    found.append((shown if recursive else entry.name, shown, entry, kind, _size(entry)))
                 for entry in directory.dirs:
                     shown = top.display(directory.join(entry.name))
                     if not gate.refused(shown):
-                        entries.append(_entry(entry, shown, "directory"))
-                if len(entries) > MAX_ENTRIES:
-                    break
+                        found.append((shown if recursive else entry.name, shown, entry, "directory", None))
         finally:
             os.close(top.fd)
-        if resolved.inside and len(shown_files) <= MAX_STAT_RECORDS:
+        found.sort(key=lambda item: item[0])
+        page = found[offset : offset + MAX_ENTRIES]
+        entries = [
+            {"name": printable(entry.name), "path": printable(shown), "type": kind, "size": size}
+            for _, shown, entry, kind, size in page
+        ]
+        shown_files = [entry for _, _, entry, kind, _ in page if kind == "file"]
+        if resolved.inside and not recursive and len(shown_files) <= MAX_STAT_RECORDS:
             for entry in shown_files:
                 try:
                     st = entry.stat(follow_symlinks=False)  # DirEntry keeps the stat _entry took
@@ -76,16 +81,21 @@ class ListDirectory(FilesystemTool):
                     continue
                 if stat.S_ISREG(st.st_mode):
                     fs.tracker.record_stat(ctx.conversation_id, str(resolved.path / entry.name), st)
-        entries.sort(key=(lambda e: e["path"]) if recursive else (lambda e: e["name"]))
-        results: list[Any] = entries[:MAX_ENTRIES]
+        results: list[Any] = list(entries)
         skipped = gate.note()
         if skipped is not None:
             results.append(skipped)
-        if len(entries) > MAX_ENTRIES:
+        if offset and offset >= len(found):
+            results.append(
+                {"note": f"offset {offset} is past the last entry: {len(found)} entries; pass a smaller offset"}
+            )
+        if len(found) > offset + MAX_ENTRIES:
             results.append(
                 truncation(
-                    f"more than {MAX_ENTRIES} entries; list a sub-directory, lower max_depth, "
-                    "or use filesystem.glob with a pattern"
+                    f"{len(found)} entries; {offset + 1}-{offset + MAX_ENTRIES} are listed — call again with "
+                    f"offset={offset + MAX_ENTRIES} for the next ones, list a sub-directory, lower max_depth, "
+                    "or use filesystem.glob with a pattern",
+                    next_offset=offset + MAX_ENTRIES,
                 )
             )
         elif walk.truncated:
@@ -97,6 +107,7 @@ class ListDirectory(FilesystemTool):
             lambda items: listing_lines(items, recursive=recursive),
             as_json=as_json,
             cap=toolkit.result_limit(ctx),
-            note="list a sub-directory or lower max_depth",
+            note="call again with offset=next_offset for the next ones, or list a sub-directory",
             empty="(empty directory)",
+            offset=offset,
         )
