@@ -255,3 +255,64 @@ def test_a_large_command_line_runs_in_the_instance_and_an_oversized_one_is_e2big
     assert refused.value.errno == errno.E2BIG
     assert _zygote.POOL.broken is None
     assert run(sb, "echo after", root)[1] == "after\n"
+
+
+def private_tmp_check() -> str:
+    """The spawner's own test of where it may wipe, as a script printing what it finds."""
+    start = _zygote.SPAWNER.index("def private_tmp():")
+    end = _zygote.SPAWNER.index("PRIVATE = private_tmp()")
+    return "import os\n" + _zygote.SPAWNER[start:end] + "print(repr(private_tmp()))\n"
+
+
+def test_the_spawner_wipes_only_a_private_tmp_of_its_own_pid_namespace(tmp_path):
+    # Started outside bwrap (by hand, a test) the spawner must not empty the host's /tmp.
+    outside = subprocess.run([sys.executable, "-c", private_tmp_check()], capture_output=True, text=True, check=True)
+    assert outside.stdout.strip() == "()"
+    assert FOUND.path is not None
+    inside = subprocess.run(
+        [
+            FOUND.path,
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--",
+            sys.executable,
+            "-c",
+            private_tmp_check(),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert inside.stdout.strip() == "('/tmp', '/dev/shm')"
+    # a PID namespace of its own but the host's /tmp: nothing is wiped there either
+    shared = subprocess.run(
+        [
+            FOUND.path,
+            "--bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--",
+            sys.executable,
+            "-c",
+            private_tmp_check(),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shared.stdout.strip() == "('/dev/shm',)"

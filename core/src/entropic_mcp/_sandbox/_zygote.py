@@ -186,11 +186,36 @@ def remove(path, dev):
         except OSError:
             pass
 
+def private_tmp():
+    # The wipe empties /tmp and /dev/shm: only where they are the namespace's own tmpfs, which
+    # bwrap mounts for the spawner it starts as the second process of a fresh PID namespace. Run
+    # anywhere else (by hand, a test without bwrap) the spawner would empty the host's /tmp: it
+    # wipes nothing there.
+    if os.getpid() != 2 or os.getppid() != 1:
+        return ()
+    try:
+        with open("/proc/self/mounts", "rb") as fh:
+            mounts = fh.read().split(b"\n")
+    except OSError:
+        return ()
+    private = []
+    for top in (b"/tmp", b"/dev/shm"):
+        kind = None
+        for line in mounts:  # the last mount on the path or a parent of it is the one seen there
+            fields = line.split()
+            if len(fields) > 2 and (fields[1] == top or top.startswith(fields[1].rstrip(b"/") + b"/")):
+                kind = fields[2]
+        if kind == b"tmpfs":  # bwrap's --tmpfs /tmp; /dev/shm lies in its --dev tmpfs
+            private.append(top.decode())
+    return tuple(private)
+
+PRIVATE = private_tmp()
+
 def wipe():
     # Each call's /tmp is empty: what the last calls wrote goes once none runs (a call waits
     # for the wipe, an exclusive flock; running calls hold shared ones). Concurrent calls of
     # one policy share /tmp while they overlap.
-    for top in ("/tmp", "/dev/shm"):
+    for top in PRIVATE:
         try:
             dev = os.lstat(top).st_dev
             names = os.listdir(top)
