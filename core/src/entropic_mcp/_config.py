@@ -76,6 +76,9 @@ class ServeConfig:
     #: either, the oldest is closed.
     max_pending_per_client: int = 16
     max_pending_connections: int = 256
+    #: Signs 2026-07-28 request states; the same on every worker of a deployment ("": the
+    #: ENTROPIC_MCP_STATE_KEY environment variable, else a key kept in a shared store).
+    state_key: str = attrs.field(default="", repr=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -531,6 +534,7 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "body_timeout_seconds": _positive,
         "max_pending_per_client": _int(1),
         "max_pending_connections": _int(1),
+        "state_key": _str,
     },
     "sandbox": {
         "mode": _choice(*SANDBOX_MODES),

@@ -22,7 +22,15 @@ from .._context import CallContext
 from .._envelope import dumps
 from .._manager import ServerManager
 from .._pipeline import CallOutcome
-from ._approval import CURRENT, ElicitingChannel, SuspendedCall, supports_elicitation
+from ._approval import (
+    APPROVAL_MESSAGE,
+    CURRENT,
+    ElicitingChannel,
+    PausedCalls,
+    SuspendedCall,
+    answer_from,
+    supports_elicitation,
+)
 from ._listing import LIST_TTL_MS, InvalidCursor, Listing
 from ._names import ToolNames, exposed_name
 from ._oauth import PRINCIPAL_KEY, Principal
@@ -68,6 +76,10 @@ class ServeApp:
         self.check_listing()
         self.process_conversation = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
         self.suspended: dict[str, SuspendedCall] = {}
+        # Request states signed with the deployment's key; paused approvals kept in a store that
+        # several workers share, so the retry may reach any of them.
+        shared = manager.config.storage.backend not in ("none", "tinydb")
+        self.paused = PausedCalls((lambda: manager.storage) if shared else (lambda: None), settings.state_key)
         self.server: Server[Any] = Server(
             "entropic-mcp",
             version=__version__,
@@ -383,7 +395,20 @@ class ServeApp:
         """2026-07-28: the call runs in its own task so it can wait for an InputRequiredResult round."""
         state = params.request_state
         if state is not None:
+            rerun = False
             call = self.suspended.pop(state, None)
+            if call is not None and call.stored:
+                # Kept in the store too: take it from there first, so no other worker runs it as well.
+                taken = await _off_loop(self.paused.take, state, internal, arguments, conversation)
+                if taken is None:
+                    call.cancel()
+                    call = None
+            elif call is None:
+                message = await _off_loop(self.paused.take, state, internal, arguments, conversation)
+                if message is not None:  # paused on another worker: run it here, with this answer
+                    call = self._start_modern(ctx, internal, arguments, conversation)
+                    call.preanswer = (message, answer_from(params.input_responses))
+                    waiting, rerun = call.round, True
             if (
                 call is None
                 or call.name != internal
@@ -395,33 +420,18 @@ class ServeApp:
                     message="Invalid or expired requestState: call the tool again",
                     data={"reason": "invalid_request_state"},
                 )
-            if call.relay is not None:
-                call.relay.target = ctx.session
-            waiting = call.next_round()
-            call.answer(answer_for(call, params.input_responses))
+            if not rerun:
+                if call.relay is not None:
+                    call.relay.target = ctx.session
+                waiting = call.next_round()
+                call.answer(answer_for(call, params.input_responses))
         elif not supports_elicitation(ctx.session.client_capabilities) and not self.delegations.wants(
             internal, ctx.session.client_capabilities
         ):
             # Nobody to ask: the call cannot pause, so it runs inline like a handshake-era one.
             return {**await self._call_inline(ctx, internal, arguments, conversation, None), "resultType": "complete"}
         else:
-            sampling, tools = sampling_of(ctx.session.client_capabilities)
-            call = SamplingCall(name=internal, arguments=arguments, conversation=conversation, tools=tools)
-            if progress_token(ctx.params) is not None:
-                call.relay = ProgressRelay(ctx.session)
-            token = CURRENT.set(call if supports_elicitation(ctx.session.client_capabilities) else None)
-            try:
-                call.start(
-                    self._run(
-                        ctx,
-                        internal,
-                        arguments,
-                        self._call_context(ctx, conversation, call.relay),
-                        call if sampling else None,
-                    )
-                )
-            finally:
-                CURRENT.reset(token)
+            call = self._start_modern(ctx, internal, arguments, conversation)
             waiting = call.round
         try:
             asked = await waiting
@@ -431,7 +441,11 @@ class ServeApp:
                 call.relay.abort()
             raise
         if asked is not None:
-            state = secrets.token_urlsafe(24)
+            # The first question, a tool-call approval: nothing has run yet, so any worker can run it again.
+            first = isinstance(asked, tuple) and call.questions == 1 and asked[0].startswith(APPROVAL_MESSAGE)
+            state, call.stored = await _off_loop(
+                self.paused.pause, internal, arguments, conversation, asked if first else None
+            )
             self.suspended[state] = call
             assert call.task is not None
             call.task.add_done_callback(self._forget(state))
@@ -441,6 +455,27 @@ class ServeApp:
         if call.relay is not None:
             await call.relay.close()
         return {**self._result(outcome, internal), "resultType": "complete"}
+
+    def _start_modern(self, ctx: Any, internal: str, arguments: dict[str, Any], conversation: str) -> SamplingCall:
+        """A 2026-07-28 call started in its own task, able to pause for the client's answers."""
+        sampling, tools = sampling_of(ctx.session.client_capabilities)
+        call = SamplingCall(name=internal, arguments=arguments, conversation=conversation, tools=tools)
+        if progress_token(ctx.params) is not None:
+            call.relay = ProgressRelay(ctx.session)
+        token = CURRENT.set(call if supports_elicitation(ctx.session.client_capabilities) else None)
+        try:
+            call.start(
+                self._run(
+                    ctx,
+                    internal,
+                    arguments,
+                    self._call_context(ctx, conversation, call.relay),
+                    call if sampling else None,
+                )
+            )
+        finally:
+            CURRENT.reset(token)
+        return call
 
     def _result(self, outcome: CallOutcome, internal: str) -> dict[str, Any]:
         """The wire result: structured content for a tool declaring an outputSchema (or every object)."""
@@ -541,6 +576,13 @@ async def _notify_quietly(session: Any) -> None:
         await session.send_tool_list_changed()
     except Exception:  # a client that went away misses nothing it could still use
         log.debug("could not send tools/list_changed", exc_info=True)
+
+
+async def _off_loop(function: Any, *args: Any) -> Any:
+    """Store I/O in a worker thread: the event loop carries every other call."""
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(function, *args)
 
 
 async def cancel_suspended(app: ServeApp) -> None:

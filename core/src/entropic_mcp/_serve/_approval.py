@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
+import hmac
 import logging
+import os
+import secrets
+import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -39,6 +44,14 @@ ONCE_DECISIONS = ("allow_once", "deny_once")
 
 #: Where each person's "always" answers are kept in the store (``[auth]``; one document per subject).
 PERSONAL_NAMESPACE = "serve.always"
+
+#: Paused 2026-07-28 calls any worker on a shared store can resume (one document per request state).
+PAUSED_NAMESPACE = "serve.paused"
+#: The deployment's request-state key, when neither ``[serve] state_key`` nor the environment gives one.
+KEY_NAMESPACE = "serve.keys"
+STATE_KEY_ENV = "ENTROPIC_MCP_STATE_KEY"
+#: The start of a tool-call approval's message: the only question asked before anything ran.
+APPROVAL_MESSAGE = "Allow the tool call "
 
 #: The channel of the ``tools/call`` being served in this task (None: nobody to ask).
 CURRENT: ContextVar[Any] = ContextVar("entropic_mcp_serve_channel", default=None)
@@ -180,6 +193,12 @@ class SuspendedCall:
         self._answer: asyncio.Future[Answer | None] | None = None
         self.relay: Any = None
         self.pending: set[concurrent.futures.Future[Any]] = set()
+        #: Questions this call asked so far; ``preanswer``: the answer given on another worker
+        #: to its first question (a call resumed from the store runs again from the start).
+        self.questions = 0
+        self.preanswer: tuple[str, Answer | None] | None = None
+        #: Whether its pause is kept in the store (then whoever resumes it takes it from there first).
+        self.stored = False
 
     def start(self, coroutine: Any) -> None:
         self.task = asyncio.get_running_loop().create_task(coroutine)
@@ -210,6 +229,12 @@ class SuspendedCall:
             future.cancel()
 
     async def elicit(self, form: Form) -> Answer | None:
+        self.questions += 1
+        if self.preanswer is not None:
+            message, answer = self.preanswer
+            self.preanswer = None
+            if form[0] == message:
+                return answer
         self._answer = self.loop.create_future()
         if not self.round.done():
             self.round.set_result(form)
@@ -218,6 +243,115 @@ class SuspendedCall:
         except TimeoutError:
             log.warning("no answer within %g s; refused", ANSWER_TIMEOUT)
             return None
+
+
+class PausedCalls:
+    """2026-07-28 paused calls kept in a store shared by every worker of a deployment.
+
+    The request state is ``<nonce>.<mac>``: an HMAC-SHA256 over the nonce, tool and conversation
+    with the deployment's key (``[serve] state_key``, else ``ENTROPIC_MCP_STATE_KEY``, else one
+    kept in the store under ``serve.keys``). A call paused at its tool-call approval (nothing has
+    run yet) is also kept in the store (``serve.paused``, one document per nonce), so the retry
+    carrying the answer can reach any worker: the worker holding the call resumes it, any other
+    one runs it again from the start with that answer to the same question. Each state is used
+    once (a version-guarded delete decides which retry gets it).
+    """
+
+    def __init__(self, store: Callable[[], Any], key: str = "") -> None:
+        self._store = store
+        self._key = key.encode() if key else None
+
+    def _state_store(self) -> Any:
+        from .._storage import StateStore
+
+        store = self._store()
+        return store if isinstance(store, StateStore) else None
+
+    def key(self) -> bytes:
+        """The deployment's key: configured, from the environment, or shared through the store."""
+        if self._key is None:
+            from .._errors import StateConflict
+
+            env = os.environ.get(STATE_KEY_ENV, "")
+            if env:
+                self._key = env.encode()
+                return self._key
+            store = self._state_store()
+            if store is None:
+                self._key = secrets.token_bytes(32)  # one process: its own key, as before
+                return self._key
+            for _ in range(8):
+                value, version = store.load_state(KEY_NAMESPACE, "request-state")
+                if isinstance(value, str) and value:
+                    self._key = value.encode()
+                    break
+                try:
+                    store.save_state(KEY_NAMESPACE, "request-state", secrets.token_hex(32), version)
+                except StateConflict:
+                    continue  # another worker stored one first: use theirs
+            else:
+                raise RuntimeError("could not agree on a request-state key through the store")
+        return self._key
+
+    def _mac(self, nonce: str, name: str, conversation: str) -> str:
+        text = f"{nonce}\x00{name}\x00{conversation}".encode()
+        return hmac.new(self.key(), text, hashlib.sha256).hexdigest()[:32]
+
+    def pause(self, name: str, arguments: Any, conversation: str, form: Form | None) -> tuple[str, bool]:
+        """A signed request state, and whether the call is kept in the store for any worker to
+        resume (only with ``form``: the call's first question, a tool-call approval)."""
+        nonce = secrets.token_urlsafe(18)
+        state = f"{nonce}.{self._mac(nonce, name, conversation)}"
+        store = self._state_store() if form is not None else None
+        if store is not None and form is not None:
+            record = {
+                "name": name,
+                "arguments": arguments,
+                "conversation": conversation,
+                "message": form[0],
+                "expires": time.time() + ANSWER_TIMEOUT,
+            }
+            try:
+                store.save_state(PAUSED_NAMESPACE, nonce, record, 0)
+            except Exception as exc:
+                log.warning("paused call not kept in the store (only this worker can resume it): %s", exc)
+                return state, False
+            try:
+                store.prune_states(PAUSED_NAMESPACE, ANSWER_TIMEOUT * 2)
+            except Exception as exc:
+                log.debug("expired paused calls not pruned: %s", exc)
+            return state, True
+        return state, False
+
+    def take(self, state: str, name: str, arguments: Any, conversation: str) -> str | None:
+        """The question a paused call kept in the store was asked, if ``state`` is this
+        deployment's, for this very call, not expired, and not taken before; the record is
+        deleted (None: no such call)."""
+        from .._errors import StateConflict
+
+        nonce, _, mac = state.partition(".")
+        if not nonce or not hmac.compare_digest(mac.encode(), self._mac(nonce, name, conversation).encode()):
+            return None
+        store = self._state_store()
+        if store is None:
+            return None
+        record, version = store.load_state(PAUSED_NAMESPACE, nonce)
+        if not isinstance(record, Mapping) or not version:
+            return None
+        try:
+            store.save_state(PAUSED_NAMESPACE, nonce, None, version)
+        except StateConflict:
+            return None  # another retry took it
+        if (
+            record.get("name") != name
+            or record.get("arguments") != arguments
+            or record.get("conversation") != conversation
+            or not isinstance(record.get("expires"), (int, float))
+            or record["expires"] < time.time()
+        ):
+            return None
+        message = record.get("message")
+        return message if isinstance(message, str) else None
 
 
 def input_required(form: Form, state: str) -> dict[str, Any]:

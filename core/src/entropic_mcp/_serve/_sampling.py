@@ -126,6 +126,7 @@ class SamplingCall(SuspendedCall):
         self.sampling = False
 
     async def create_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.questions += 1  # a sampling turn is a round too: a later approval is not the first question
         self._answer = self.loop.create_future()
         self.sampling = True
         if not self.round.done():
