@@ -44,6 +44,8 @@ ONCE_DECISIONS = ("allow_once", "deny_once")
 
 #: Where each person's "always" answers are kept in the store (``[auth]``; one document per subject).
 PERSONAL_NAMESPACE = "serve.always"
+#: The document of the answers given without a subject, on a store several workers share.
+PROJECT_OWNER = "\x1fproject"  # no subject a token carries is unprintable
 
 #: Paused 2026-07-28 calls any worker on a shared store can resume (one document per request state).
 PAUSED_NAMESPACE = "serve.paused"
@@ -396,19 +398,26 @@ class ServeApprover:
     process and hold for every worker on the store.
     """
 
-    def __init__(self, store: Callable[[], Any] | None = None) -> None:
+    def __init__(self, store: Callable[[], Any] | None = None, *, shared: bool = False) -> None:
         #: (subject, pattern) -> "always_allow" or "always_deny"
         self.personal: dict[tuple[str, str], Choice] = {}
         self.store = store
+        #: The store is shared by several workers: a call without a subject keeps its "always"
+        #: answers there too (under PROJECT_OWNER) instead of in this worker's local rules file,
+        #: and an answer not known here is looked up again (another worker may have stored it).
+        self.shared = shared
         self._loaded: set[str] = set()
 
     @hookimpl
     async def entropic_mcp_approve_tool_call(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        subject = request.subject
-        if subject is not None and request.always:
-            if subject not in self._loaded:
-                await _off_loop(self._load, subject)
-            remembered = self._remembered(subject, request)
+        owner = request.subject
+        if owner is None and self.shared and self.store is not None:
+            owner = PROJECT_OWNER
+        if owner is not None and request.always:
+            remembered = self._remembered(owner, request) if owner in self._loaded else None
+            if remembered is None and (owner not in self._loaded or self.shared):
+                await _off_loop(self._load, owner)
+                remembered = self._remembered(owner, request)
             if remembered is not None:
                 return remembered
         channel = CURRENT.get()
@@ -416,13 +425,16 @@ class ServeApprover:
             return None
         answer = await channel.elicit(question(request))
         decision = decision_from(*answer) if answer is not None else None
-        if subject is None or decision is None or not decision.answer.startswith("always_"):
+        if owner is None or decision is None or not decision.answer.startswith("always_"):
             return decision
         if request.always:
             for pattern in request.patterns or (request.pattern,):
-                self.personal[(subject, pattern)] = decision.answer
-            log.info("%s answered %s for %s (theirs only)", subject, decision.answer, request.tool)
-            await _off_loop(self._save, subject)
+                self.personal[(owner, pattern)] = decision.answer
+            if owner == PROJECT_OWNER:
+                log.info("answered %s for %s (kept in the shared store)", decision.answer, request.tool)
+            else:
+                log.info("%s answered %s for %s (theirs only)", owner, decision.answer, request.tool)
+            await _off_loop(self._save, owner)
         once: Choice = "allow_once" if decision.answer == "always_allow" else "deny_once"
         return ApprovalDecision(answer=once, feedback=decision.feedback)
 
@@ -446,7 +458,7 @@ class ServeApprover:
         if isinstance(value, Mapping):
             for pattern, answer in value.items():
                 if answer in ("always_allow", "always_deny"):
-                    self.personal.setdefault((subject, str(pattern)), answer)
+                    self.personal[(subject, str(pattern))] = answer
 
     def _save(self, subject: str) -> None:
         from .._errors import StateConflict
