@@ -154,11 +154,15 @@ def call(data, fds, sock, lock, taken):
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        pass  # another call runs: the last one to end wipes
-    else:
+        sock.send(b'{"code": %d}' % code)  # another call runs: the last one to end wipes
+        return
+    # The status first, then the wipe, off the call's path: the next call's start waits for it
+    # (its shared lock), so it still finds /tmp empty.
+    try:
+        sock.send(b'{"code": %d}' % code)
+    finally:
         wipe()
         fcntl.flock(lock, fcntl.LOCK_UN)
-    sock.send(b'{"code": %d}' % code)
 
 def remove(path, dev):
     # Only what lies on the namespace's own tmpfs: a writable directory bound inside /tmp (a
@@ -269,7 +273,8 @@ def reaper(state):
                 except BlockingIOError:
                     os.write(state, b"n%010d" % me)
 
-        sock = socket.socket(fileno=fds[3])
+        # family, type and protocol given: the socket object is made without asking the kernel
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[3])
         fcntl.flock(lock, fcntl.LOCK_SH)
         try:
             call(data, fds[:3], sock, lock, taken)
