@@ -63,7 +63,10 @@ class ExecuteTool(ToolBase):
         background = toolkit.flag(args, "run_in_background")
         as_json = wants_json(args)
         timeout = self._timeout(toolkit.number(args, "timeout_seconds"), ctx, background=background)
-        cwd = self._working_dir(toolkit.text(args, "working_dir"), ctx)
+        # The conversation's directory is looked up once per call: the run's default and the
+        # footer's ``cwd`` when the command does not move.
+        current = self.server.runs.cwd(ctx.conversation_id, self.server.root) if settings.persist_cwd else None
+        cwd = self._working_dir(toolkit.text(args, "working_dir"), ctx, current)
         # A hostile repository's config must not make an allowed ``git status`` run its programs.
         env = self.server.git_overrides.environment(settings.environment(), dict.fromkeys([cwd, self.server.root]))
         if background:
@@ -94,7 +97,7 @@ class ExecuteTool(ToolBase):
             raise
         finally:
             where = trailer.finish() if trailer is not None else None
-        extra = self._follow_cwd(where, ctx) if settings.persist_cwd else {}
+        extra = self._follow_cwd(where, ctx, current) if current is not None else {}
         if done.timed_out:
             message = (
                 f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
@@ -118,20 +121,23 @@ class ExecuteTool(ToolBase):
             {"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms, **extra}, done.output, ctx, as_json=as_json
         )
 
-    def _follow_cwd(self, where: Path | None, ctx: CallContext) -> dict[str, Any]:
-        """Keep the directory the shell ended in for the conversation's next call (inside the root only)."""
+    def _follow_cwd(self, where: Path | None, ctx: CallContext, current: Path) -> dict[str, Any]:
+        """Keep the directory the shell ended in for the conversation's next call (inside the root only).
+
+        ``current`` is the conversation's directory before the run, kept when the shell did not say.
+        """
         root = self.server.root
         runs = self.server.runs
         extra: dict[str, Any] = {}
         if where is not None:
             if is_within(where, root) and where.is_dir():
-                runs.set_cwd(ctx.conversation_id, where, root)
+                current = where
             else:
-                runs.set_cwd(ctx.conversation_id, root, root)
+                current = root
                 extra["note"] = (
                     f"the command ended in {where}, outside the project; the next command runs in the project root"
                 )
-        current = runs.cwd(ctx.conversation_id, root)
+            runs.set_cwd(ctx.conversation_id, current, root)
         if current != root:
             extra["cwd"] = current.relative_to(root).as_posix()
         return extra
@@ -231,10 +237,10 @@ class ExecuteTool(ToolBase):
             timeout = max(0.1, min(timeout, remaining - self.server.grace - DEADLINE_MARGIN))
         return timeout
 
-    def _working_dir(self, raw: str | None, ctx: CallContext) -> Path:
+    def _working_dir(self, raw: str | None, ctx: CallContext, current: Path | None) -> Path:
         root = self.server.root
         if raw is None:
-            return self.server.runs.cwd(ctx.conversation_id, root) if self.server.settings.persist_cwd else root
+            return current if current is not None else root
         resolved = confine(
             raw,
             root=root,

@@ -127,6 +127,9 @@ class GitOverrides:
     def __init__(self) -> None:
         self._listings: dict[Path, _Listing] = {}
         self._lock = threading.Lock()
+        #: the last answer, by the base environment object (kept alive here, so ``is`` is safe)
+        #: and the listed keys: the same call after call, built once instead of per call
+        self._last: tuple[Mapping[str, str], tuple[str, ...], dict[str, str]] | None = None
 
     def environment(self, env: Mapping[str, str], directories: Iterable[Path]) -> dict[str, str]:
         """``env`` plus the overrides, after any ``GIT_CONFIG_COUNT`` entries it already carries."""
@@ -138,12 +141,17 @@ class GitOverrides:
         for directory in directories:
             if os.path.isdir(directory):
                 keys.update(dict.fromkeys(self._keys(directory, env, start)))
+        listed = tuple(keys)
+        last = self._last
+        if last is not None and last[0] is env and last[1] == listed:
+            return dict(last[2])  # a copy: the caller may add its own variables
         result = dict(env)
         result.update(_static_entries(start))
-        dynamic = _dynamic_for(tuple(keys))
+        dynamic = _dynamic_for(listed)
         if dynamic:
-            return _apply(result, start + len(STATIC_CONFIG), dynamic)
-        return result
+            result = _apply(result, start + len(STATIC_CONFIG), dynamic)
+        self._last = (env, listed, result)
+        return dict(result)
 
     def _keys(self, directory: Path, env: Mapping[str, str], start: int) -> tuple[str, ...]:
         with self._lock:
