@@ -203,15 +203,19 @@ class Guards:
 
     # -- before the call runs ------------------------------------------------------------------
 
-    def refusal(self, state: GuardState, key: str, name: str, *, write: bool) -> tuple[str, int] | None:
-        """(message, run length) when a loop rule refuses the call; None lets it run."""
+    def refusal(
+        self, state: GuardState, key: str, name: str, *, write: bool, shown: str | None = None
+    ) -> tuple[str, int] | None:
+        """(message, run length) when a loop rule refuses the call; None lets it run. ``name`` is
+        the canonical name (what ``ran`` records); ``shown``, the name the messages use."""
         if state.shared:
             key = shared_key(key)
         failure = state.failures.get(key)
         limit = self.config.identical_failure_limit
+        said = name if shown is None else shown
         if failure is not None and failure.count >= limit:
             return (
-                f"'{name}' failed {failure.count} times in a row with exactly these arguments "
+                f"'{said}' failed {failure.count} times in a row with exactly these arguments "
                 f"({failure.code}), and nothing has changed since. Take a different approach (other "
                 "arguments or another tool), or change what made it fail first.",
                 state.run_length,
@@ -219,7 +223,7 @@ class Guards:
         run = state.run_length + 1 if write and state.run_tool == name else 1
         if write and run > self.config.same_tool_limit:
             return (
-                f"'{name}' has run {run - 1} times in a row (limit {self.config.same_tool_limit}, "
+                f"'{said}' has run {run - 1} times in a row (limit {self.config.same_tool_limit}, "
                 "[pipeline] same_tool_limit). Step back: check the result with another tool or change "
                 "approach before calling it again.",
                 run - 1,

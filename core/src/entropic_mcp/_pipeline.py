@@ -483,7 +483,7 @@ class CallPipeline:
         call.state = state
         if not state.failures and not call.write:
             return
-        refusal = self.guards.refusal(state, call.key, call.shown, write=call.write)
+        refusal = self.guards.refusal(state, call.key, call.name, write=call.write, shown=call.shown)
         if refusal is not None:
             message, call.run_length = refusal
             raise _Refused(ResultKind.REJECTED_LOOP, "loop_detected", message)
