@@ -90,16 +90,20 @@ def haproxy(tmp_path: Path, workers: list[HTTPServe]) -> Iterator[str]:
         f"""\
 global
     maxconn 1024
+    log stdout format raw local0
 defaults
     mode http
+    log global
+    option httplog
     timeout connect 2s
     timeout client 120s
     timeout server 120s
     retries 3
     option redispatch 1
-    retry-on conn-failure
+    retry-on conn-failure empty-response
     option http-server-close
     http-reuse never
+    option http-buffer-request
 frontend mcp
     bind 127.0.0.1:{port}
     default_backend workers
