@@ -18,14 +18,16 @@ def make_manager(
     bash: dict[str, Any] | None = None,
     grace: float = 0.3,
     pipeline: dict[str, Any] | None = None,
+    storage: dict[str, Any] | None = None,
 ) -> tuple[ServerManager, BashServer]:
-    """A real ServerManager and pipeline around one configured BashServer."""
+    """A real ServerManager and pipeline around one configured BashServer (``storage``: the
+    ``[storage]`` table, none by default)."""
     server = BashServer(root=root)
     server.configure(bash or {})
     server.grace = grace
     config = config_from_dict(
         {
-            "storage": {"backend": "none"},
+            "storage": storage or {"backend": "none"},
             "permissions": permissions or {"default": "allow"},
             "pipeline": pipeline or {},
         },

@@ -9,6 +9,7 @@ import orjson
 from entropic_mcp import (
     AccessLevel,
     CallContext,
+    StateStore,
     ToolBase,
     ToolError,
     ToolResult,
@@ -19,6 +20,7 @@ from entropic_mcp import (
 )
 
 from ._render import as_text, wants_json
+from ._runs import store_of
 
 if TYPE_CHECKING:
     from ._output import OutputBuffer
@@ -65,8 +67,16 @@ class ExecuteTool(ToolBase):
         timeout = self._timeout(toolkit.number(args, "timeout_seconds"), ctx, background=background)
         # The conversation's directory is looked up once per call: the run's default and the
         # footer's ``cwd`` when the command does not move.
-        current = self.server.runs.cwd(ctx.conversation_id, self.server.root) if settings.persist_cwd else None
-        cwd = self._working_dir(toolkit.text(args, "working_dir"), ctx, current)
+        store = store_of(ctx) if settings.persist_cwd else None
+        current: Path | None = None
+        if settings.persist_cwd:
+            current, moved = self.server.runs.lookup(ctx.conversation_id, self.server.root, store)
+            raw_dir = toolkit.text(args, "working_dir")
+            if moved and raw_dir is None:
+                self._check_writes_in(current, command)
+        else:
+            raw_dir = toolkit.text(args, "working_dir")
+        cwd = self._working_dir(raw_dir, ctx, current)
         # A hostile repository's config must not make an allowed ``git status`` run its programs.
         env = self.server.git_overrides.environment(settings.environment(), dict.fromkeys([cwd, self.server.root]))
         if background:
@@ -97,7 +107,7 @@ class ExecuteTool(ToolBase):
             raise
         finally:
             where = trailer.finish() if trailer is not None else None
-        extra = self._follow_cwd(where, ctx, current) if current is not None else {}
+        extra = self._follow_cwd(where, ctx, current, store) if current is not None else {}
         if done.timed_out:
             message = (
                 f"The command did not finish within {timeout:g} s; it was stopped with all its processes. "
@@ -121,7 +131,40 @@ class ExecuteTool(ToolBase):
             {"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms, **extra}, done.output, ctx, as_json=as_json
         )
 
-    def _follow_cwd(self, where: Path | None, ctx: CallContext, current: Path) -> dict[str, Any]:
+    def _check_writes_in(self, cwd: Path, command: str) -> None:
+        """Refuse a command whose file writes depend on a directory the permission check did not know.
+
+        Another worker moved the conversation to ``cwd`` (the shared store says so); this process's
+        check resolved relative redirections in the directories it knew. A command whose writes
+        come out the same from the root runs; otherwise it is sent again, and checked in ``cwd``.
+        """
+        import os
+
+        from ._patterns import permission_parts
+
+        root = self.server.root
+        settings = self.server.settings
+        env = settings.environment() or os.environ
+
+        def writes(where: Path) -> set[Any]:
+            return {
+                part
+                for part in permission_parts(command, cwd=where, root=root, env=env, policy=settings.path_policy)
+                if part.access == "write"
+            }
+
+        if not writes(cwd) <= writes(root):
+            where = cwd.relative_to(root).as_posix()
+            raise ToolError(
+                "cwd_changed",
+                f"this conversation's working directory is {where!r}, set by a call another server process ran; "
+                "the command writes files relative to it, which were not checked there. Nothing was run: send "
+                f"the same call again (it is checked in {where!r} now), or pass working_dir.",
+            )
+
+    def _follow_cwd(
+        self, where: Path | None, ctx: CallContext, current: Path, store: StateStore | None
+    ) -> dict[str, Any]:
         """Keep the directory the shell ended in for the conversation's next call (inside the root only).
 
         ``current`` is the conversation's directory before the run, kept when the shell did not say.
@@ -137,7 +180,7 @@ class ExecuteTool(ToolBase):
                 extra["note"] = (
                     f"the command ended in {where}, outside the project; the next command runs in the project root"
                 )
-            runs.set_cwd(ctx.conversation_id, current, root)
+            runs.set_cwd(ctx.conversation_id, current, root, store)
         if current != root:
             extra["cwd"] = current.relative_to(root).as_posix()
         return extra

@@ -4,12 +4,19 @@ The tools ``bash.output``, ``bash.kill`` and ``bash.list`` (Claude Code's BashOu
 and /bashes) read and stop the runs ``bash.execute run_in_background=true`` starts. A run belongs
 to the conversation that started it: other conversations cannot see it, and it is stopped when
 its conversation ends or the server closes.
+
+The working directory lives in the store when it keeps plugin state (``StateStore``,
+namespace ``bash.cwd``, root-relative): workers sharing the store run a conversation's calls in
+the same directory. Without one it lives in this process's memory. Runs are this process's
+children: their ids carry a random part, so an id never names another worker's run.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import re
+import secrets
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +26,10 @@ import orjson
 from entropic_mcp import (
     AccessLevel,
     CallContext,
+    ConfigError,
+    StateConflict,
+    StateStore,
+    StorageError,
     ToolBase,
     ToolError,
     ToolResult,
@@ -37,6 +48,29 @@ if TYPE_CHECKING:
 KEEP_FINISHED = 16
 #: Runs running at once on the whole server, whatever the number of conversations.
 MAX_TOTAL_RUNNING = 64
+#: The store's namespace for working directories; the key is the conversation key.
+NAMESPACE = "bash.cwd"
+#: Save rounds a directory change tries against other workers' saves before giving up.
+MAX_SAVE_ATTEMPTS = 5
+
+log = logging.getLogger("entropic_mcp_bash")
+
+
+def store_of(ctx: CallContext) -> StateStore | None:
+    """The store a conversation's directory lives in; None when it lives in memory.
+
+    Raises:
+        ToolError: a store is configured but cannot be opened.
+    """
+    try:
+        storage = ctx.services.storage
+    except (ConfigError, StorageError) as exc:
+        raise ToolError(
+            "storage_unavailable",
+            f"the conversation's working directory lives in the store, which could not be opened: {exc}. "
+            "Nothing was run; fix [storage] in entropic-mcp.toml, or pass working_dir, then try again.",
+        ) from None
+    return storage if isinstance(storage, StateStore) else None
 
 
 class Runs:
@@ -45,25 +79,44 @@ class Runs:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[str, BackgroundRun] = {}
-        self._ids = itertools.count(1)
         self._cwds: dict[str, Path] = {}
 
     # -- working directories -------------------------------------------------------------------
 
-    def cwd(self, conversation: str, root: Path) -> Path:
+    def cwd(self, conversation: str, root: Path, store: StateStore | None = None) -> Path:
         """Where the conversation's next command runs: its last directory if it still exists in the root."""
-        with self._lock:
-            path = self._cwds.get(conversation)
-        if path is None or not path.is_dir() or not is_within(path, root):
-            return root
-        return path
+        return self.lookup(conversation, root, store)[0]
 
-    def set_cwd(self, conversation: str, path: Path, root: Path) -> None:
+    def lookup(self, conversation: str, root: Path, store: StateStore | None = None) -> tuple[Path, bool]:
+        """``cwd``, and whether the directory is new to this process (another worker moved there).
+
+        With ``store``, the directory the store holds (any worker's last); kept here too, so
+        this process's permission checks resolve paths in it from now on (``all_cwds``).
+        """
+        new = False
+        if store is not None:
+            path = _load(store, conversation, root)
+            with self._lock:
+                if path is None:
+                    self._cwds.pop(conversation, None)
+                else:
+                    new = path not in self._cwds.values()
+                    self._cwds[conversation] = path
+        else:
+            with self._lock:
+                path = self._cwds.get(conversation)
+        if path is None or not path.is_dir() or not is_within(path, root):
+            return root, False
+        return path, new
+
+    def set_cwd(self, conversation: str, path: Path, root: Path, store: StateStore | None = None) -> None:
         with self._lock:
             if path == root:
                 self._cwds.pop(conversation, None)
             else:
                 self._cwds[conversation] = path
+        if store is not None:
+            _save(store, conversation, None if path == root else {"cwd": path.relative_to(root).as_posix()})
 
     def all_cwds(self) -> list[Path]:
         """Every directory some conversation is in (the permission check resolves paths in each)."""
@@ -96,7 +149,11 @@ class Runs:
                     f"the server already runs {MAX_TOTAL_RUNNING} background commands for all conversations; "
                     "stop one of yours with bash.kill or run this one in the foreground",
                 )
-            run_id = f"bg{next(self._ids)}"
+            # Random, not a counter: workers sharing a store each count from 1, and a model
+            # holding one worker's "bg1" must never stop another's.
+            run_id = f"bg{secrets.token_hex(3)}"
+            while run_id in self._runs:
+                run_id = f"bg{secrets.token_hex(3)}"
             run = BackgroundRun(run_id, conversation=conversation, **kwargs)
             self._runs[run_id] = run
             finished = [r for r in self._runs.values() if r.conversation == conversation and not r.running]
@@ -118,8 +175,8 @@ class Runs:
         with self._lock:
             return [r for r in self._runs.values() if r.conversation == conversation]
 
-    def end(self, conversation: str) -> list[BackgroundRun]:
-        """Stop and forget the conversation's runs and directory; returns the runs being stopped."""
+    def end(self, conversation: str, store: StateStore | None = None) -> list[BackgroundRun]:
+        """Stop and forget the conversation's runs and directory (in ``store`` too); returns the runs being stopped."""
         with self._lock:
             ended = [r for r in self._runs.values() if r.conversation == conversation]
             for run in ended:
@@ -127,6 +184,8 @@ class Runs:
             self._cwds.pop(conversation, None)
         for run in ended:
             run.stop()
+        if store is not None:
+            _save(store, conversation, None)
         return ended
 
     def close(self, grace: float) -> None:
@@ -139,6 +198,42 @@ class Runs:
             run.stop()
         for run in runs:
             run.wait(2 * grace + 1.0)
+
+
+def _load(store: StateStore, conversation: str, root: Path) -> Path | None:
+    try:
+        value, _ = store.load_state(NAMESPACE, conversation)
+    except StorageError as exc:
+        raise ToolError(
+            "storage_unavailable",
+            f"the conversation's working directory could not be read from the store ({exc}); nothing was "
+            "run. Try again, or pass working_dir.",
+        ) from None
+    relative = value.get("cwd") if isinstance(value, dict) else None
+    if not isinstance(relative, str) or relative.startswith("/") or ".." in relative.split("/"):
+        return None
+    return root / relative
+
+
+def _save(store: StateStore, conversation: str, value: dict[str, str] | None) -> None:
+    """Store a conversation's directory (None: the root, the document deleted); the last save wins.
+
+    A failing store is logged, not raised: the command has run, and the next call starts in
+    the directory the store still holds.
+    """
+    for _ in range(MAX_SAVE_ATTEMPTS):
+        try:
+            _, version = store.load_state(NAMESPACE, conversation)
+            if value is None and version == 0:
+                return
+            store.save_state(NAMESPACE, conversation, value, version)
+            return
+        except StateConflict:
+            continue  # another worker saved meanwhile: start again from the version stored now
+        except StorageError:
+            log.warning("could not keep the working directory of conversation %r", conversation, exc_info=True)
+            return
+    log.warning("the working directory of conversation %r kept changing; not kept", conversation)
 
 
 #: The variable naming the file the EXIT trap writes; the start-up file unsets it again.
@@ -288,7 +383,7 @@ class ListTool(_RunTool):
             data["unread_bytes"] = run.unread_bytes()
             runs.append(data)
         root = self.server.root
-        cwd = self.server.runs.cwd(ctx.conversation_id, root)
+        cwd = self.server.runs.cwd(ctx.conversation_id, root, store_of(ctx))
         data = {"runs": runs, "cwd": "." if cwd == root else cwd.relative_to(root).as_posix()}
         if wants_json(args):
             return ToolResult(text=orjson.dumps(data).decode(), structured=data)

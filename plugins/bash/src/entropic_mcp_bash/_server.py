@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from entropic_mcp import MCPServerBase, PathPolicy, PermissionPart, ToolError, confine
+from entropic_mcp import CallContext, MCPServerBase, PathPolicy, PermissionPart, StateStore, ToolError, confine
 
 from ._execute import ExecuteTool
 from ._runs import CwdTrailer, KillTool, ListTool, OutputTool, Runs
@@ -62,6 +62,11 @@ class BashServer(MCPServerBase):
     def end_conversation(self, conversation_id: str) -> None:
         """Stop the conversation's background runs and forget its working directory."""
         self.runs.end(conversation_id)
+
+    def conversation_ended(self, ctx: CallContext) -> None:
+        """``end_conversation``, and the directory deleted from the store it lives in (one already open)."""
+        storage = ctx.services.storage_if_open
+        self.runs.end(ctx.conversation_id, storage if isinstance(storage, StateStore) else None)
 
     def close(self) -> None:
         self.runs.close(self.grace)
