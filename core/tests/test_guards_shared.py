@@ -117,3 +117,33 @@ def test_only_a_store_of_several_processes_holds_guard_state(backend: str, share
     config = config_from_dict({"storage": {"backend": backend, "path": "store"}}, root=tmp_path)
     guards = ServerManager(config).pipeline.guards
     assert (guards._store_of is not None) is shared
+
+
+def test_the_spiral_fires_when_calls_are_shown_under_served_names(tmp_path: Any) -> None:
+    """serve shows portable names (fs_write): the spiral still counts the one tool's run."""
+    import anyio
+    from entropic_mcp import AccessLevel, CallContext, MCPServerBase, ToolBase, ToolDefinition
+    from entropic_mcp.testing import make_manager
+
+    class Write(ToolBase):
+        required_access_level = AccessLevel.WRITE
+
+        def execute(self, args: dict[str, Any], ctx: Any) -> str:
+            return "written"
+
+    server = MCPServerBase("fs", root=tmp_path)
+    server.register_tool(Write(ToolDefinition(name="write", description="w", input_schema={"type": "object"})))
+    manager = make_manager(
+        tmp_path, servers=[server], config={"permissions": {"default": "allow"}, "pipeline": {"same_tool_limit": 3}}
+    )
+
+    async def run() -> list[str]:
+        kinds = []
+        for i in range(5):
+            ctx = CallContext(conversation_id="c", tool_names=lambda name: name.replace(".", "_"))
+            outcome = await manager.call("fs.write", {"n": i}, ctx)
+            kinds.append(str(outcome.kind))
+        return kinds
+
+    kinds = anyio.run(run)
+    assert kinds == ["ok", "ok", "ok", "rejected_loop", "rejected_loop"]
