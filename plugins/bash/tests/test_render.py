@@ -85,7 +85,7 @@ def test_background_start_output_and_list_are_text(root: Path) -> None:
     ("data", "line"),
     [
         ({"exit_code": 0, "elapsed_ms": 12}, "[exit 0, 12 ms]"),
-        ({"exit_code": 1, "elapsed_ms": 2345, "truncated": True}, "[exit 1, 2.3 s, truncated: head and tail kept]"),
+        ({"exit_code": 1, "elapsed_ms": 2345, "truncated": True}, "[exit 1, 2 s, truncated]"),
         (
             {"run_id": "bg2", "status": "killed", "elapsed_ms": 5, "dropped_bytes": 9},
             "[run bg2, killed, 5 ms, 9 unread bytes dropped]",
@@ -99,4 +99,4 @@ def test_footer_lines(data: dict[str, object], line: str) -> None:
 
 
 def test_duration_switches_to_seconds_at_one_second() -> None:
-    assert (duration(999), duration(1000), duration(61234)) == ("999 ms", "1.0 s", "61.2 s")
+    assert (duration(999), duration(1000), duration(61234)) == ("999 ms", "1 s", "61 s")

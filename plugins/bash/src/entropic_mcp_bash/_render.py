@@ -23,12 +23,13 @@ def wants_json(args: Mapping[str, Any]) -> bool:
 
 
 def duration(ms: int | float) -> str:
-    """``12 ms`` under a second, ``3.4 s`` from there."""
-    return f"{round(ms)} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+    """``12 ms`` under a second, whole seconds (``3 s``) from there: a tenth costs the footer two tokens."""
+    return f"{round(ms)} ms" if ms < 1000 else f"{round(ms / 1000)} s"
 
 
 def footer(data: Mapping[str, Any]) -> str:
-    """``[exit 1, 2.3 s, truncated, cwd src]`` from a result's fields (output excluded)."""
+    """``[exit 1, 2 s, truncated, cwd src]`` from a result's fields (output excluded): the least
+    that says how the command ended, how long it took and whether output was cut."""
     if "status" in data and data.get("status") != "exited":
         parts = [f"{data['status']}"]
     else:
@@ -38,7 +39,7 @@ def footer(data: Mapping[str, Any]) -> str:
     if "elapsed_ms" in data:
         parts.append(duration(data["elapsed_ms"]))
     if data.get("truncated"):
-        parts.append("truncated: head and tail kept")
+        parts.append("truncated")  # the marker in the output says where and how much
     if data.get("dropped_bytes"):
         parts.append(f"{data['dropped_bytes']} unread bytes dropped")
     if "cwd" in data:
