@@ -50,7 +50,9 @@ def call(guards: Guards, name: str, args: dict[str, Any], text: str, *, failed: 
     refusal = guards.refusal(state, key, name, write=write)
     if refusal is not None:
         return "refused"
-    return guards.ran(state, key, name, text, failed=failed, write=write, flag=not write and not failed)
+    repeats = guards.ran(state, key, name, text, failed=failed, write=write, flag=not write and not failed)
+    guards.save(state)  # what the pipeline does after the call, in a worker thread
+    return repeats
 
 
 def workers(n: int, store: DictStore | None) -> list[Guards]:
@@ -91,6 +93,8 @@ def test_a_change_saved_meanwhile_by_another_worker_is_not_lost() -> None:
     b = second.state("conv", None)  # both loaded version 0
     first.ran(a, key, "bash.run", '{"error": "x"}', failed=True, write=False, flag=False)
     second.ran(b, key, "bash.run", '{"error": "x"}', failed=True, write=False, flag=False)
+    first.save(a)
+    second.save(b)  # conflicts with the first save: applied again to the stored document
     assert second.refusal(second.state("conv", None), key, "bash.run", write=False) is not None
 
 

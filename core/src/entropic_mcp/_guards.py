@@ -67,6 +67,9 @@ class GuardState:
     #: is applied to it), and its version.
     shared: str | None = None
     version: int = 0
+    #: Shared state changed by a call and not saved yet: the change (``ran``'s arguments) and the
+    #: document as loaded; ``Guards.save`` writes it (again on a conflict, applied to the newer one).
+    pending: tuple[Any, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,6 +138,8 @@ class Guards:
         self._lock = threading.Lock()
         self._store_of = store
         self._store: Any = None
+        #: The state may live in a store: the pipeline loads and saves it in a worker thread.
+        self.shared = store is not None
         #: Identities whose state this process saved in the store (ending a conversation deletes theirs).
         self._identities: set[str | None] = {None}
 
@@ -150,6 +155,7 @@ class Guards:
             from ._storage import StateStore
 
             self._store = candidate if isinstance(candidate, StateStore) else None
+            self.shared = self._store is not None
         return self._store
 
     def state(self, conversation_id: str, identity: str | None) -> GuardState:
@@ -276,38 +282,64 @@ class Guards:
     def _ran_shared(
         self, state: GuardState, key: str, name: str, text: str, *, failed: bool, write: bool, flag: bool
     ) -> int:
-        """``ran`` for state in the shared store: change it, save it guarded by its version; when
-        another worker saved first, load theirs and apply this call to it again."""
+        """``ran`` for state in the shared store: the memory rules applied to the loaded document
+        (keys as digests, answers by a stable digest); ``save`` writes it."""
+        shared, wire = state.shared, shared_key(key)
+        if state.pending is None:
+            state.pending = ((wire, name, text, failed, write, flag), state.to_json())
+        state.shared = ""
+        try:
+            return self.ran(state, wire, name, text, failed=failed, write=write, flag=flag)
+        finally:
+            state.shared = shared
+
+    def save(self, state: GuardState) -> None:
+        """Write a shared state a call changed, guarded by its version; when another worker saved
+        first, load theirs and apply the call to it again. A store that fails: not counted, logged."""
         from ._errors import StateConflict
 
+        if state.pending is None or not state.shared:
+            return
+        (wire, name, text, failed, write, flag), before = state.pending
+        state.pending = None
         store, shared = self._store, state.shared
-        wire = shared_key(key)
         for _ in range(SAVE_ATTEMPTS):
-            before = state.to_json()
-            state.shared = ""  # the memory rules with stable digests, on the loaded state (keys already digests)
-            try:
-                repeats = self.ran(state, wire, name, text, failed=failed, write=write, flag=flag)
-            finally:
-                state.shared = shared
             after = state.to_json()
             if after == before or store is None:
-                return repeats
+                return
             try:
                 state.version = store.save_state(NAMESPACE, shared, after, state.version)
-                return repeats
+                return
             except StateConflict:
                 try:
                     state.load(*store.load_state(NAMESPACE, shared))
                 except Exception as exc:
                     log.warning("guard state of %s could not be read again from the store: %s", shared, exc)
-                    return repeats
+                    return
+                before = state.to_json()
+                state.shared = ""
+                try:
+                    self.ran(state, wire, name, text, failed=failed, write=write, flag=flag)
+                finally:
+                    state.shared = shared
             except Exception as exc:
                 log.warning(
                     "guard state of %s could not be saved in the store (this call is not counted): %s", shared, exc
                 )
-                return repeats
+                return
         log.warning("guard state of %s kept changing in the store; this call is not counted", shared)
-        return repeats
+
+    async def load(self, conversation_id: str, identity: str | None) -> GuardState:
+        """``state`` in a worker thread: store I/O never holds the event loop's other calls."""
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self.state, conversation_id, identity)
+
+    async def flush(self, state: GuardState) -> None:
+        """``save`` in a worker thread."""
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self.save, state)
 
     def notice(self, name: str, repeats: int) -> str:
         """The text put before a repeated answer."""

@@ -209,13 +209,19 @@ class CallPipeline:
             verdict = self._permission(call)
             if verdict is not None:
                 await self._ask(call, verdict)
+            if self.guards.shared:  # guard state in a store several workers share: loaded off the loop
+                call.state = await self.guards.load(ctx.conversation_id, ctx.identity)
             self._loop_guards(call)
             response = await self._dispatch(call)
         except _Refused as refused:
-            return self._finish(
+            outcome = self._finish(
                 call, refused.kind, ServerResponse.refusal(refused.code, refused.message, **refused.extra)
             )
-        return self._result(call, response)
+        else:
+            outcome = self._result(call, response)
+        if call.state is not None and call.state.pending is not None:
+            await self.guards.flush(call.state)
+        return outcome
 
     # -- stages ----------------------------------------------------------------------------------
 
@@ -477,7 +483,7 @@ class CallPipeline:
 
     def _loop_guards(self, call: _Call) -> None:
         ctx = call.ctx
-        state = self.guards._states.get((ctx.conversation_id, ctx.identity))
+        state = call.state or self.guards._states.get((ctx.conversation_id, ctx.identity))
         if state is None:
             state = self.guards.state(ctx.conversation_id, ctx.identity)
         call.state = state
