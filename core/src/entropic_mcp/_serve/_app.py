@@ -397,13 +397,7 @@ class ServeApp:
         if state is not None:
             rerun = False
             call = self.suspended.pop(state, None)
-            if call is not None and call.stored:
-                # Kept in the store too: take it from there first, so no other worker runs it as well.
-                taken = await _off_loop(self.paused.take, state, internal, arguments, conversation)
-                if taken is None:
-                    call.cancel()
-                    call = None
-            elif call is None:
+            if call is None:
                 message = await _off_loop(self.paused.take, state, internal, arguments, conversation)
                 if message is not None:  # paused on another worker: run it here, with this answer
                     call = self._start_modern(ctx, internal, arguments, conversation)
@@ -446,6 +440,13 @@ class ServeApp:
             state, call.stored = await _off_loop(
                 self.paused.pause, internal, arguments, conversation, asked if first else None
             )
+            if call.stored:
+                # Whichever worker the answer reaches runs it again from the start (nothing of it
+                # has run): no task waits here for an answer another worker may receive.
+                call.cancel()
+                if call.relay is not None:
+                    call.relay.abort()
+                return input_request_result(asked, state)
             self.suspended[state] = call
             assert call.task is not None
             call.task.add_done_callback(self._forget(state))

@@ -199,7 +199,8 @@ class SuspendedCall:
         #: to its first question (a call resumed from the store runs again from the start).
         self.questions = 0
         self.preanswer: tuple[str, Answer | None] | None = None
-        #: Whether its pause is kept in the store (then whoever resumes it takes it from there first).
+        #: Whether its pause is kept in the store (then the call is not kept waiting here: the
+        #: worker the answer reaches runs it again from the store's copy).
         self.stored = False
 
     def start(self, coroutine: Any) -> None:
@@ -253,10 +254,13 @@ class PausedCalls:
     The request state is ``<nonce>.<mac>``: an HMAC-SHA256 over the nonce, tool and conversation
     with the deployment's key (``[serve] state_key``, else ``ENTROPIC_MCP_STATE_KEY``, else one
     kept in the store under ``serve.keys``). A call paused at its tool-call approval (nothing has
-    run yet) is also kept in the store (``serve.paused``, one document per nonce), so the retry
-    carrying the answer can reach any worker: the worker holding the call resumes it, any other
-    one runs it again from the start with that answer to the same question. Each state is used
+    run yet) is kept in the store (``serve.paused``, one document per nonce), so the retry
+    carrying the answer can reach any worker, which runs it again from the start with that answer
+    to the same question. Each state is used
     once (a version-guarded delete decides which retry gets it).
+
+    Such a call is not kept waiting on the worker that asked (serve cancels it there, before
+    anything ran, so nothing is audited twice): every worker, that one included, runs it again.
     """
 
     def __init__(self, store: Callable[[], Any], key: str = "") -> None:
