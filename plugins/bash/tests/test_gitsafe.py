@@ -80,6 +80,9 @@ def test_an_allowed_git_command_does_not_run_what_the_repository_config_names(
         "exec -c git status",
         "GIT_CONFIG_COUNT=0 git status",
         "unset GIT_CONFIG_COUNT; git status",
+        "unset GIT_CONFIG_PARAMETERS; git status",
+        "env -u GIT_CONFIG_PARAMETERS git status",
+        "export -n GIT_CONFIG_PARAMETERS; git status",
         "export GIT_CONFIG_COUNT=0; git status",
     ],
 )
@@ -106,15 +109,26 @@ def test_a_command_that_drops_the_neutralisation_is_not_allowed(hostile: Path, c
 
 
 def test_overrides_come_after_the_entries_the_environment_already_has(hostile: Path) -> None:
-    env = _clean_env() | {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "me"}
-    result = _gitsafe.with_git_overrides(env, [hostile])
-    assert result["GIT_CONFIG_KEY_0"] == "user.name"
-    assert result["GIT_CONFIG_KEY_1"] == "core.pager"
-    keys = {
-        result[f"GIT_CONFIG_KEY_{i}"]: result[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(result["GIT_CONFIG_COUNT"]))
+    env = _clean_env() | {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.fsmonitor",
+        "GIT_CONFIG_VALUE_0": "touch ran",
+        "GIT_CONFIG_PARAMETERS": "'user.name'='me' 'core.pager'='less'",
     }
+    result = _gitsafe.with_git_overrides(env, [hostile])
+    assert result["GIT_CONFIG_PARAMETERS"].startswith("'user.name'='me' 'core.pager'='less' ")
+    # As git reads them: the environment's entries first, ours after (the last one wins).
+    keys = _keys(result)
+    assert keys["user.name"] == "me"
     assert keys["core.fsmonitor"] == "false"
+    assert keys["core.pager"] == "cat"
     assert keys["diff.evil.textconv"] == ""
+
+
+def test_keys_git_reads_back_whatever_their_characters(tmp_path: Path) -> None:
+    overrides = [("filter.a=b c.clean", ""), ("x.quote", "it's"), ("x.line", "a\nb")]
+    env = _clean_env() | {"GIT_CONFIG_PARAMETERS": _gitsafe._parameters(overrides)}
+    assert _keys(env) == dict(overrides)
 
 
 def test_bash_and_the_git_server_use_the_toolkits_one_list() -> None:
@@ -142,7 +156,15 @@ def _age(*paths: Path) -> None:
 
 
 def _keys(env: dict[str, str]) -> dict[str, str]:
-    return {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+    """The command-line config git itself reads from ``env`` (the last value of each key)."""
+    done = subprocess.run(
+        ["git", "config", "--list", "--show-scope", "-z"], env=env, capture_output=True, check=True, cwd="/"
+    )
+    fields = done.stdout.decode().split("\0")
+    pairs = [
+        entry.partition("\n") for scope, entry in zip(fields[::2], fields[1::2], strict=False) if scope == "command"
+    ]
+    return {key: value for key, _, value in pairs}
 
 
 def test_a_cached_listing_is_read_again_when_the_config_or_an_include_changes(hostile: Path, tmp_path: Path) -> None:

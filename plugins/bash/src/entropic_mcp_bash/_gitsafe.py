@@ -3,9 +3,11 @@
 A rule such as ``bash.execute:git status *`` allows a command, not what a hostile repository's
 ``.git/config`` makes git run: ``core.fsmonitor``, ``core.pager``, ``diff.external``, hooks,
 filter and diff drivers... Every bash run gets the same overrides the git server gives its own
-git processes, through ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_<n>``/``GIT_CONFIG_VALUE_<n>`` in
-the environment (command-line level, so they win over every file and include, and reach every
-git the run starts, however deeply nested). Keys whose middle name the repository chooses
+git processes, through ``GIT_CONFIG_PARAMETERS`` in the environment (where ``git -c`` puts its
+pairs for the gits it starts: command-line level, so they win over every file and include, come
+after any ``GIT_CONFIG_COUNT`` entries, and reach every git the run starts, however deeply
+nested). One variable, not the 70-odd ``GIT_CONFIG_KEY_<n>``/``VALUE_<n>``: every bash start
+copies and imports the environment, and those cost a trivial call 6 % of its time. Keys whose middle name the repository chooses
 (``filter.<name>.clean``) are read from ``git config --list --name-only`` of the repositories
 the run starts in (that listing runs nothing).
 
@@ -43,6 +45,9 @@ def dynamic_overrides(keys: Iterable[str]) -> list[tuple[str, str]]:
     """The overrides for the repository-named keys among ``keys`` (as ``git config`` lists them)."""
     return git_overrides_for(keys)
 
+
+#: The variable git reads ``-c`` pairs from (and adds its own ``-c`` to for the gits it starts).
+PARAMETERS = "GIT_CONFIG_PARAMETERS"
 
 #: A file changed this recently may change again within the same timestamp tick: not cached.
 RACY_SECONDS = 1.0
@@ -132,34 +137,32 @@ class GitOverrides:
         self._last: tuple[Mapping[str, str], tuple[str, ...], dict[str, str]] | None = None
 
     def environment(self, env: Mapping[str, str], directories: Iterable[Path]) -> dict[str, str]:
-        """``env`` plus the overrides, after any ``GIT_CONFIG_COUNT`` entries it already carries."""
-        try:
-            start = int(env.get("GIT_CONFIG_COUNT", "0"))
-        except ValueError:
-            start = 0
+        """``env`` plus the overrides, after any ``GIT_CONFIG_PARAMETERS`` pairs it already carries."""
         keys: dict[str, None] = {}
         for directory in directories:
             if os.path.isdir(directory):
-                keys.update(dict.fromkeys(self._keys(directory, env, start)))
+                keys.update(dict.fromkeys(self._keys(directory, env)))
         listed = tuple(keys)
         last = self._last
         if last is not None and last[0] is env and last[1] == listed:
             return dict(last[2])  # a copy: the caller may add its own variables
         result = dict(env)
-        result.update(_static_entries(start))
+        ours = _static_parameters()
         dynamic = _dynamic_for(listed)
         if dynamic:
-            result = _apply(result, start + len(STATIC_CONFIG), dynamic)
+            ours = f"{ours} {_parameters(dynamic)}"
+        # Later pairs win: ours after the ones the environment carries.
+        result[PARAMETERS] = f"{env[PARAMETERS]} {ours}" if env.get(PARAMETERS) else ours
         self._last = (env, listed, result)
         return dict(result)
 
-    def _keys(self, directory: Path, env: Mapping[str, str], start: int) -> tuple[str, ...]:
+    def _keys(self, directory: Path, env: Mapping[str, str]) -> tuple[str, ...]:
         with self._lock:
             listing = self._listings.get(directory)
         if listing is not None and listing.current():
             return listing.keys
         # Listed with the static overrides in force (the listing itself must run nothing).
-        listing = _list(directory, {**env, **_static_entries(start)})
+        listing = _list(directory, {**env, PARAMETERS: _static_parameters()})
         now = time.time()
         racy = any(sig is not None and now - sig[3] / 1e9 < RACY_SECONDS for _, sig in listing.watched)
         with self._lock:
@@ -183,16 +186,17 @@ def _dynamic_for(keys: tuple[str, ...]) -> list[tuple[str, str]]:
     return dynamic_overrides(keys)
 
 
-@functools.lru_cache(maxsize=8)
-def _static_entries(start: int) -> dict[str, str]:
-    """The ``GIT_CONFIG_*`` variables of the static overrides numbered from ``start`` (do not change it)."""
-    return _apply({}, start, _static())
+@functools.lru_cache(maxsize=1)
+def _static_parameters() -> str:
+    """The static overrides as ``GIT_CONFIG_PARAMETERS`` pairs."""
+    return _parameters(_static())
 
 
-def _apply(env: dict[str, str], start: int, overrides: list[tuple[str, str]]) -> dict[str, str]:
-    result = dict(env)
-    for index, (key, value) in enumerate(overrides, start=start):
-        result[f"GIT_CONFIG_KEY_{index}"] = key
-        result[f"GIT_CONFIG_VALUE_{index}"] = value
-    result["GIT_CONFIG_COUNT"] = str(start + len(overrides))
-    return result
+def _parameters(overrides: list[tuple[str, str]]) -> str:
+    """``'key'='value'`` pairs, single-quoted as git reads them: a key may hold ``=`` or spaces
+    (``filter."a=b".clean``), so both halves are quoted (git 2.31 on, as ``GIT_CONFIG_COUNT``)."""
+    return " ".join(f"{_quoted(key)}={_quoted(value)}" for key, value in overrides)
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
