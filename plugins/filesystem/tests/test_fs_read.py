@@ -394,3 +394,42 @@ def test_a_text_page_fills_the_result_cap_without_being_cut_afterwards(make, roo
     assert "max_result_bytes" not in text  # cut by the page budget, not afterwards by fit_text
     assert text.rsplit("\n", 1)[1].startswith("[lines 1-")
     assert len(text.encode()) > 16384 - 600  # the page is full, not a quarter of the cap
+
+
+def test_the_byte_budget_cuts_a_page_of_short_lines_where_counting_line_by_line_would(monkeypatch):
+    """The split fast path sums line costs in bulk: the page it cuts at the budget and the line
+    limit is the one the line-by-line rule gives (cost = the line's bytes + number width + 2)."""
+    import io
+
+    from entropic_mcp_filesystem import _read
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        lines=st.lists(st.text("ab\r\u00e9", max_size=10), max_size=30),
+        offset=st.integers(1, 8),
+        limit=st.integers(1, 40),
+        budget=st.integers(1, 120),
+        chunk=st.sampled_from([3, 7, 1 << 20]),
+    )
+    def check(lines, offset, limit, budget, chunk):
+        text = "".join(f"{line}\n" for line in lines)
+        monkeypatch.setattr(_read, "CHUNK", chunk)
+        page = _read.read_page(
+            io.BytesIO(text.encode()), offset=offset, limit=limit, budget=budget, display="f", max_chars=40
+        )
+        overhead = len(str(offset + limit)) + 2
+        expected, used = [], 0
+        for row in lines[offset - 1 :]:
+            row = row[:-1] if row.endswith("\r") else row
+            cost = len(row.encode()) + overhead
+            if (expected and used + cost > budget) or len(expected) == limit:
+                break
+            expected.append(row)
+            used += cost
+        assert page.texts == expected
+        following = offset + len(expected)
+        assert page.next_offset == (following if expected and following <= len(lines) else None)
+
+    check()

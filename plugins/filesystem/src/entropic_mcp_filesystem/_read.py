@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
+from itertools import accumulate
 from typing import Any, BinaryIO
 
 import attrs
@@ -44,13 +46,27 @@ class Line:
 
 @attrs.frozen(kw_only=True)
 class Page:
-    lines: list[Line]
+    """A page's lines are consecutive from ``first``: their texts, and what was cut from the
+    few that did not fit whole (``rests``: line number -> bytes left), so a page of short lines
+    is two lists, not an object per line."""
+
+    first: int
+    texts: list[str]
+    rests: dict[int, int]
     total: int
     next_offset: int | None
     size: int
     digest: bytes | None
     #: Where line ``next_offset`` starts in the file (bytes), when known.
     next_byte: int | None = None
+
+    @property
+    def lines(self) -> list[Line]:
+        rests = self.rests
+        return [
+            Line(number=number, text=text, rest=rests.get(number, 0))
+            for number, text in enumerate(self.texts, self.first)
+        ]
 
 
 class LineIndex:
@@ -110,7 +126,8 @@ class _LineCutter:
         self.budget = budget
         self.max_chars = max_chars
         self.column = column  # 1-based character of the first line to start at
-        self.lines: list[Line] = []
+        self.texts: list[str] = []  # the page's lines, from line ``offset`` on
+        self.rests: dict[int, int] = {}  # line number -> bytes not shown, for the lines cut
         self.used = 0
         self.number = 1  # the line being read
         self.pieces: list[bytes] = []
@@ -186,34 +203,45 @@ class _LineCutter:
                 return
 
     def _short_lines(self, chunk: bytes, pos: int, end: int) -> int:
-        """Whole lines no longer than ``max_chars`` bytes, taken in one split (most of a page);
-        returns where the line-by-line path goes on."""
+        """Whole lines no longer than ``max_chars`` bytes, taken in one split (most of a page):
+        their costs summed and cut against the budget and the line limit in C, not line by
+        line; returns where the line-by-line path goes on."""
         stop = chunk.rfind(b"\n", pos, min(end, pos + self.budget - self.used + 1))
         if stop < 0:
             return pos
-        for raw in chunk[pos:stop].split(b"\n"):
-            size = len(raw)
-            if size > self.max_chars:
-                return pos
-            after = pos + size + 1
-            if raw.endswith(b"\r"):
-                raw = raw[:-1]
-            cost = len(raw) + self.overhead
-            if self.lines and self.used + cost > self.budget:
-                self.next_offset = self.number
-                self.next_byte = self.base + pos
-                self.full = True
-                return pos
-            self.lines.append(Line(number=self.number, text=raw.decode("utf-8", "replace"), rest=0))
-            self.used += cost
-            self.number += 1
-            pos = after
+        segment = chunk[pos:stop]
+        raws = segment.split(b"\n")
+        sizes = list(map(len, raws))
+        if max(sizes) > self.max_chars:  # a long line: stop before it (the slow path cuts it)
+            limit_at = next(i for i, size in enumerate(sizes) if size > self.max_chars)
+            del raws[limit_at:], sizes[limit_at:]
+        else:
+            limit_at = len(raws)
+        room_lines = self.limit - len(self.texts)
+        crlf = b"\r" in segment
+        if crlf:
+            costs = [size - 1 if raw.endswith(b"\r") else size for raw, size in zip(raws, sizes, strict=True)]
+        else:
+            costs = sizes
+        overhead = self.overhead
+        spent = list(accumulate(cost + overhead for cost in costs))
+        count = bisect_right(spent, self.budget - self.used)
+        if count == 0 and not self.texts and spent:
+            count = 1  # a page holds at least one line
+        count = min(count, room_lines)
+        if count:
+            taken = b"\n".join(raws[:count]).decode("utf-8", "replace").split("\n")
+            if crlf:
+                taken = [text[:-1] if text.endswith("\r") else text for text in taken]
+            self.texts.extend(taken)
+            self.used += spent[count - 1]
+            self.number += count
+            pos += sum(sizes[:count]) + count
             self.line_start = self.base + pos
-            if len(self.lines) >= self.limit:
-                self.next_offset = self.number
-                self.next_byte = self.line_start
-                self.full = True
-                return pos
+        if len(self.texts) >= self.limit or count < limit_at:  # the line limit, or the budget is spent
+            self.next_offset = self.number
+            self.next_byte = self.line_start
+            self.full = True
         return pos
 
     def _finish(self, after: int) -> None:
@@ -237,14 +265,16 @@ class _LineCutter:
             cost = (len(shown) if shown.isascii() else len(shown.encode("utf-8"))) + self.overhead
             if rest:
                 cost += MARKER_BYTES
-            if self.lines and self.used + cost > self.budget:
+            if self.texts and self.used + cost > self.budget:
                 self.next_offset = self.number
                 self.next_byte = self.line_start
                 self.full = True
                 return
-            self.lines.append(Line(number=self.number, text=shown, rest=rest))
+            self.texts.append(shown)
+            if rest:
+                self.rests[self.number] = rest
             self.used += cost
-            if len(self.lines) >= self.limit:
+            if len(self.texts) >= self.limit:
                 self.next_offset = self.number + 1
                 self.next_byte = after
                 self.full = True
@@ -314,7 +344,9 @@ def read_page(
     if next_offset is not None and next_offset > total:
         next_offset = None
     return Page(
-        lines=cutter.lines,
+        first=offset,
+        texts=cutter.texts,
+        rests=cutter.rests,
         total=total,
         next_offset=next_offset,
         size=size,
@@ -327,28 +359,29 @@ def render_text(page: Page, *, display: str, offset: int, column: int) -> str:
     """``cat -n`` style: the right-aligned line number, a tab, the line; notes in brackets."""
     if page.total == 0:
         return f"[{display} is empty]"
-    if not page.lines:
+    texts = page.texts
+    if not texts:
         return (
             f"[offset {offset} is past the end of {display}, which has {page.total} "
             f"line{'s' if page.total != 1 else ''}; read from an offset between 1 and {page.total}]"
         )
-    width = len(str(page.lines[-1].number))
-    out = []
-    for line in page.lines:
-        text = line.text
-        if line.rest:
-            shown_to = (column - 1 if line.number == offset else 0) + len(line.text)
-            text += (
-                f" [… line continues: {line.rest} more bytes; read them with offset={line.number}, "
+    first = page.first
+    last = first + len(texts) - 1
+    if page.rests:
+        texts = list(texts)
+        for number, rest in page.rests.items():
+            shown_to = (column - 1 if number == offset else 0) + len(texts[number - first])
+            texts[number - first] += (
+                f" [… line continues: {rest} more bytes; read them with offset={number}, "
                 f"limit=1, column={shown_to + 1}]"
             )
-        out.append(f"{line.number:>{width}}\t{text}")
-    first, last = page.lines[0].number, page.lines[-1].number
+    numbered = f"{{:>{len(str(last))}}}\t{{}}"
+    out = "\n".join(map(numbered.format, range(first, last + 1), texts))
     if page.next_offset is not None:
-        out.append(f"[lines {first}-{last} of {page.total}; more follow: call again with offset={page.next_offset}]")
-    elif first > 1:
-        out.append(f"[end of file: lines {first}-{last} of {page.total}]")
-    return "\n".join(out)
+        return f"{out}\n[lines {first}-{last} of {page.total}; more follow: call again with offset={page.next_offset}]"
+    if first > 1:
+        return f"{out}\n[end of file: lines {first}-{last} of {page.total}]"
+    return out
 
 
 def fit_page(data: dict[str, Any], cap: int) -> dict[str, Any]:
@@ -506,13 +539,13 @@ class ReadFile(FilesystemTool):
             "path": loc.display,
             "total": page.total,
             "start": offset,
-            "lines": [line.text for line in page.lines],
+            "lines": page.texts,
             "truncated": page.next_offset is not None,
             "next_offset": page.next_offset,
         }
-        if any(line.rest for line in page.lines):
+        if page.rests:
             data["line_truncated"] = True
-        if not page.lines and page.total and offset > page.total:
+        if not page.texts and page.total and offset > page.total:
             data["note"] = f"offset {offset} is past the end of the file ({page.total} lines)"
         return ToolResult.json(fit_page(data, toolkit.result_limit(ctx)))
 
