@@ -103,3 +103,13 @@ def test_one_process_keeps_answers_without_a_subject_out_of_the_store() -> None:
             CURRENT.reset(token)
 
     assert anyio.run(ask).answer == "always_allow" and not store.docs  # the pipeline writes the local rule
+
+
+def test_the_state_key_is_read_from_serve_and_never_shown(tmp_path: Any) -> None:
+    from entropic_mcp import ConfigError, config_from_dict
+
+    config = config_from_dict({"serve": {"state_key": "a deployment's key"}}, root=tmp_path)
+    assert config.serve.state_key == "a deployment's key"
+    assert "deployment's key" not in repr(config.serve)
+    with pytest.raises(ConfigError, match="state_key"):
+        config_from_dict({"serve": {"state_key": 42}}, root=tmp_path)
