@@ -118,6 +118,17 @@ def test_a_stored_directory_outside_the_root_is_ignored(
     assert call(first, "pwd")[1]["output"] == f"{root}\n"
 
 
+def test_a_stored_directory_now_a_symlink_out_of_the_root_is_ignored(
+    workers: tuple[ServerManager, ServerManager], root: Path, tmp_path: Path
+) -> None:
+    first, second = workers
+    (root / "src").mkdir()
+    call(first, "cd src")
+    (root / "src").rmdir()
+    (root / "src").symlink_to(tmp_path)
+    assert call(second, "pwd")[1]["output"] == f"{root}\n"
+
+
 def test_run_ids_are_short_and_never_shared(workers: tuple[ServerManager, ServerManager]) -> None:
     first, second = workers
     ids = set()

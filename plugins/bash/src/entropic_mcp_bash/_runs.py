@@ -212,7 +212,8 @@ def _load(store: StateStore, conversation: str, root: Path) -> Path | None:
     relative = value.get("cwd") if isinstance(value, dict) else None
     if not isinstance(relative, str) or relative.startswith("/") or ".." in relative.split("/"):
         return None
-    return root / relative
+    # Resolved: a directory replaced by a symlink since it was stored must not lead out of the root.
+    return (root / relative).resolve()
 
 
 def _save(store: StateStore, conversation: str, value: dict[str, str] | None) -> None:
