@@ -371,8 +371,8 @@ def test_the_pin_belongs_to_the_call_another_look_at_its_pattern_cannot_move_it(
     assert not again.is_error and (root / "denied" / "other.txt").exists()  # no pipeline: no rules here
 
 
-_GLOB_PARTS = ["a", "b", "/", "*", "?", "[ab]", "**", "ab/", "x"]
-_PATH_PARTS = ["a", "b", "/", "x", "ab", "ba/"]
+_GLOB_PARTS = ["a", "b", "/", "*", "?", "[ab]", "**", "ab/", "x", "**/", "**/*", ".x"]
+_PATH_PARTS = ["a", "b", "/", "x", "ab", "ba/", ".x"]
 
 
 def _globs():
@@ -397,4 +397,27 @@ def test_the_per_directory_prefilter_agrees_with_matching_every_rule(globs, path
 
     prefilter = _Prefilter(globs)
     for path in paths:
+        assert prefilter.may_match(path) is any(fnmatchcase(path, g) for g in globs), (globs, path)
+
+
+def _name_globs():
+    from hypothesis import strategies as st
+
+    forms = ["**/.env", "**/*.pem", "**/*.x", "**/a", "**/x.x", "**/*a*", "**/a/*.x", "b/**/.env", "**/[ab]"]
+    return st.lists(st.sampled_from(forms), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _name_globs(),
+    _paths(),
+)
+def test_name_rules_reaching_every_directory_are_decided_by_the_name_as_fnmatch_decides(globs, paths):
+    """``**/NAME`` and ``**/*SUFFIX`` go to a set and a suffix check; the answer stays exact."""
+    from fnmatch import fnmatchcase
+
+    from entropic_mcp_filesystem._rules import _Prefilter
+
+    prefilter = _Prefilter(globs)
+    for path in [*paths, ".env", "a/.env", "k/a.pem", "a.pem", "z/x", "z/x.x", "q/a", "a", "/r/.env"]:
         assert prefilter.may_match(path) is any(fnmatchcase(path, g) for g in globs), (globs, path)

@@ -79,8 +79,29 @@ class _Prefilter:
     """
 
     def __init__(self, globs: list[str]) -> None:
-        self._globs = [(_literal_prefix(glob), glob) for glob in globs]
+        names: set[str] = set()
+        suffixes: list[str] = []
+        rest = []
+        for glob in globs:
+            kind, value = _name_rule(glob)
+            if kind == "name":
+                names.add(value)
+            elif kind == "suffix":
+                suffixes.append(value)
+            else:
+                rest.append(glob)
+        #: ``**/NAME`` and ``**/*SUFFIX`` rules (``.env``, ``*.pem``): they reach every directory,
+        #: so they are decided by the file name alone (a set look-up, one ``endswith``), never by
+        #: a pattern rematched per file.
+        self.names = frozenset(names)
+        self.suffixes = tuple(suffixes)
+        self._globs = [(_literal_prefix(glob), glob) for glob in rest]
         self._dirs: dict[str, re.Pattern[str] | None] = {}
+
+    def name_hit(self, name: str) -> bool:
+        """True when a name rule matches a path with a ``/`` whose last part is ``name`` (so the
+        absolute spelling of any path with that name, which the core judges too)."""
+        return name in self.names or (bool(self.suffixes) and name.endswith(self.suffixes))
 
     def under(self, directory: str) -> re.Pattern[str] | None:
         try:
@@ -94,8 +115,27 @@ class _Prefilter:
         return found
 
     def may_match(self, path: str) -> bool:
-        pattern = self.under(path.rpartition("/")[0])
+        head, slash, name = path.rpartition("/")
+        if slash and self.name_hit(name):
+            return True
+        pattern = self.under(head)
         return pattern is not None and pattern.match(path) is not None
+
+
+def _name_rule(glob: str) -> tuple[str, str]:
+    """``("name", X)`` for ``**/X``, ``("suffix", S)`` for ``**/*S`` (X and S literal, no ``/``),
+    else ``("glob", glob)``. In fnmatch ``**/X`` matches a path exactly when it holds a ``/`` and
+    its last part is X; ``**/*S`` when it holds a ``/`` and ends with S: decided by the name."""
+    if not glob.startswith("**/"):
+        return "glob", glob
+    tail = glob[3:]
+    if not tail or "/" in tail or "\\" in tail:
+        return "glob", glob
+    if not any(c in tail for c in _SPECIAL):
+        return "name", tail
+    if tail.startswith("*") and tail[1:] and not any(c in tail[1:] for c in _SPECIAL):
+        return "suffix", tail[1:]
+    return "glob", glob
 
 
 def _private_displays(ctx: CallContext, root: Path) -> tuple[str, ...]:
@@ -133,7 +173,7 @@ class WalkGate:
     def _refused_one(self, display: str, head: str | None = None) -> bool:
         relative = not display.startswith("/") and display != "."
         quick = self._quick
-        if quick is not None:
+        if quick is not None and not quick.name_hit(display.rpartition("/")[2]):
             if head is None:
                 head = display.rpartition("/")[0]
             pair = self._globs_under.get(head)
