@@ -96,6 +96,7 @@ defaults
     log global
     option httplog
     timeout connect 2s
+    timeout check 5s
     timeout client 120s
     timeout server 120s
     retries 3
@@ -112,7 +113,7 @@ backend workers
     option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
     http-check expect status 200
-    default-server inter 300ms fall 2 rise 1
+    default-server inter 300ms fall 3 rise 1
 {servers}
 """,
         encoding="utf-8",
