@@ -8,6 +8,7 @@ Needs ``ENTROPIC_MCP_TEST_POSTGRES_DSN`` and ``haproxy`` on PATH (.ci/run instal
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -328,3 +329,60 @@ def test_sigterm_of_a_worker_under_load_loses_no_call(tmp_path: Path) -> None:
             assert store.stats()["tool_calls"] == clients * calls
         finally:
             store.close()
+
+
+def _bash_project(root: Path, dsn: str, schema: str) -> Path:
+    project = write_project(
+        root,
+        f"""\
+[entropic_mcp]
+plugins = ["bash", "postgres"]
+[storage]
+backend = "postgres"
+options = {{ dsn = {json.dumps(dsn)}, schema = {json.dumps(schema)}, audit_flush_seconds = 0.2 }}
+[permissions]
+default = "allow"
+""",
+    )
+    (project / "sub").mkdir()
+    return project
+
+
+async def _cwd_scenario(url: str, roots: list[Path]) -> tuple[list[str], set[Path]]:
+    """cd on one call, pwd on the next ones: wherever they land, they run in the same directory.
+    Also: the roots (workers) whose directory the commands printed."""
+    texts, seen = [], set()
+    meta = {CONVERSATION_KEY: f"cwd-{uuid.uuid4().hex[:8]}"}
+    async with connect(url, "2026-07-28") as peer:
+        for command in ("cd sub", "pwd", "pwd", "pwd", "cd ..", "pwd"):
+            result = await peer.call("bash_execute", {"command": command}, meta=meta)
+            text = _text(result)
+            for root in roots:
+                if str(root.resolve()) in text:
+                    seen.add(root)
+                text = text.replace(str(root.resolve()), "<root>")
+            texts.append(re.sub(r"\b\d+ (ms|s)\b", "<time>", text))  # the footer's run time
+    return texts, seen
+
+
+def test_bash_keeps_the_conversations_directory_across_workers(tmp_path: Path) -> None:
+    """bash's working directory through the store (bash.cwd, issue 27's bash part)."""
+    results = []
+    for workers in (1, 2):
+        with fresh_store() as store:
+            roots = [_bash_project(tmp_path / f"{workers}" / f"worker{n}", *store) for n in range(workers)]
+            served = [start_http(root) for root in roots]
+            try:
+                if workers == 1:
+                    results.append(anyio.run(_cwd_scenario, served[0].url, roots))
+                else:
+                    with haproxy(tmp_path / "2", served) as url:
+                        results.append(anyio.run(_cwd_scenario, url, roots))
+            finally:
+                for worker in served:
+                    stop(worker.process)
+    (alone, _), (shared, seen) = results
+    assert len(seen) == 2  # the pwd calls ran on both workers
+    assert shared == alone
+    assert [text.splitlines()[0] for text in alone[1:4]] == ["<root>/sub"] * 3
+    assert alone[5].splitlines()[0] == "<root>"
