@@ -67,15 +67,13 @@ class ExecuteTool(ToolBase):
         timeout = self._timeout(toolkit.number(args, "timeout_seconds"), ctx, background=background)
         # The conversation's directory is looked up once per call: the run's default and the
         # footer's ``cwd`` when the command does not move.
+        raw_dir = toolkit.text(args, "working_dir")
         store = store_of(ctx) if settings.persist_cwd else None
         current: Path | None = None
         if settings.persist_cwd:
             current, moved = self.server.runs.lookup(ctx.conversation_id, self.server.root, store)
-            raw_dir = toolkit.text(args, "working_dir")
             if moved and raw_dir is None:
                 self._check_writes_in(current, command)
-        else:
-            raw_dir = toolkit.text(args, "working_dir")
         cwd = self._working_dir(raw_dir, ctx, current)
         # A hostile repository's config must not make an allowed ``git status`` run its programs.
         env = self.server.git_overrides.environment(settings.environment(), dict.fromkeys([cwd, self.server.root]))
