@@ -227,9 +227,11 @@ def test_complete_handler_finishes_the_conversations_own_delegation(manager):
     root = storage.create_conversation("root")
     started = start_delegation(storage, parent_id=root, delegating_tier="lead", target="r", task="t")
     ctx = CallContext(
-        conversation_id=started.child_conversation_id, identity="r", meta={"delegation_id": started.delegation_id}
+        conversation_id=started.child_conversation_id,
+        identity="r",
+        meta={"delegation_id": started.delegation_id},
+        manager=manager,
     )
-    ctx.manager = manager
     [(_, done)] = manager.directive_processor().process([Complete(summary="all good")], ctx).handled
     assert isinstance(done, Completion) and done.recorded and done.delegation_id == started.delegation_id
     record = storage.load_delegation_with_messages(started.delegation_id)

@@ -705,7 +705,7 @@ def test_a_nested_call_keeps_the_outer_calls_deadline(tmp_path):
         definition = TD(name="outer", description="", input_schema={"type": "object"})
 
         async def execute(self, args, ctx):
-            inner = await ctx.manager.call("demo.echo", {"text": "inner"}, CallContext(conversation_id="inner"))
+            inner = await manager.call("demo.echo", {"text": "inner"}, CallContext(conversation_id="inner"))
             assert inner.kind == "ok"
             await anyio.sleep(10)
             return "never"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,9 @@ class CallContext:
     iteration: int = 0
     deadline: float | None = None
     progress: ProgressReporter | None = None
-    manager: ServerManager | None = attrs.field(default=None, repr=False)
+    #: The manager running the call (set by the pipeline). Core-internal: tools use ``services``;
+    #: ``CallContext(manager=...)`` still builds one with a host.
+    _host: ServerManager | None = attrs.field(default=None, repr=False, alias="manager")
     _cancelled: threading.Event | None = attrs.field(default=None, repr=False, alias="cancelled")
     partial: str | None = attrs.field(default=None, repr=False)
     #: The running tool's ``result_budget_bytes``, set by the pipeline before it runs the tool.
@@ -52,7 +55,29 @@ class CallContext:
         """The host's services for this call (settings, storage, limits, approvals, introspection)."""
         from ._services import ToolServices
 
-        return ToolServices(self.manager, self)
+        return ToolServices(self._host, self)
+
+    @property
+    def manager(self) -> ServerManager | None:
+        """Deprecated (removed in the next release): the manager running the call.
+
+        Use ``ctx.services``; the manager is the core's internals and changes between versions.
+        """
+        warnings.warn(
+            "CallContext.manager is deprecated and will be removed in the next release; use ctx.services",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._host
+
+    @manager.setter
+    def manager(self, value: ServerManager | None) -> None:
+        warnings.warn(
+            "setting CallContext.manager is deprecated; pass manager= to CallContext() or let the pipeline set it",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self._host = value
 
     def display(self, name: str) -> str:
         """``name`` (``server.tool``) as the caller knows it."""
@@ -76,3 +101,15 @@ class CallContext:
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if self.progress is not None:
             self.progress(progress, total, message)
+
+
+def host_of(ctx: object) -> ServerManager | None:
+    """The manager behind a CallContext or DirectiveContext (None without one): core-internal."""
+    if isinstance(ctx, CallContext):
+        return ctx._host
+    return getattr(ctx, "manager", None)
+
+
+def bind_host(ctx: CallContext, manager: ServerManager | None) -> None:
+    """Set the manager running ``ctx``'s call (the pipeline does, before any stage): core-internal."""
+    ctx._host = manager

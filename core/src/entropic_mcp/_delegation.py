@@ -101,7 +101,9 @@ def _facts(context: Any) -> tuple[StorageBackend | None, str, str, str | None]:
             "from: pass DirectiveContext(conversation_id=..., identity=..., manager=...) to processor.process()"
         )
     storage = getattr(context, "storage", None)
-    manager = getattr(context, "manager", None)
+    from ._context import host_of
+
+    manager = host_of(context)
     if storage is None and manager is not None:
         storage = manager.storage
     delegation_id = getattr(context, "delegation_id", None)

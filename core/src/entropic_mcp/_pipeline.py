@@ -18,7 +18,7 @@ import orjson
 
 from ._access import AccessLevel
 from ._calls import ApprovalRequest, ToolCall
-from ._context import CallContext
+from ._context import CallContext, bind_host
 from ._deadlines import with_timeout
 from ._directives import Complete, StopProcessing
 from ._envelope import ServerResponse, dumps, first_leaf, non_finite
@@ -193,7 +193,7 @@ class CallPipeline:
         if snap is None or snap.generation != getattr(hooks.plugins.pm, "generation", None):
             snap = hooks.snapshot()
         call = _Call(name, ctx, time.perf_counter(), snap)
-        ctx.manager = self.manager
+        bind_host(ctx, self.manager)
         try:
             self._resolve(call)
             # The common case skips whole stages with one check each (P1: the pipeline's own cost

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ._access import AccessLevel
-from ._context import CallContext
+from ._context import CallContext, host_of
 from ._deadlines import LOOP_BLOCK_SECONDS, StepTimer
 from ._directives import ContextAnchor
 from ._envelope import ServerResponse, ToolResult, dumps
@@ -128,7 +128,7 @@ class MCPServerBase:
         args = normalize_args(raw_args)
         if ctx is None:
             ctx = CallContext()
-        if ctx.manager is None:
+        if host_of(ctx) is None:
             # Called bare (a test, a host without the pipeline): the same schema check the pipeline
             # makes, so a tool can always trust its arguments' shape.
             try:

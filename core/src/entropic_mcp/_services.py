@@ -9,10 +9,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._tools import result_cap
 
 if TYPE_CHECKING:
+    from ._access import AccessLevel
     from ._calls import OutsideRootRequest
+    from ._config import Config
     from ._context import CallContext
     from ._manager import ServerManager
+    from ._server import MCPServerBase
     from ._storage import StorageBackend
+    from ._tools import ToolBase
 
 
 class ToolServices:
@@ -33,6 +37,20 @@ class ToolServices:
         self._ctx = ctx
 
     # -- configuration ---------------------------------------------------------------------------
+
+    @property
+    def hosted(self) -> bool:
+        """True when a host (a manager) runs the call; False for a server used bare."""
+        return self._manager is not None
+
+    @property
+    def config(self) -> Config | None:
+        """The host's loaded configuration, read-only (None for a server used bare)."""
+        return None if self._manager is None else self._manager.config
+
+    def access_keys(self, identity: str) -> dict[str, AccessLevel] | None:
+        """An identity's access keys (plugin -> level), or None when it has no key set."""
+        return None if self._manager is None else self._manager.access_keys.keys(identity)
 
     @property
     def root(self) -> Path | None:
@@ -168,3 +186,18 @@ class ToolServices:
         if self._manager is None:
             return []
         return [(name, self._manager.providers.get(name, "host")) for name in self._manager.servers]
+
+    def server_objects(self) -> list[tuple[MCPServerBase, str]]:
+        """(server, providing plugin) for every server of the host (empty without one)."""
+        manager = self._manager
+        if manager is None:
+            return []
+        return [(server, manager.providers.get(name, "host")) for name, server in manager.servers.items()]
+
+    def resolve(self, name: str) -> tuple[MCPServerBase, ToolBase] | None:
+        """The (server, tool) a ``server.tool`` name calls, or None (also without a host)."""
+        return None if self._manager is None else self._manager.resolve(name)
+
+    def skip_duplicate_check(self, server: MCPServerBase, tool: str) -> bool:
+        """Whether the pipeline lets this tool repeat an identical call (False without a host)."""
+        return False if self._manager is None else self._manager.skip_duplicate_check(server, tool)

@@ -15,7 +15,7 @@ import attrs
 
 from .._access import AccessLevel
 from .._config import ExternalServerConfig
-from .._context import CallContext
+from .._context import CallContext, host_of
 from .._envelope import ServerResponse, dumps
 from .._errors import ToolDefinitionError
 from .._server import MCPServerBase, normalize_args
@@ -408,8 +408,9 @@ class ExternalServer(MCPServerBase):
         """Run one call on the caller's client; every failure is an envelope naming the server."""
         if ctx is None:
             ctx = CallContext()
-        if ctx.manager is not None:
-            self.attach(ctx.manager)
+        host = host_of(ctx)
+        if host is not None:
+            self.attach(host)
         if self._first is None or not self._first.done():
             await self._started_async()
         if self._known.get(tool_name) is None:

@@ -50,12 +50,9 @@ class _InspectionTool(ToolBase):
     # -- what the core always knows --------------------------------------------------------------
 
     def servers(self, ctx: CallContext) -> list[dict[str, Any]]:
-        manager = ctx.manager
+        services = ctx.services
         pairs: list[tuple[MCPServerBase, str]]
-        if manager is None:
-            pairs = [(self.server, "direct")]
-        else:
-            pairs = [(s, manager.providers.get(name, "host")) for name, s in manager.servers.items()]
+        pairs = services.server_objects() if services.hosted else [(self.server, "direct")]
         report = []
         for server, provider in pairs:
             entry: dict[str, Any] = {
@@ -71,10 +68,10 @@ class _InspectionTool(ToolBase):
         return report
 
     def tools(self, ctx: CallContext, *, docs: bool = False) -> list[dict[str, Any]]:
-        manager = ctx.manager
+        services = ctx.services
         listing = (
-            manager.list_tools()
-            if manager is not None
+            services.tools()
+            if services.hosted
             else [t.to_mcp(f"{self.server.name}.{t.name}") for t in self.server.tools.values()]
         )
         tools = []
@@ -88,16 +85,12 @@ class _InspectionTool(ToolBase):
     # History and metrics are the caller's own conversation only: over HTTP, other conversations'
     # ids are other clients' MCP session ids, and their tool calls are theirs.
     def history(self, ctx: CallContext) -> list[dict[str, Any]]:
-        manager = ctx.manager
-        if manager is None:
-            return []
-        return _copy(lambda: [dict(h) for h in manager.pipeline.history_of(ctx.conversation_id)])
+        services = ctx.services
+        return _copy(lambda: [dict(h) for h in services.history()])
 
     def metrics(self, ctx: CallContext) -> dict[str, dict[str, int]]:
-        manager = ctx.manager
-        if manager is None:
-            return {}
-        return _copy(lambda: manager.pipeline.metrics_of(ctx.conversation_id))
+        services = ctx.services
+        return _copy(services.metrics)
 
     def core_config(self, ctx: CallContext) -> dict[str, Any]:
         tiers = self.server.tiers
@@ -106,10 +99,9 @@ class _InspectionTool(ToolBase):
             "requires_context": sorted(tiers.need_context),
             "max_turns_limit": tiers.max_turns_limit,
         }
-        manager = ctx.manager
-        if manager is None:
+        config = ctx.services.config
+        if config is None:
             return {"servers": {"entropic": entropic}}
-        config = manager.config
         return {
             "entropic_mcp": {"root": str(config.root), "plugins": list(config.plugins) if config.plugins else None},
             "storage": {"backend": config.storage.backend, "path": str(config.storage_path)},
@@ -126,12 +118,13 @@ class _InspectionTool(ToolBase):
     def identities(self, ctx: CallContext, engine: EngineState | None) -> dict[str, Any]:
         names: dict[str, Any] = {}
         tiers = self.server.tiers
-        manager = ctx.manager
-        core = dict(manager.config.identities) if manager is not None else {}
+        services = ctx.services
+        config = services.config
+        core = dict(config.identities) if config is not None else {}
         for name in [*tiers.names, *core, *(engine.identities if engine else {})]:
             if name in names:
                 continue
-            keys = manager.access_keys.keys(name) if manager is not None else None
+            keys = services.access_keys(name)
             entry: dict[str, Any] = {
                 "tier": name in tiers.names,
                 "requires_context": name in tiers.need_context,
@@ -143,12 +136,13 @@ class _InspectionTool(ToolBase):
         return names
 
     def storage_report(self, ctx: CallContext) -> dict[str, Any]:
-        manager = ctx.manager
-        if manager is None:
+        services = ctx.services
+        config = services.config
+        if config is None:
             return {"backend": None, "available": False}
-        backend = manager.config.storage.backend
+        backend = config.storage.backend
         try:
-            storage = manager.storage
+            storage = services.storage
             if storage is None:
                 return {"backend": backend, "available": False}
             return {"backend": backend, "available": True, "stats": dict(storage.stats())}
@@ -265,17 +259,17 @@ class InspectTool(_InspectionTool):
         return self.history(ctx)
 
     def tool_details(self, ctx: CallContext) -> dict[str, Any]:
-        manager = ctx.manager
+        services = ctx.services
         details = {}
         for tool in self.tools(ctx, docs=True):
             name = tool["name"]
             entry = dict(tool)
-            if manager is not None:
-                found = manager.resolve(name)
+            if services.hosted:
+                found = services.resolve(name)
                 if found is not None:
                     entry["inputSchema"] = _jsonable(dict(found[1].definition.input_schema))
-                    entry["skip_duplicate_check"] = manager.skip_duplicate_check(found[0], found[1].name)
-                entry["metrics"] = dict(manager.pipeline.metrics_of(ctx.conversation_id).get(name, {}))
+                    entry["skip_duplicate_check"] = services.skip_duplicate_check(found[0], found[1].name)
+                entry["metrics"] = dict(services.metrics().get(name, {}))
             details[name] = entry
         return details
 

@@ -46,7 +46,8 @@ class Note(ToolBase):
     destructive = False
 
     def execute(self, args: dict[str, Any], ctx: Any) -> str:
-        target = Path(ctx.manager.config.root) / "notes.txt" if ctx.manager else Path("notes.txt")
+        root = ctx.services.root
+        target = Path(root) / "notes.txt" if root is not None else Path("notes.txt")
         with target.open("a", encoding="utf-8") as fh:
             fh.write(args["text"] + "\n")
         return f"noted: {args['text']}"
