@@ -1,0 +1,170 @@
+"""The import contract: plugins use only the core's public API, the core imports no plugin, and
+the core's import graph (type-only imports counted) gains no cycle.
+
+The core still has cycles (issue 23): they are listed below, each with its reason, and the test
+fails when a cycle grows, a new one appears, or a listed one shrinks (then shrink the list).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import grimp
+import pytest
+
+#: The first-party plugins installed here (the scaffold template is not a distribution).
+PLUGINS = sorted(
+    p.name
+    for p in (Path(__file__).resolve().parents[2] / "plugins").glob("*/src/entropic_mcp_*")
+    if importlib.util.find_spec(p.name) is not None
+)
+
+#: What a plugin may import of the core (the public face; everything else is private).
+PUBLIC = frozenset({"entropic_mcp", "entropic_mcp.toolkit", "entropic_mcp.hookspecs", "entropic_mcp.testing"})
+
+_M = "entropic_mcp."
+#: The cycles the core has today, each a strongly connected component of its import graph.
+KNOWN_CYCLES: dict[frozenset[str], str] = {
+    frozenset(
+        {"entropic_mcp"}
+        | {
+            _M + m
+            for m in [
+                "_batch",
+                "_builtins",
+                "_calls",
+                "_context",
+                "_delegation",
+                "_external._client",
+                "_external._pool",
+                "_external._server",
+                "_guards",
+                "_hooks",
+                "_manager",
+                "_paths",
+                "_permissions",
+                "_pipeline",
+                "_plugins",
+                "_sandbox",
+                "_sandbox._blocked",
+                "_sandbox._paths",
+                "_sandbox._sandbox",
+                "_server",
+                "_services",
+                "_storage",
+                "_storage._records",
+                "_storage._state",
+                "_storage._tinydb",
+                "_tools",
+                "_traced",
+                "_tracing",
+                "hookspecs",
+                "toolkit",
+            ]
+        }
+    ): (
+        "the call path runs both ways: ServerManager builds the CallPipeline, which reads the "
+        "manager back (_pipeline.py, _manager.py, held still this session), and CallContext / "
+        "ToolServices name ServerManager for their types; the package __init__ re-exports all of it "
+        "and toolkit/hookspecs import from it. Goes with the _pipeline/ package and _assembly split."
+    ),
+    frozenset({"entropic_mcp.cli", "entropic_mcp.cli._group"}): (
+        "the click group and its package: cli/__init__ registers the commands defined against _group"
+    ),
+}
+
+
+def cycles(graph: object) -> set[frozenset[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan)."""
+    modules = sorted(graph.modules)  # type: ignore[attr-defined]
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in modules}  # type: ignore[attr-defined]
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.add(frozenset(component))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return grimp.build_graph("entropic_mcp", *PLUGINS, exclude_type_checking_imports=False)
+
+
+def test_the_cycle_finder_finds_cycles_and_nothing_else():
+    class Graph:
+        edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": {"a"}}
+        modules = set(edges)
+
+        def find_modules_directly_imported_by(self, module):
+            return self.edges[module]
+
+    assert cycles(Graph()) == {frozenset("abc"), frozenset("de")}
+
+
+def test_the_core_gains_no_import_cycle(graph):
+    core = {m for m in graph.modules if m == "entropic_mcp" or m.startswith(_M)}
+    found = cycles(graph)
+    found = {c for c in found if c <= core}
+    new = {c for c in found if c not in KNOWN_CYCLES}
+    assert not new, "new or grown import cycles in the core:\n" + "\n".join(
+        f"{sorted(c)} (known cycles it overlaps: {[sorted(k) for k in KNOWN_CYCLES if k & c]})" for c in new
+    )
+    gone = [sorted(k) for k in KNOWN_CYCLES if k not in found]
+    assert not gone, f"listed cycles that changed or no longer exist (update KNOWN_CYCLES): {gone}"
+
+
+def test_plugins_import_only_the_core_public_api(graph):
+    assert graph.modules >= PUBLIC
+    assert len(PLUGINS) >= 5
+    wrong = []
+    for plugin in PLUGINS:
+        for module in graph.find_children(plugin) | {plugin}:
+            for imported in graph.find_modules_directly_imported_by(module):
+                if imported.startswith(_M) and imported not in PUBLIC:
+                    wrong.append(f"{module} imports {imported}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_core_imports_no_plugin(graph):
+    core = {m for m in graph.modules if m == "entropic_mcp" or m.startswith(_M)}
+    wrong = sorted(
+        f"{m} imports {i}"
+        for m in core
+        for i in graph.find_modules_directly_imported_by(m)
+        if i.split(".")[0] in PLUGINS
+    )
+    assert not wrong, "\n".join(wrong)
