@@ -19,9 +19,10 @@ def make_manager(
     grace: float = 0.3,
     pipeline: dict[str, Any] | None = None,
     storage: dict[str, Any] | None = None,
+    store: Any = None,
 ) -> tuple[ServerManager, BashServer]:
     """A real ServerManager and pipeline around one configured BashServer (``storage``: the
-    ``[storage]`` table, none by default)."""
+    ``[storage]`` table, none by default; ``store``: an open backend instead)."""
     server = BashServer(root=root)
     server.configure(bash or {})
     server.grace = grace
@@ -33,7 +34,7 @@ def make_manager(
         },
         root=root,
     )
-    return ServerManager(config, servers=[server]), server
+    return ServerManager(config, servers=[server], storage=store), server
 
 
 def gone(pid: int) -> bool:

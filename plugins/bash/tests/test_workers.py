@@ -16,20 +16,7 @@ from bash_helpers import make_manager
 from entropic_mcp import CallContext, ServerManager
 from entropic_mcp_bash._runs import NAMESPACE
 
-POSTGRES = os.environ.get("ENTROPIC_MCP_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _postgres_up() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES, connect_timeout=2):
-            return True
-    except Exception:
-        return False
-
-
-BACKENDS = ["tinydb", pytest.param("postgres", marks=pytest.mark.skipif(not _postgres_up(), reason="no postgres"))]
+BACKENDS = ["tinydb", "postgres"]
 
 
 def call(manager: ServerManager, command: str, conversation: str = "a", **args: Any) -> tuple[str, dict[str, Any]]:
@@ -48,16 +35,23 @@ def workers(
     request: pytest.FixtureRequest, root: Path, tmp_path: Path
 ) -> Iterator[tuple[ServerManager, ServerManager]]:
     if request.param == "tinydb":
-        storage: dict[str, Any] = {"backend": "tinydb", "path": str(tmp_path / "store")}
-    else:
-        storage = {"backend": "postgres", "options": {"dsn": POSTGRES, "schema": "bash_test_workers"}}
-    made = [make_manager(root, storage=storage)[0] for _ in range(2)]
-    yield made[0], made[1]
-    for manager in made:
-        # Each test's conversations are its own: leave nothing in a shared database.
-        for conversation in ("a", "b"):
-            manager.end_conversation(conversation)
-        manager.close()
+        storage = {"backend": "tinydb", "path": str(tmp_path / "store")}
+        made = [make_manager(root, storage=storage)[0] for _ in range(2)]
+        yield made[0], made[1]
+        for manager in made:
+            manager.close()
+        return
+    testing = pytest.importorskip("entropic_mcp_postgres.testing", reason="the postgres plugin is not installed")
+    from entropic_mcp_postgres import PostgresBackend
+
+    dsn = testing.test_dsn()  # skips without ENTROPIC_MCP_TEST_POSTGRES_DSN
+    with testing.fresh_schema(dsn, "bash") as schema:
+        stores = [PostgresBackend(dsn, schema=schema) for _ in range(2)]
+        made = [make_manager(root, storage={"backend": "tinydb"}, store=store)[0] for store in stores]
+        yield made[0], made[1]
+        for manager, store in zip(made, stores, strict=True):
+            manager.close()
+            store.close()
 
 
 def test_two_workers_give_the_same_cwd_call_for_call(workers: tuple[ServerManager, ServerManager], root: Path) -> None:
