@@ -32,6 +32,10 @@ class Joined:
 
     text: str
     kept: tuple[int, ...]
+    #: The original text had pairs removed and ends with a lone backslash: bash 5.2 keeps that
+    #: backslash after one or three continuations and drops it after two, so the joined text
+    #: cannot say which word bash reads.
+    ambiguous_end: bool = False
 
 
 @attrs.define
@@ -349,4 +353,8 @@ def join(text: str) -> Joined:
     """``text`` as bash reads it: continuation pairs removed where bash removes them."""
     if _PAIR not in text:
         return Joined(text=text, kept=())
-    return _Reader(text).run()
+    joined = _Reader(text).run()
+    trailing = len(text) - len(text.rstrip("\\"))
+    if trailing % 2 and joined.text != text:
+        return attrs.evolve(joined, ambiguous_end=True)
+    return joined

@@ -503,6 +503,14 @@ def _misplaced_continuations(joined: Joined, source: bytes, root: tree_sitter.No
     """A Flag for each backslash-newline kept in ``joined`` that the grammar does not place inside
     a single-quoted string, a comment or a quoted here-document body (where bash keeps it too)."""
     flags: list[Item] = []
+    if joined.ambiguous_end:
+        flags.append(
+            Flag(
+                text=joined.text[-30:],
+                reason="backslash at the very end after a line continuation (bash keeps or drops it "
+                "depending on the lines before it); remove the trailing backslash",
+            )
+        )
     ascii_only = joined.text.isascii()
     at, previous = 0, 0
     for offset in joined.kept:  # in increasing order: byte offsets are counted piece by piece
