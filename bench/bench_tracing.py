@@ -21,6 +21,11 @@ Counted with ``valgrind --tool=callgrind`` (repeatable whatever the load): instr
 of ``CALLS`` calls minus a run of 0, per call. ``--time``: CPU time per call instead, modes
 interleaved A B A B over ``ROUNDS`` rounds, median per mode. Target: ``absent`` and ``api`` =
 ``before``; ``sdk`` ≤ 1.2× ``absent``.
+
+``--floor``: what the SDK itself costs, without entropic-mcp: 1 and 7 bare spans per "call"
+(``start_span`` under a parent, ``end``; the same provider, processor and do-nothing exporter as
+``sdk``), against the ``absent`` call, by callgrind. It says which ratios any design built on
+the official SDK can reach.
 """
 
 from __future__ import annotations
@@ -114,6 +119,80 @@ print(spent / max(calls, 1))
 """
 
 
+FLOOR = r"""
+import sys
+calls, spans = int(sys.argv[1]), int(sys.argv[2])
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+class Nothing(SpanExporter):
+    def export(self, spans):
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(Nothing()))
+trace.set_tracer_provider(provider)
+tracer = trace.get_tracer("floor")
+attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": "bench.echo"}
+
+def call():
+    root = tracer.start_span("tools/call bench.echo", attributes=attributes)
+    parent = trace.set_span_in_context(root)
+    for _ in range(spans - 1):
+        tracer.start_span("stage", context=parent).end()
+    root.end()
+
+call()
+for _ in range(calls):
+    call()
+"""
+
+
+def _floor_instructions(calls: int, spans: int) -> int:
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            "-c",
+            FLOOR,
+            str(calls),
+            str(spans),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(done.stderr[-2000:])
+    return int(found.group(1))
+
+
+def floor() -> None:
+    call = (_instructions("absent", CALLS, None) - _instructions("absent", 0, None)) / CALLS
+    rows, records = [], []
+    for spans in (1, 7):
+        cost = (_floor_instructions(CALLS, spans) - _floor_instructions(0, spans)) / CALLS
+        ratio = (call + cost) / call
+        rows.append((f"floor {spans} span(s)", f"{cost:,.0f} instructions", f"call {call:,.0f}", f"{ratio:.2f}×", ""))
+        records.append(
+            {
+                "id": "P1",
+                "what": f"tracing floor: {spans} bare SDK span(s) a call (SimpleSpanProcessor, an exporter that does "
+                f"nothing; no entropic-mcp code), added to the untraced call (callgrind, {CALLS} calls)",
+                "peer": f"{call:,.0f} instructions",
+                "ours": f"{call + cost:,.0f} instructions ({cost:,.0f} in the SDK)",
+                "ratio": f"{ratio:.2f}×",
+                "target": "≤ 1.2× (issue 28)",
+                "met": "**no** (the SDK alone)" if ratio > 1.2 else "yes",
+            }
+        )
+    report("bench_tracing --floor", rows)
+    record("P1-tracing-floor", records, script="bench/bench_tracing.py --floor")
+
+
 def _env(mode: str, before: str | None) -> dict[str, str]:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     if mode == "before" and before:
@@ -170,6 +249,9 @@ TARGETS = {"absent": 1.0, "api": 1.0, "sdk": 1.2, "sdk-batch": 1.2}
 
 
 def main() -> None:
+    if "--floor" in sys.argv:
+        floor()
+        return
     before = None
     if "--before" in sys.argv:
         before = sys.argv[sys.argv.index("--before") + 1]
