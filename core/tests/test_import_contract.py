@@ -8,17 +8,23 @@ fails when a cycle grows, a new one appears, or a listed one shrinks (then shrin
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import grimp
 import pytest
 
-#: The first-party plugins installed here (the scaffold template is not a distribution).
-PLUGINS = sorted(
-    p.name
-    for p in (Path(__file__).resolve().parents[2] / "plugins").glob("*/src/entropic_mcp_*")
-    if importlib.util.find_spec(p.name) is not None
-)
+_SOURCES = [
+    p
+    for p in sorted((Path(__file__).resolve().parents[2] / "plugins").glob("*/src/entropic_mcp_*"))
+    if not p.parents[1].name.startswith("_")  # the scaffold template is not a distribution
+]
+# Core's own session installs no plugin: grimp reads sources, so their src folders will do.
+for _source in _SOURCES:
+    if importlib.util.find_spec(_source.name) is None:
+        sys.path.append(str(_source.parent))
+#: The first-party plugins, installed or read from the tree.
+PLUGINS = sorted(p.name for p in _SOURCES if importlib.util.find_spec(p.name) is not None)
 
 #: What a plugin may import of the core (the public face; everything else is private).
 PUBLIC = frozenset({"entropic_mcp", "entropic_mcp.toolkit", "entropic_mcp.hookspecs", "entropic_mcp.testing"})
