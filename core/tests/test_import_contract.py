@@ -19,12 +19,11 @@ _SOURCES = [
     for p in sorted((Path(__file__).resolve().parents[2] / "plugins").glob("*/src/entropic_mcp_*"))
     if not p.parents[1].name.startswith("_")  # the scaffold template is not a distribution
 ]
-# Core's own session installs no plugin: grimp reads sources, so their src folders will do.
-for _source in _SOURCES:
-    if importlib.util.find_spec(_source.name) is None:
-        sys.path.append(str(_source.parent))
 #: The first-party plugins, installed or read from the tree.
-PLUGINS = sorted(p.name for p in _SOURCES if importlib.util.find_spec(p.name) is not None)
+PLUGINS = sorted(p.name for p in _SOURCES)
+#: Core's own session installs no plugin: grimp reads sources, so their src folders will do, put
+#: on sys.path only while the graph is built (other tests decide by what is installed).
+_NOT_INSTALLED = [str(p.parent) for p in _SOURCES if importlib.util.find_spec(p.name) is None]
 
 #: What a plugin may import of the core (the public face; everything else is private).
 PUBLIC = frozenset({"entropic_mcp", "entropic_mcp.toolkit", "entropic_mcp.hookspecs", "entropic_mcp.testing"})
@@ -127,7 +126,13 @@ def cycles(graph: object) -> set[frozenset[str]]:
 
 @pytest.fixture(scope="module")
 def graph():
-    return grimp.build_graph("entropic_mcp", *PLUGINS, exclude_type_checking_imports=False)
+    saved = list(sys.path)
+    sys.path.extend(_NOT_INSTALLED)
+    try:
+        return grimp.build_graph("entropic_mcp", *PLUGINS, exclude_type_checking_imports=False)
+    finally:
+        sys.path[:] = saved
+        importlib.invalidate_caches()
 
 
 def test_the_cycle_finder_finds_cycles_and_nothing_else():
