@@ -59,6 +59,23 @@ def project(tmp_path: Path) -> Path:
     return write_project(tmp_path / "project")
 
 
+#: The project the third-party client sessions fix: ``add`` subtracts, its test fails.
+BUGGY = "def add(a, b):\n    return a - b\n"
+CALC_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def calc_repo(root: Path) -> Path:
+    """A git repository at ``root`` holding the buggy ``calc.py`` and its test, committed."""
+    root.mkdir()
+    (root / "calc.py").write_text(BUGGY)
+    (root / "test_calc.py").write_text(CALC_TEST)
+    run: dict[str, Any] = {"cwd": root, "check": True, "capture_output": True}
+    subprocess.run(["git", "init", "-q", "-b", "main"], **run)
+    subprocess.run(["git", "add", "calc.py", "test_calc.py"], **run)
+    subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-qm", "calc"], **run)
+    return root
+
+
 def serve_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENTROPIC_MCP_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROBE_SITE), env.get("PYTHONPATH", "")]))

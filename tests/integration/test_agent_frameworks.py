@@ -14,30 +14,16 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import ENTROPIC_MCP, serve_env
+from conftest import ENTROPIC_MCP, calc_repo, serve_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-BUGGY = "def add(a, b):\n    return a - b\n"
-TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
-
-
-def repo(root: Path) -> Path:
-    root.mkdir()
-    (root / "calc.py").write_text(BUGGY)
-    (root / "test_calc.py").write_text(TEST)
-    run = {"cwd": root, "check": True, "capture_output": True}
-    subprocess.run(["git", "init", "-q", "-b", "main"], **run)
-    subprocess.run(["git", "add", "calc.py", "test_calc.py"], **run)
-    subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-qm", "calc"], **run)
-    return root
 
 
 class Model:
@@ -133,7 +119,7 @@ async def test_pydantic_ai_fixes_the_bug_in_a_project_where_only_init_ran(tmp_pa
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    root = repo(tmp_path / "project")
+    root = calc_repo(tmp_path / "project")
     subprocess.run([str(ENTROPIC_MCP), "init"], cwd=root, check=True, capture_output=True, env=serve_env())
     asked: list[str] = []
 
@@ -186,7 +172,7 @@ async def test_the_openai_agents_sdk_reads_with_no_config_at_all_and_is_told_to_
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
-    root = repo(tmp_path / "project")
+    root = calc_repo(tmp_path / "project")
     assert not (root / "entropic-mcp.toml").exists()
     model = Model(HEADLESS)
     try:

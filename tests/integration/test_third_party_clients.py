@@ -12,25 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import ENTROPIC_MCP, serve_env
+from conftest import ENTROPIC_MCP, calc_repo, serve_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 #: What OpenAI-style model APIs accept for a tool name (they answer HTTP 400 otherwise).
 MODEL_API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-BUGGY = "def add(a, b):\n    return a - b\n"
-TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-
-
-def repo(root: Path) -> Path:
-    root.mkdir()
-    (root / "calc.py").write_text(BUGGY)
-    (root / "test_calc.py").write_text(TEST)
-    run = {"cwd": root, "check": True, "capture_output": True}
-    subprocess.run(["git", "init", "-q", "-b", "main"], **run)
-    subprocess.run(["git", "add", "calc.py", "test_calc.py"], **run)
-    subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-qm", "calc"], **run)
-    return root
 
 
 def client(root: Path, **options: Any) -> Any:
@@ -47,7 +34,7 @@ def text(result: Any) -> str:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_a_headless_run_with_no_config_reads_and_asks_the_agent_to_ask_for_writes(tmp_path, mode):
-    root = repo(tmp_path / "project")
+    root = calc_repo(tmp_path / "project")
     assert not (root / "entropic-mcp.toml").exists()
     async with client(root, mode=mode) as c:
         names = [tool.name for tool in await c.list_tools()]
@@ -72,7 +59,7 @@ async def test_a_headless_run_with_no_config_reads_and_asks_the_agent_to_ask_for
 async def test_a_fix_the_bug_session_with_only_what_init_writes(tmp_path):
     from mcp_types import ElicitResult
 
-    root = repo(tmp_path / "project")
+    root = calc_repo(tmp_path / "project")
     subprocess.run([str(ENTROPIC_MCP), "init"], cwd=root, check=True, capture_output=True, env=serve_env())
     asked: list[str] = []
 
