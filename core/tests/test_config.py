@@ -98,3 +98,25 @@ def test_identities_servers_and_serve_tables(tmp_path):
 def test_root_must_be_a_directory(tmp_path):
     with pytest.raises(ConfigError, match="is not a directory"):
         config_from_dict({"entropic_mcp": {"root": "missing"}}, root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("backend", "setting", "shared"),
+    [
+        ("tinydb", None, False),
+        ("none", None, False),
+        ("postgres", None, True),
+        ("postgres", "auto", True),
+        ("postgres", "memory", False),
+        ("tinydb", "store", True),
+    ],
+)
+def test_conversation_state_follows_the_backend_unless_set(tmp_path, backend, setting, shared):
+    table = {"backend": backend} if setting is None else {"backend": backend, "conversation_state": setting}
+    config = config_from_dict({"storage": table}, root=tmp_path)
+    assert config.storage.shares_state is shared
+
+
+def test_conversation_state_takes_only_the_three_places(tmp_path):
+    with pytest.raises(ConfigError, match=r"storage.conversation_state.*auto.*store.*memory"):
+        config_from_dict({"storage": {"conversation_state": "disk"}}, root=tmp_path)

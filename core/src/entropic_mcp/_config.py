@@ -51,6 +51,17 @@ class StorageConfig:
     #: None: the per-user data directory, keyed by project (``_userdata.default_store_path``).
     path: Path | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Where guard state, paused approvals and "always" answers live: ``"auto"`` (the store when
+    #: the backend is one several processes share, this process's memory for tinydb and none),
+    #: ``"store"`` or ``"memory"`` (one worker, or a balancer that pins each conversation to one).
+    conversation_state: str = "auto"
+
+    @property
+    def shares_state(self) -> bool:
+        """Does per-conversation state go through the store, for other workers to see?"""
+        if self.conversation_state == "auto":
+            return self.backend not in ("none", "tinydb")
+        return self.conversation_state == "store"
 
 
 @attrs.frozen(kw_only=True)
@@ -502,7 +513,12 @@ def _sandbox_servers(value: Any, where: str) -> dict[str, SandboxOverride]:
 
 SECTIONS: dict[str, dict[str, Check]] = {
     "entropic_mcp": {"root": _str, "plugins": _strings, "import_mcp_json": _bool_or_path},
-    "storage": {"backend": _str, "path": _str, "options": _table},
+    "storage": {
+        "backend": _str,
+        "path": _str,
+        "options": _table,
+        "conversation_state": _choice("auto", "store", "memory"),
+    },
     "permissions": {
         "default": _choice("ask", "allow", "deny"),
         "allow": _strings,

@@ -152,7 +152,7 @@ class CallPipeline:
         self.config = manager.config.pipeline
         # Guard state goes through the store only when several processes share it (not the
         # embedded tinydb store, not none): one process keeps it in memory, as fast as ever.
-        shared = manager.config.storage.backend not in ("none", "tinydb")
+        shared = manager.config.storage.shares_state
         self.guards = Guards(self.config, (lambda: manager.storage) if shared else None)
         self._plans: dict[str, _Plan] = {}
         self._history: deque[CallOutcome] = deque(maxlen=self.config.history_size)

@@ -78,7 +78,7 @@ class ServeApp:
         self.suspended: dict[str, SuspendedCall] = {}
         # Request states signed with the deployment's key; paused approvals kept in a store that
         # several workers share, so the retry may reach any of them.
-        shared = manager.config.storage.backend not in ("none", "tinydb")
+        shared = manager.config.storage.shares_state
         self.paused = PausedCalls((lambda: manager.storage) if shared else (lambda: None), settings.state_key)
         self.server: Server[Any] = Server(
             "entropic-mcp",

@@ -47,7 +47,7 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     manager = build_manager(ctx, setup=lambda plugins: plugins.register(approver, "serve-approver"))
     approver.store = lambda: manager.storage  # each person's "always" answers ([auth]) outlive the process
     # Several workers on one store: the project's "always" answers are kept there, not in one worker's local file.
-    approver.shared = manager.config.storage.backend not in ("none", "tinydb")
+    approver.shared = manager.config.storage.shares_state
     from .._sandbox import install
 
     # One log line: a warning (always shown) when no sandbox works, else info (shown with
