@@ -65,7 +65,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_traced",
                 "_tracing",
                 "hookspecs",
-                "toolkit",
             ]
         }
     ): (

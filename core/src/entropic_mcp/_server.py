@@ -12,7 +12,7 @@ import orjson
 
 from ._access import AccessLevel
 from ._context import CallContext, host_of
-from ._deadlines import LOOP_BLOCK_SECONDS, StepTimer
+from ._pipeline._deadlines import LOOP_BLOCK_SECONDS, StepTimer
 from ._directives import ContextAnchor
 from ._envelope import ServerResponse, ToolResult, dumps
 from ._errors import ConfigError, DuplicateNameError, ToolDefinitionError, ToolError
@@ -20,6 +20,10 @@ from ._isolation import describe, plugin_of_module, plugin_of_traceback, reraise
 from ._tools import TOOL_NAME, ToolBase
 
 log = logging.getLogger("entropic_mcp")
+
+#: Keys every ``[servers.<name>]`` table may hold, whatever the server: ``MCPServerBase.configure``
+#: applies them and ``toolkit.settings_from_table`` lets them through.
+SERVER_BASE_KEYS = frozenset({"timeout_seconds", "max_threads"})
 
 
 async def _in_worker_thread(pool: Any, function: Any, *args: Any) -> Any:
@@ -64,7 +68,7 @@ class MCPServerBase:
     name: ClassVar[str] = ""
     #: Seconds a call may run before the pipeline cancels it; None = no pipeline timeout.
     default_timeout_seconds: float | None = 60.0
-    #: Config keys ``configure`` accepts (besides ``timeout_seconds`` and ``max_threads``).
+    #: Config keys ``configure`` accepts besides ``SERVER_BASE_KEYS`` (``timeout_seconds``, ``max_threads``).
     config_keys: ClassVar[frozenset[str]] = frozenset()
     #: Worker threads for this server's synchronous tools (``[servers.<name>] max_threads``).
     max_threads: int = 8
@@ -221,12 +225,13 @@ class MCPServerBase:
     def configure(self, config: Mapping[str, Any]) -> None:
         """Validate and apply the server's ``[servers.<name>]`` table.
 
-        The base accepts ``timeout_seconds``; subclasses list their keys in ``config_keys``
-        and call ``super().configure(config)`` before reading them.
+        The base accepts ``SERVER_BASE_KEYS`` (``timeout_seconds``, ``max_threads``); subclasses
+        list their own keys in ``config_keys`` and call ``super().configure(config)`` before
+        reading them.
         """
         if not isinstance(config, Mapping):
             raise ConfigError(f"[servers.{self.name}] must be a table, got {type(config).__name__}")
-        allowed = self.config_keys | {"timeout_seconds", "max_threads"}
+        allowed = self.config_keys | SERVER_BASE_KEYS
         unknown = sorted(set(config) - allowed)
         if unknown:
             raise ConfigError(

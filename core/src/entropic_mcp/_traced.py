@@ -19,7 +19,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode
 
 from ._kinds import ResultKind
-from ._pipeline import CallPipeline, _Call, _Refused
+from ._pipeline._spine import CallPipeline, _Call, _Refused
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from ._context import CallContext
     from ._envelope import ServerResponse
     from ._manager import ServerManager
-    from ._outcome import CallOutcome
-    from ._permissions import Verdict
-    from .toolkit import ProcessResult
+    from ._pipeline._outcome import CallOutcome
+    from ._pipeline._rules import Verdict
+    from .toolkit._output import ProcessResult
 
 _T = TypeVar("_T")
 

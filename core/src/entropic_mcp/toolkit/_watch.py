@@ -1,0 +1,297 @@
+"""A program watched from the event loop: its pipes, its stdin, its exit, and its process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import typing
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
+    import subprocess
+
+    from ._output import HeadTail
+
+#: How often a run checks the synchronous cancellation flag (and a stopped group's leftovers).
+POLL_SECONDS = 0.05
+#: Bytes read from a pipe at a time.
+CHUNK_BYTES = 1 << 16
+
+
+def _never() -> bool:
+    return False
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Run:
+    """One program watched from the event loop: its pipes, its stdin and its exit.
+
+    The callbacks only record what happened; they wake the waiting run (one future) only when
+    what it waits for holds (``wait(until=...)``): running, the exit, the cap or a failing
+    ``on_output``; draining, the pipes' end. Neither every piece of output nor an event the
+    run does not wait for costs a task switch.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        popen: subprocess.Popen[bytes],
+        out: HeadTail,
+        err: HeadTail | None,
+        stdin: bytes | None,
+        on_output: Callable[[bytes], None] | None,
+        stop_at_cap: bool,
+    ) -> None:
+        self.loop = loop
+        self.popen = popen
+        self.on_output = on_output
+        self.stop_at_cap = stop_at_cap
+        self.exited = False
+        self.overflow = False
+        self.failure: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._until: Callable[[], bool] = _never
+        self._readers: dict[int, tuple[typing.IO[bytes], HeadTail, bool]] = {}
+        self._input = memoryview(stdin) if stdin is not None else None
+        self._pidfd: int | None = None
+        self._reaper: threading.Thread | None = None
+        try:
+            assert popen.stdout is not None
+            self._watch(popen.stdout, out, is_stdout=True)
+            if err is not None:
+                assert popen.stderr is not None
+                self._watch(popen.stderr, err, is_stdout=False)
+            if popen.stdin is not None:
+                os.set_blocking(popen.stdin.fileno(), False)
+                loop.add_writer(popen.stdin.fileno(), self._writable)
+            try:
+                # A command of a persistent sandbox is not our child: its status comes on exit_fd.
+                exit_fd = getattr(popen, "exit_fd", None)
+                self._pidfd = os.dup(exit_fd) if exit_fd is not None else os.pidfd_open(popen.pid)
+            except (AttributeError, OSError):  # no pidfds (old kernel, not Linux): a thread waits
+                self._reaper = threading.Thread(target=self._wait_in_thread, daemon=True)
+                self._reaper.start()
+            else:
+                loop.add_reader(self._pidfd, self._pidfd_readable)
+        except BaseException:
+            self.release()
+            signal_group(popen.pid, signal.SIGKILL)
+            popen.wait()
+            raise
+
+    # -- callbacks on the loop ------------------------------------------------------------------
+
+    def _watch(self, file: typing.IO[bytes], sink: HeadTail, *, is_stdout: bool) -> None:
+        fd = file.fileno()
+        os.set_blocking(fd, False)
+        self._readers[fd] = (file, sink, is_stdout)
+        self.loop.add_reader(fd, self._readable, fd)
+
+    def _readable(self, fd: int) -> None:
+        _, sink, is_stdout = self._readers[fd]
+        try:
+            data = os.read(fd, CHUNK_BYTES)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._unwatch(fd)
+            self._wake()
+            return
+        sink.feed(data)
+        if not is_stdout:
+            return
+        if self.on_output is not None:
+            try:
+                self.on_output(data)
+            except Exception as exc:  # the caller's: raised from run_process once the group is stopped
+                self.failure = exc
+                self._unwatch(fd)
+                self._wake()
+                return
+        if self.stop_at_cap and sink.total > sink.limit:
+            self.overflow = True
+            self._unwatch(fd)
+            self._wake()
+
+    def _unwatch(self, fd: int) -> None:
+        found = self._readers.pop(fd, None)
+        if found is not None:
+            self.loop.remove_reader(fd)
+            found[0].close()
+
+    def _writable(self) -> None:
+        assert self.popen.stdin is not None
+        data = self._input
+        try:
+            if data:
+                written = os.write(self.popen.stdin.fileno(), data[:CHUNK_BYTES])
+                self._input = data = data[written:]
+        except BlockingIOError:
+            return
+        except OSError:  # a broken pipe: the program does not read (all of) its input
+            data = None
+        if not data:
+            self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        stdin = self.popen.stdin
+        if stdin is not None and not stdin.closed:
+            self.loop.remove_writer(stdin.fileno())
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def _pidfd_readable(self) -> None:
+        if self.popen.poll() is None:
+            return
+        self._close_pidfd()
+        self._set_exited()
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            self.loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _wait_in_thread(self) -> None:
+        self.popen.wait()
+        try:
+            self.loop.call_soon_threadsafe(self._set_exited)
+        except RuntimeError:  # the loop is closed: the run ended without waiting for this
+            pass
+
+    def _set_exited(self) -> None:
+        self.exited = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done() and self._until():
+            self._waiter.set_result(None)
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    def running_ended(self) -> bool:
+        return self.exited or self.overflow or self.failure is not None
+
+    def pipes_ended(self) -> bool:
+        return not self._readers
+
+    def has_exited(self) -> bool:
+        return self.exited
+
+    async def wait(self, timeout: float, until: Callable[[], bool]) -> None:
+        """Until ``until()`` holds after an event, or ``timeout`` seconds."""
+        if until():
+            return
+        waiter = self._waiter = self.loop.create_future()
+        self._until = until
+        handle = self.loop.call_later(max(timeout, 0.0), _settle, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            self._until = _never
+            handle.cancel()
+
+    async def stop_group(self, grace: float) -> None:
+        """TERM the group (the leader may be gone, its children not), KILL what is left after ``grace``."""
+        pgid = self.popen.pid
+        if self.exited and not group_alive(pgid):
+            return
+        signal_group(pgid, signal.SIGTERM)
+        end = time.monotonic() + grace
+        while True:
+            if self.exited and not group_alive(pgid):
+                return
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            # the leader's exit wakes the run; leftovers of the group are looked for now and then
+            if self.exited:
+                await self.wait(min(left, POLL_SECONDS), _never)
+            else:
+                await self.wait(left, self.has_exited)
+        signal_group(pgid, signal.SIGKILL)
+        limit = max(grace, 1.0)
+        await self._until_exited(limit)
+        # SIGKILL is delivered when each member next runs: on a busy machine a killed member can
+        # still show as running for a moment after the leader is gone. The call returns once
+        # none does, so "stopped" means stopped.
+        end = time.monotonic() + limit
+        while group_alive(pgid) and (left := end - time.monotonic()) > 0:
+            await self.wait(min(left, POLL_SECONDS), _never)
+
+    async def _until_exited(self, limit: float) -> None:
+        end = time.monotonic() + limit
+        while not self.exited and (left := end - time.monotonic()) > 0:
+            await self.wait(left, self.has_exited)
+
+    async def drain(self, grace: float) -> None:
+        """Read what is left in the pipes until they end, for ``grace`` seconds at most."""
+        end = time.monotonic() + grace
+        while self._readers and (left := end - time.monotonic()) > 0:
+            await self.wait(left, self.pipes_ended)
+
+    async def close(self) -> None:
+        """Release the pipes; kill and reap the program if it still runs (no zombie is left)."""
+        self.release()
+        if not self.exited:
+            signal_group(self.popen.pid, signal.SIGKILL)
+            await self._until_exited(2.0)
+        if not self.exited:  # stuck in the kernel: reaped off the loop when it dies
+            self._close_pidfd()
+            if self._reaper is None:
+                threading.Thread(target=self.popen.wait, daemon=True).start()
+
+    def release(self) -> None:
+        """Stop watching and close the pipes (what is unread stays unread)."""
+        for fd in list(self._readers):
+            self._unwatch(fd)
+        self._close_stdin()
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a running (not zombie) member of group ``pgid`` is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = os.scandir("/proc")
+    except OSError:
+        return True  # no procfs: trust kill(0)
+    # Killed orphans are reaped by init, which in some containers takes seconds: their zombies
+    # keep the group id alive but are not running.
+    with entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if len(fields) > 2 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
+                return True
+    return False

@@ -1,0 +1,252 @@
+"""Running a program: as the leader of a new process group, in the host's OS sandbox, stopped whole
+on timeout or cancellation (TERM, then KILL after a grace), its output's head and tail kept within a cap.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import _tracing
+from .._errors import ToolError
+from .._sandbox import Sandbox
+from ._output import HeadTail, ProcessResult
+from ._watch import POLL_SECONDS, Run, group_alive
+
+if TYPE_CHECKING:  # asyncio and subprocess are imported when a program is run: a plugin reading
+    # its arguments or settings does not pay for them at start-up
+    import asyncio
+    import subprocess
+
+__all__ = [
+    "HeadTail",
+    "ProcessResult",
+    "Sandbox",
+    "group_alive",
+    "run_process",
+    "run_process_sync",
+    "sandbox_blocked",
+    "sandbox_for",
+]
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path,
+    timeout: float,
+    max_output_bytes: int = 64 * 1024,
+    stderr_bytes: int | None = None,
+    env: Mapping[str, str] | None = None,
+    cancelled: threading.Event | None = None,
+    grace: float = 2.0,
+    merge_stderr: bool = False,
+    stdin: bytes | None = None,
+    stop_at_cap: bool = False,
+    on_output: Callable[[bytes], None] | None = None,
+    sandbox: Sandbox | None = None,
+) -> ProcessResult:
+    """Run ``argv`` (no shell) as the leader of a new process group and wait for it.
+
+    The program runs in the host's OS sandbox (``sandbox``, by default the one ``[sandbox]``
+    configures for every plugin: see docs/sandbox.md; ``sandbox_for(server)`` gives a server's
+    own): writes only under the project root and a private ``$TMPDIR``, no policy file, no path
+    a deny rule hides, no network unless allowed, and nothing left running after the call.
+
+    On ``timeout`` seconds, on ``cancelled`` being set (pass ``ctx.cancelled``) or when the
+    awaiting task is cancelled, the whole group gets SIGTERM, then SIGKILL after ``grace``
+    seconds; so does anything the program left running in its group when it exits. stdout
+    (and stderr, or both together with ``merge_stderr``) keep their head and tail within
+    ``max_output_bytes`` each (stderr: ``stderr_bytes`` when given).
+
+    With ``stop_at_cap`` the program is stopped (its group, as above) once stdout passes the cap,
+    and stdout keeps its head only (``stopped_at_cap`` on the result; ``ok`` stays true): for
+    output whose beginning is what matters, like ``git log``. ``on_output`` is called on the
+    event loop with each piece of stdout as it arrives (for progress reports); an exception it
+    raises stops the program and is raised from here.
+
+    The program is watched from the event loop itself (pipes and stdin with ``add_reader`` /
+    ``add_writer``, its exit through a pidfd): no task, stream or child-watcher thread per run,
+    so a short program costs little more than its own run time.
+
+    Raises:
+        ToolError: ``not_found`` when the program does not exist or cannot be run;
+            ``sandbox_unavailable`` when ``[sandbox] mode = "required"`` and no sandbox works.
+    """
+    import asyncio
+    import subprocess
+
+    started = time.monotonic()
+    argv = tuple(argv)
+    loop = asyncio.get_running_loop()
+    prepared = _sandboxed(argv, cwd=cwd, env=env, sandbox=sandbox)
+    try:
+        popen = prepared.popen(
+            cwd=str(cwd),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        prepared.close()
+        raise ToolError("not_found", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        prepared.close()
+        raise
+    span = None if _tracing.tracer is None else _traced_start(argv, popen.pid, started)
+    try:
+        result = await _run_popen(
+            loop,
+            popen,
+            argv,
+            started=started,
+            timeout=timeout,
+            max_output_bytes=max_output_bytes,
+            stderr_bytes=stderr_bytes,
+            cancelled=cancelled,
+            grace=grace,
+            merge_stderr=merge_stderr,
+            stdin=stdin,
+            stop_at_cap=stop_at_cap,
+            on_output=on_output,
+        )
+    except BaseException as exc:
+        if span is not None:
+            _traced_end(span, None, exc)
+        raise
+    finally:
+        prepared.close()
+    if span is not None:
+        _traced_end(span, result, None)
+    return result
+
+
+def _traced_start(argv: tuple[str, ...], pid: int, started: float) -> Any:
+    from .._traced import start_process
+
+    return start_process(_tracing.tracer, argv, pid, started)
+
+
+def _traced_end(span: Any, result: ProcessResult | None, exc: BaseException | None) -> None:
+    from .._traced import end_process
+
+    end_process(span, result, exc)
+
+
+def sandbox_for(server: str | None = None) -> Sandbox:
+    """The OS sandbox of ``server``'s programs as ``[sandbox]`` configures it (``None``: the
+    default every plugin gets). Off when the host set none up (a server used bare, a test)."""
+    from .._sandbox import sandbox_for as lookup
+
+    return lookup(server)
+
+
+def sandbox_blocked(output: str, sandbox: Sandbox, *, exit_code: int | None) -> str | None:
+    """A note for the model when a failed run's ``output`` shows the sandbox refusing a write,
+    a read or a connection: what was blocked and which setting the user can change (else None)."""
+    from .._sandbox import blocked_note
+
+    return blocked_note(output, sandbox, exit_code=exit_code)
+
+
+def _sandboxed(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None, sandbox: Sandbox | None) -> Any:
+    from .._sandbox import sandbox_for as lookup
+
+    chosen = lookup(None) if sandbox is None else sandbox
+    if chosen.active:
+        import shutil
+
+        # Inside the sandbox a missing program is bwrap's exit 1, not an OSError: say it as before.
+        path = (env if env is not None else os.environ).get("PATH")
+        if shutil.which(argv[0], path=path) is None and not (os.sep in argv[0] and os.access(argv[0], os.X_OK)):
+            raise ToolError("not_found", f"cannot run {argv[0]!r}: No such file or directory")
+        if not Path(cwd).is_dir():
+            raise ToolError("not_found", f"cannot run {argv[0]!r}: No such file or directory: {str(cwd)!r}")
+    return chosen.prepare(argv, cwd=cwd, env=env)
+
+
+async def _run_popen(
+    loop: asyncio.AbstractEventLoop,
+    popen: subprocess.Popen[bytes],
+    argv: tuple[str, ...],
+    *,
+    started: float,
+    timeout: float,
+    max_output_bytes: int,
+    stderr_bytes: int | None,
+    cancelled: threading.Event | None,
+    grace: float,
+    merge_stderr: bool,
+    stdin: bytes | None,
+    stop_at_cap: bool,
+    on_output: Callable[[bytes], None] | None,
+) -> ProcessResult:
+    import asyncio
+
+    out = HeadTail(max_output_bytes, keep_tail=not stop_at_cap)
+    err = None if merge_stderr else HeadTail(max_output_bytes if stderr_bytes is None else stderr_bytes)
+    run = Run(loop, popen, out, err, stdin, on_output, stop_at_cap)
+    timed_out = was_cancelled = False
+    try:
+        deadline = started + timeout
+        while not run.exited and not run.overflow and run.failure is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            if cancelled is not None and cancelled.is_set():
+                was_cancelled = True
+                break
+            await run.wait(min(left, POLL_SECONDS) if cancelled is not None else left, run.running_ended)
+        await run.stop_group(grace)
+        # A program that left the group (setsid) may still hold the pipes: read for a grace at most.
+        await run.drain(grace)
+    except asyncio.CancelledError:
+        await _despite_cancellation(run.stop_group(grace))
+        raise
+    finally:
+        if run.exited:
+            run.release()  # the common case: nothing to wait for, no task to start
+        else:
+            await _despite_cancellation(run.close())
+    if run.failure is not None:
+        raise run.failure
+    return ProcessResult(
+        argv=argv,
+        exit_code=None if timed_out or was_cancelled else popen.returncode,
+        stdout=out,
+        stderr=err,
+        elapsed=time.monotonic() - started,
+        timed_out=timed_out,
+        cancelled=was_cancelled,
+        stopped_at_cap=run.overflow,
+    )
+
+
+def run_process_sync(argv: Sequence[str], **options: Any) -> ProcessResult:
+    """``run_process`` for a synchronous tool (which runs in a worker thread with no event loop)."""
+    import asyncio
+
+    return asyncio.run(run_process(argv, **options))
+
+
+async def _despite_cancellation(coro: Any) -> None:
+    """Run ``coro`` (a bounded clean-up) to its end even if the caller is cancelled meanwhile —
+    anyio repeats a cancellation at every await until the task ends, so ``asyncio.shield``
+    alone would abandon it — then pass the cancellation on."""
+    import asyncio
+
+    task = asyncio.ensure_future(coro)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
