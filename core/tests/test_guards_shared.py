@@ -9,7 +9,7 @@ import orjson
 import pytest
 from entropic_mcp._config import PipelineConfig
 from entropic_mcp._errors import StateConflict
-from entropic_mcp._guards import NAMESPACE, Guards
+from entropic_mcp._pipeline._guards import NAMESPACE, Guards
 
 
 class DictStore:

@@ -36,7 +36,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         | {
             _M + m
             for m in [
-                "_batch",
                 "_builtins",
                 "_calls",
                 "_context",
@@ -44,12 +43,13 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_external._client",
                 "_external._pool",
                 "_external._server",
-                "_guards",
-                "_hooks",
                 "_manager",
                 "_paths",
-                "_permissions",
-                "_pipeline",
+                "_pipeline._batch",
+                "_pipeline._guards",
+                "_pipeline._hooks",
+                "_pipeline._rules",
+                "_pipeline._spine",
                 "_plugins",
                 "_sandbox",
                 "_sandbox._blocked",
@@ -58,7 +58,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_server",
                 "_services",
                 "_storage",
-                "_storage._records",
                 "_storage._state",
                 "_storage._tinydb",
                 "_tools",
@@ -69,7 +68,7 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         }
     ): (
         "the call path runs both ways: ServerManager builds the CallPipeline, which reads the "
-        "manager back (_pipeline.py, _manager.py, held still this session), and CallContext / "
+        "manager back (_pipeline/_spine.py, _manager.py), and CallContext / "
         "ToolServices name ServerManager for their types; the package __init__ re-exports all of it "
         "and toolkit/hookspecs import from it. Goes with the _pipeline/ package and _assembly split."
     ),
@@ -128,7 +127,9 @@ def graph():
     saved = list(sys.path)
     sys.path.extend(_NOT_INSTALLED)
     try:
-        return grimp.build_graph("entropic_mcp", *PLUGINS, exclude_type_checking_imports=False)
+        # No cache: grimp keys it by module name and mtime, so a module turned into a package of
+        # the same name (_pipeline.py -> _pipeline/) kept its old imports in the graph.
+        return grimp.build_graph("entropic_mcp", *PLUGINS, exclude_type_checking_imports=False, cache_dir=None)
     finally:
         sys.path[:] = saved
         importlib.invalidate_caches()

@@ -28,9 +28,9 @@ from entropic_mcp import (
     hookimpl,
 )
 from entropic_mcp._calls import ReadOnlyArguments, frozen
-from entropic_mcp._deadlines import StepTimer
 from entropic_mcp._isolation import stops_host
-from entropic_mcp._pipeline import RESULT_CEILING_BYTES, cap_text
+from entropic_mcp._pipeline._deadlines import StepTimer
+from entropic_mcp._pipeline._spine import RESULT_CEILING_BYTES, cap_text
 from entropic_mcp._stdout import guard_stdout
 from entropic_mcp.testing import make_manager
 

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from entropic_mcp import (
+from entropic_mcp import CallContext, ServerManager, config_from_dict
+from entropic_mcp._pipeline._rules import PermissionRules
+from entropic_mcp.toolkit.paths import (
     POLICY_FILES,
     READ_PATH_TOOLS,
     WRITE_PATH_TOOLS,
-    CallContext,
-    ServerManager,
-    config_from_dict,
     escape_glob,
     path_part,
     path_refused,
 )
-from entropic_mcp._permissions import PermissionRules
 
 
 def rules(tmp_path, **permissions):
@@ -210,7 +208,7 @@ def test_config_lists_what_it_loaded(loaded):
 
 @pytest.mark.parametrize("pattern", ["db.query:SELECT *", "db.query:a?b", "db.query:[abc]", "db.query:x[*]"])
 def test_always_allow_on_a_pattern_with_glob_characters_matches_exactly_that_pattern(tmp_path, pattern):
-    from entropic_mcp._permissions import pattern_part
+    from entropic_mcp._pipeline._rules import pattern_part
 
     r = rules(tmp_path, default="ask")
     part = pattern_part("db.query", pattern)

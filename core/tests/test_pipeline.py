@@ -376,7 +376,7 @@ def test_no_approver_denies_and_names_the_rule_to_add(tmp_path):
 
 
 def test_a_part_that_was_not_understood_is_never_allowed_and_no_rule_is_suggested(tmp_path):
-    from entropic_mcp import PermissionPart
+    from entropic_mcp.toolkit.paths import PermissionPart
 
     server = DemoServer(root=tmp_path)
     server.permission_parts = lambda tool, args: [
@@ -452,11 +452,11 @@ def test_feedback_of_a_denial_reaches_the_model(tmp_path):
 
 
 def test_concurrent_writers_of_the_local_file_leave_it_well_formed(tmp_path):
-    from entropic_mcp._permissions import persist_rules
+    from entropic_mcp._pipeline._rules import persist_rules
 
     local = tmp_path / "entropic-mcp.local.toml"
     script = (
-        "import sys; from pathlib import Path; from entropic_mcp._permissions import persist_rules\n"
+        "import sys; from pathlib import Path; from entropic_mcp._pipeline._rules import persist_rules\n"
         "for i in range(30): persist_rules(Path(sys.argv[1]), 'allow', [f'other.tool:{i}'])\n"
     )
     child = subprocess.Popen([sys.executable, "-c", script, str(local)])
@@ -585,8 +585,9 @@ def test_batch_runs_in_order_caps_the_count_and_reports_the_surplus(tmp_path):
 
 
 def test_batch_runs_delegation_last_and_stops_after_stop_processing(tmp_path):
-    from entropic_mcp import MCPServerBase, StopProcessing, ToolBase, ToolResult
+    from entropic_mcp import MCPServerBase, ToolBase, ToolResult
     from entropic_mcp import ToolDefinition as TD
+    from entropic_mcp.directives import StopProcessing
 
     class Delegate(ToolBase):
         definition = TD(name="delegate", description="", input_schema={"type": "object"})
@@ -629,8 +630,9 @@ def test_identical_reads_in_one_batch_are_flagged_as_in_sequence(tmp_path):
 
 
 def test_a_stop_reports_every_call_that_ran_beside_it(tmp_path):
-    from entropic_mcp import AccessLevel, MCPServerBase, StopProcessing, ToolBase, ToolResult
+    from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolResult
     from entropic_mcp import ToolDefinition as TD
+    from entropic_mcp.directives import StopProcessing
 
     class Stop(ToolBase):
         definition = TD(name="stop", description="", input_schema={"type": "object"})

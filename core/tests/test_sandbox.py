@@ -17,7 +17,7 @@ import pytest
 from entropic_mcp import ConfigError, ToolError
 from entropic_mcp import _sandbox as sandbox_mod
 from entropic_mcp._config import config_from_dict
-from entropic_mcp._permissions import PermissionRules
+from entropic_mcp._pipeline._rules import PermissionRules
 from entropic_mcp._sandbox import Found, HostSandbox, Sandbox, blocked_note
 from entropic_mcp.toolkit import run_process, run_process_sync, sandbox_for
 

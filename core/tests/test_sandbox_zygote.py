@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from entropic_mcp._config import config_from_dict
-from entropic_mcp._permissions import PermissionRules
+from entropic_mcp._pipeline._rules import PermissionRules
 from entropic_mcp._sandbox import HostSandbox, Sandbox, _zygote, find
 from entropic_mcp.toolkit import run_process, run_process_sync
 

@@ -197,7 +197,7 @@ def test_a_call_the_sampler_leaves_out_makes_no_spans(tmp_path: Path, unsampled_
 
 def test_no_tracer_provider_means_the_plain_pipeline(tmp_path: Path) -> None:
     """The API alone (the MCP SDK brings it) is not a provider: no traced pipeline, no spans."""
-    from entropic_mcp._pipeline import CallPipeline
+    from entropic_mcp._pipeline._spine import CallPipeline
 
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     manager = manager_at(tmp_path)
@@ -219,7 +219,7 @@ ABSENT = """
 import json, logging, sys, tempfile, anyio
 logging.basicConfig(stream=sys.stdout, format="%(levelname)s %(message)s")
 from entropic_mcp import CallContext, _tracing
-from entropic_mcp._pipeline import CallPipeline
+from entropic_mcp._pipeline._spine import CallPipeline
 from entropic_mcp.testing import make_manager
 sys.path.insert(0, sys.argv[1])
 from tracing_server import Traced

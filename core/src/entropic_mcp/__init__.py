@@ -40,11 +40,11 @@ if TYPE_CHECKING:
         ToolDefinitionError,
         ToolError,
     )
-    from ._keys import AccessKeyError, AccessKeys
+    from ._pipeline._keys import AccessKeyError, AccessKeys
     from ._kinds import ResultKind
     from ._manager import ServerManager
     from ._paths import PathPolicy, ResolvedPath, confine, is_within
-    from ._permissions import (
+    from ._pipeline._rules import (
         POLICY_FILES,
         READ_PATH_TOOLS,
         WRITE_PATH_TOOLS,
@@ -73,8 +73,8 @@ if TYPE_CHECKING:
 # Names resolve on first use, so a command that only lists tools never pays for the
 # protocol stack, the schema validator or asyncio.
 _LAZY: dict[str, str] = {
-    "AccessKeyError": "._keys",
-    "AccessKeys": "._keys",
+    "AccessKeyError": "._pipeline._keys",
+    "AccessKeys": "._pipeline._keys",
     "AccessLevel": "._access",
     "ApprovalDecision": "._calls",
     "ApprovalRequest": "._calls",
@@ -100,7 +100,7 @@ _LAZY: dict[str, str] = {
     "NotifyPresenter": "._directives",
     "OutsideRootRequest": "._calls",
     "PathPolicy": "._paths",
-    "PermissionPart": "._permissions",
+    "PermissionPart": "._pipeline._rules",
     "PhaseChange": "._directives",
     "Pipeline": "._directives",
     "PluginConfig": "._config",
@@ -144,12 +144,12 @@ _LAZY: dict[str, str] = {
     "validate_prune": "._storage",
     "validate_state": "._storage",
     "ResultKind": "._kinds",
-    "POLICY_FILES": "._permissions",
-    "READ_PATH_TOOLS": "._permissions",
-    "WRITE_PATH_TOOLS": "._permissions",
-    "escape_glob": "._permissions",
-    "path_part": "._permissions",
-    "path_refused": "._permissions",
+    "POLICY_FILES": "._pipeline._rules",
+    "READ_PATH_TOOLS": "._pipeline._rules",
+    "WRITE_PATH_TOOLS": "._pipeline._rules",
+    "escape_glob": "._pipeline._rules",
+    "path_part": "._pipeline._rules",
+    "path_refused": "._pipeline._rules",
 }
 
 

@@ -22,11 +22,11 @@ from ._context import CallContext
 from ._directives import DirectiveProcessor
 from ._envelope import ServerResponse
 from ._errors import ConfigError, DuplicateNameError
-from ._hooks import HookFault, HookRefusal, Hooks, _as_list
 from ._isolation import describe, reraise_host_stop
-from ._keys import AccessKeys
-from ._outcome import BatchOutcome, CallOutcome
-from ._permissions import PermissionPart, PermissionRules, ProtectedPaths, pattern_part
+from ._pipeline._hooks import HookFault, HookRefusal, Hooks, _as_list
+from ._pipeline._keys import AccessKeys
+from ._pipeline._outcome import BatchOutcome, CallOutcome
+from ._pipeline._rules import PermissionPart, PermissionRules, ProtectedPaths, pattern_part
 from ._plugins import Plugins
 from ._schema import SchemaValidator
 from ._server import MCPServerBase
@@ -521,7 +521,7 @@ class ServerManager:
 
     async def execute_batch(self, calls: Sequence[tuple[str, object]], ctx: CallContext | None = None) -> BatchOutcome:
         """A model turn: READ tools side by side, tools that run last at the end, stop on stop directives."""
-        from ._batch import run_batch
+        from ._pipeline._batch import run_batch
 
         return await run_batch(self, calls, ctx if ctx is not None else CallContext())
 

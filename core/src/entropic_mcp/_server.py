@@ -12,11 +12,11 @@ import orjson
 
 from ._access import AccessLevel
 from ._context import CallContext, host_of
-from ._pipeline._deadlines import LOOP_BLOCK_SECONDS, StepTimer
 from ._directives import ContextAnchor
 from ._envelope import ServerResponse, ToolResult, dumps
 from ._errors import ConfigError, DuplicateNameError, ToolDefinitionError, ToolError
 from ._isolation import describe, plugin_of_module, plugin_of_traceback, reraise_host_stop
+from ._pipeline._deadlines import LOOP_BLOCK_SECONDS, StepTimer
 from ._tools import TOOL_NAME, ToolBase
 
 log = logging.getLogger("entropic_mcp")

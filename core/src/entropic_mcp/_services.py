@@ -106,7 +106,7 @@ class ToolServices:
         store or data directory"`` inside those. Also without a host: a bare server still
         protects the policy files by name.
         """
-        from ._permissions import REFUSALS, path_part
+        from ._pipeline._rules import REFUSALS, path_part
 
         part = path_part("write", path, also=also, neutral=True)
         if self._manager is None:
@@ -141,7 +141,7 @@ class ToolServices:
         """
         if self._manager is None:
             return []
-        from ._hooks import _implementations
+        from ._pipeline._hooks import _implementations
 
         hooks = self._manager.hooks
         return list(hooks._answers(_implementations(self._manager.plugins, hook), hook, kwargs, None, (object,)))
@@ -155,7 +155,7 @@ class ToolServices:
         """
         if self._manager is None:
             return None
-        from ._hooks import _call, _implementations
+        from ._pipeline._hooks import _call, _implementations
 
         for impl in _implementations(self._manager.plugins, hook):
             try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._manager import ServerManager
-    from ._pipeline import CallPipeline
+    from ._pipeline._spine import CallPipeline
 
 log = logging.getLogger("entropic_mcp")
 
@@ -56,7 +56,7 @@ def _find_tracer() -> Any:
 def pipeline(manager: ServerManager) -> CallPipeline:
     """The manager's pipeline: the traced one when a tracer provider is set, else the plain one."""
     if refresh() is None:
-        from ._pipeline import CallPipeline
+        from ._pipeline._spine import CallPipeline
 
         return CallPipeline(manager)
     from ._traced import TracedPipeline

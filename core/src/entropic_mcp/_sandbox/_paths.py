@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from .._permissions import PermissionRules
+    from .._pipeline._rules import PermissionRules
 
 log = logging.getLogger("entropic_mcp.sandbox")
 
@@ -154,14 +154,14 @@ class Walker:
 
     @staticmethod
     def _denied_read(rules: PermissionRules | None, path: Path) -> bool:
-        from .._permissions import path_part
+        from .._pipeline._rules import path_part
 
         if rules is None:
             return False
         return rules.verdict(path_part("read", str(path), neutral=True), read_only=True).kind == "deny"
 
     def _walk(self, root: Path, rules: PermissionRules | None, spec: object | None, scope: _Scope) -> Covered:
-        from .._permissions import path_part
+        from .._pipeline._rules import path_part
 
         hidden_files: list[Path] = []
         hidden_dirs: list[Path] = []

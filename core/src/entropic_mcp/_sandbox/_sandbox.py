@@ -19,7 +19,7 @@ from ._paths import CACHE_SECONDS, ROOT_POLICY, Placeholders, Walker
 
 if TYPE_CHECKING:
     from .._config import Config
-    from .._permissions import PermissionRules
+    from .._pipeline._rules import PermissionRules
 
 log = logging.getLogger("entropic_mcp.sandbox")
 

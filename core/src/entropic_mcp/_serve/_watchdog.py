@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from .._deadlines import LOOP_BLOCK_SECONDS
+from .._pipeline._deadlines import LOOP_BLOCK_SECONDS
 from .._server import MCPServerBase
 
 log = logging.getLogger("entropic_mcp")

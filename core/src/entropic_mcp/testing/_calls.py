@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from .._context import CallContext
-from .._deadlines import StepTimer
+from .._pipeline._deadlines import StepTimer
 from .._tools import ToolBase
 
 GRACE_SECONDS = 1.0

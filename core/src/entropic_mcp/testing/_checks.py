@@ -14,12 +14,12 @@ from .._access import AccessLevel
 from .._children import command_line, descendants, stop_processes
 from .._config import Config, config_from_dict
 from .._context import CallContext
-from .._deadlines import LOOP_BLOCK_SECONDS
 from .._directives import Directive
 from .._envelope import ServerResponse, ToolResult, structured_object
 from .._errors import ConfigError, ToolError
 from .._isolation import reraise_host_stop
 from .._manager import ServerManager
+from .._pipeline._deadlines import LOOP_BLOCK_SECONDS
 from .._plugins import Plugins
 from .._server import MCPServerBase
 from .._tools import TOOL_NAME, ToolBase, ToolDefinition

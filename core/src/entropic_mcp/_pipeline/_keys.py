@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from ._access import AccessLevel
-from ._errors import EntropicMCPError
+from .._access import AccessLevel
+from .._errors import EntropicMCPError
 
 
 class AccessKeyError(EntropicMCPError, PermissionError):

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ._context import CallContext
+from .._context import CallContext
 from ._outcome import BatchOutcome, CallOutcome
-from ._pipeline import stops_batch
+from ._spine import stops_batch
 
 if TYPE_CHECKING:
-    from ._manager import ServerManager
+    from .._manager import ServerManager
 
 
 def _key(name: str, args: object) -> str:
@@ -80,7 +80,7 @@ async def run_batch(manager: ServerManager, calls: Sequence[tuple[str, object]],
 
 
 def _concurrent(manager: ServerManager, name: str) -> bool:
-    from ._access import AccessLevel
+    from .._access import AccessLevel
 
     found = manager.resolve(name)
     return found is not None and found[1].required_access_level <= AccessLevel.READ

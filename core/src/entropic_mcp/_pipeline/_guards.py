@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 import orjson
 
-from ._config import PipelineConfig
+from .._config import PipelineConfig
 
 MAX_CONVERSATIONS = 4096
 #: Failures that depend on time, not on the arguments: retrying the same call is the remedy.
@@ -152,7 +152,7 @@ class Guards:
             except Exception as exc:
                 log.warning("guard state kept in this process's memory: the store could not be opened: %s", exc)
                 candidate = None
-            from ._storage import StateStore
+            from .._storage import StateStore
 
             self._store = candidate if isinstance(candidate, StateStore) else None
             self.shared = self._store is not None
@@ -191,7 +191,7 @@ class Guards:
         store = self._store
         if store is None:
             return
-        from ._errors import StateConflict
+        from .._errors import StateConflict
 
         for identity in list(self._identities):
             name = conversation_id if identity is None else f"{conversation_id}\x1fidentity={identity}"
@@ -296,7 +296,7 @@ class Guards:
     def save(self, state: GuardState) -> None:
         """Write a shared state a call changed, guarded by its version; when another worker saved
         first, load theirs and apply the call to it again. A store that fails: not counted, logged."""
-        from ._errors import StateConflict
+        from .._errors import StateConflict
 
         if state.pending is None or not state.shared:
             return

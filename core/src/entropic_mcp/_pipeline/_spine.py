@@ -16,24 +16,24 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import orjson
 
-from ._access import AccessLevel
-from ._calls import ApprovalRequest, ToolCall
-from ._context import CallContext, bind_host
+from .._access import AccessLevel
+from .._calls import ApprovalRequest, ToolCall
+from .._context import CallContext, bind_host
+from .._directives import Complete, StopProcessing
+from .._envelope import ServerResponse, dumps, first_leaf, non_finite
+from .._kinds import KINDS, ResultKind
+from .._server import normalize_args
+from .._tools import result_cap
 from ._deadlines import with_timeout
-from ._directives import Complete, StopProcessing
-from ._envelope import ServerResponse, dumps, first_leaf, non_finite
 from ._guards import Guards, GuardState
 from ._hooks import AFTER_HOOK, BEFORE_HOOK, DUPLICATE_HOOK, PATTERN_HOOK, HookFault, HookRefusal
-from ._kinds import KINDS, ResultKind
 from ._outcome import BatchOutcome, CallOutcome
-from ._permissions import PermissionPart, Verdict
-from ._server import normalize_args
-from ._tools import result_cap
+from ._rules import PermissionPart, Verdict
 
 if TYPE_CHECKING:
-    from ._manager import ServerManager
-    from ._server import MCPServerBase
-    from ._tools import ToolBase
+    from .._manager import ServerManager
+    from .._server import MCPServerBase
+    from .._tools import ToolBase
 
 log = logging.getLogger("entropic_mcp")
 

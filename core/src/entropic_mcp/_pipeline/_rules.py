@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ._config import PermissionsConfig
-from ._rulematch import RuleIndex
+from .._config import PermissionsConfig
+from .._rulematch import RuleIndex
 
 if TYPE_CHECKING:
-    from ._config import Config
-    from ._context import CallContext
+    from .._config import Config
+    from .._context import CallContext
 
 Decision = Literal["allow", "ask", "deny"]
 
@@ -197,7 +197,7 @@ class ProtectedPaths:
 
 
 def _sandbox_active(part: PermissionPart) -> bool:
-    from ._sandbox import sandbox_for
+    from .._sandbox import sandbox_for
 
     return sandbox_for(part.store.partition(".")[0]).active
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._calls import (
+from .._calls import (
     ApprovalDecision,
     ApprovalRequest,
     OutsideRootRequest,
@@ -27,13 +27,13 @@ from ._calls import (
     frozen,
     thawed,
 )
-from ._directives import DirectiveHandlerSpec, DirectiveProcessor
-from ._isolation import describe, reraise_host_stop
+from .._directives import DirectiveHandlerSpec, DirectiveProcessor
+from .._isolation import describe, reraise_host_stop
 
 if TYPE_CHECKING:
+    from .._plugins import Plugins
+    from .._server import MCPServerBase
     from ._outcome import CallOutcome
-    from ._plugins import Plugins
-    from ._server import MCPServerBase
 
 log = logging.getLogger("entropic_mcp")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from ._envelope import ServerResponse
+from .._envelope import ServerResponse
 
 
 @attrs.frozen(kw_only=True)
