@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,6 +44,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ._audit import AuditBuffer
+from ._deadline import DeadlinePassed, Stall, Watchdog
 from ._errors import PostgresAuthError, PostgresUnavailable
 from ._indexer import SearchIndexer
 from ._migrations import LATEST, migrate, trigram_schema
@@ -69,6 +71,7 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "pool_max": (int, 10, "most connections open at once"),
     "connect_timeout": (float, 5.0, "seconds to wait for the server when connecting"),
     "pool_timeout": (float, 10.0, "seconds an operation waits for a connection before failing"),
+    "deadline": (float, 5.0, "seconds one operation may take, waiting for a connection included, before it fails"),
     "audit_batch": (int, 256, "tool-call records buffered before they are written"),
     "audit_flush_seconds": (float, 1.0, "longest a buffered tool-call record waits"),
     "search_window": (int, SEARCH_WINDOW, "newest completed delegations a search ranks before older ones"),
@@ -210,6 +213,9 @@ class PostgresBackend:
         pool_max: most connections open at once.
         connect_timeout: seconds to wait for the server when connecting.
         pool_timeout: seconds an operation waits for a free (or new) connection.
+        deadline: seconds one operation may take in all (the wait for a connection included);
+            past it the operation fails, and so does every other until the server answers again
+            (see ``_deadline.py``).
         audit_batch: tool-call records buffered before they are written.
         audit_flush_seconds: the longest a buffered tool-call record waits.
         search_window: newest completed delegations a search ranks first, before looking at
@@ -230,6 +236,7 @@ class PostgresBackend:
         pool_max: int = 10,
         connect_timeout: float = 5.0,
         pool_timeout: float = 10.0,
+        deadline: float = 5.0,
         audit_batch: int = 256,
         audit_flush_seconds: float = 1.0,
         search_window: int = SEARCH_WINDOW,
@@ -241,7 +248,8 @@ class PostgresBackend:
             )
         self.where = describe(dsn)
         self.schema = schema
-        self._timeout = pool_timeout
+        self._timeout = min(pool_timeout, deadline)
+        self.deadline = deadline
         self._window = search_window
         self._closed = False
         self._mutex = threading.Lock()
@@ -249,6 +257,13 @@ class PostgresBackend:
         connect_args: dict[str, Any] = {
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": "entropic-mcp",
+            # A partition leaves idle connections open: keepalives find them dead, and a write
+            # unacknowledged for the deadline closes its connection in the kernel.
+            "keepalives": 1,
+            "keepalives_idle": max(1, round(deadline)),
+            "keepalives_interval": 1,
+            "keepalives_count": 3,
+            "tcp_user_timeout": max(1000, round(deadline * 1000)),
         }
         try:
             first = psycopg.connect(dsn, **connect_args)  # type: ignore[arg-type]
@@ -291,10 +306,14 @@ class PostgresBackend:
             open=False,
         )
         self._pool.open(wait=False)
-        self._lender = _Lender(self._pool)
+        self._stall = Stall(self._probe, self.where)
+        self._watchdog = Watchdog(self._late)
+        self._lender = _Lender(self._pool, self._watchdog, deadline)
         self._audit = AuditBuffer(self._lender.background, batch=audit_batch, seconds=audit_flush_seconds)
         self._indexer = SearchIndexer(self._lender.background, delay=INDEX_DELAY)
-        self._finalizer = weakref.finalize(self, _shutdown, self._audit, self._indexer, self._lender, self._pool)
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._audit, self._indexer, self._lender, self._pool, self._watchdog, self._stall
+        )
 
     @classmethod
     def from_config(cls, config: Config) -> PostgresBackend:
@@ -336,24 +355,71 @@ class PostgresBackend:
     # -- connections and transactions --------------------------------------------------------------
 
     def _configure(self, conn: psycopg.Connection) -> None:
+        # statement_timeout: the server stops a statement the client has given up on by then.
         conn.execute(
-            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false)", (self._search_path,)
+            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false), "
+            "set_config('statement_timeout', %s, false)",
+            (self._search_path, str(max(1, round(self.deadline * 1000)))),
+        )
+
+    def _late(self) -> None:
+        """An operation passed its deadline (the watchdog's thread): the store is stalled."""
+        if self._stall.begin():
+            log.warning(
+                "PostgreSQL at %s did not answer within the %g s deadline; store calls fail at once until it "
+                "answers again",
+                self.where,
+                self.deadline,
+            )
+        self._watchdog.cut_all()  # the other operations wait on the same silent network
+
+    def _probe(self) -> None:
+        with self._transaction("probe", probing=True) as conn:
+            conn.execute("SELECT 1")
+
+    def _stalled(self, what: str) -> PostgresUnavailable | None:
+        seconds = self._stall.seconds()
+        if seconds is None:
+            return None
+        return PostgresUnavailable(
+            f"{what}: PostgreSQL at {self.where} has not answered for {seconds:.1f} s (an operation got no answer "
+            f"within the {self.deadline:g} s deadline: the network or the server is stalled); nothing was sent or "
+            f"changed. Store calls fail at once until it answers again (checked every {Stall.PROBE_EVERY:g} s): "
+            "retry in a few seconds; tools that need no store still work."
         )
 
     @contextlib.contextmanager
-    def _transaction(self, what: str) -> Iterator[psycopg.Connection]:
+    def _transaction(self, what: str, *, probing: bool = False) -> Iterator[psycopg.Connection]:
         """A pooled connection (autocommit) for one operation, with its errors made StorageErrors.
 
         Every operation is a single statement (PostgreSQL's own transaction: all or nothing);
-        an operation of several statements wraps them in ``conn.transaction()``.
+        an operation of several statements wraps them in ``conn.transaction()``. The whole
+        operation is bounded by the deadline; while the store is stalled it fails at once
+        (``probing``: the probe that finds out whether it still is).
         """
         if self._closed:
             raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
+        stalled = None if probing else self._stalled(what)
+        if stalled is not None:
+            raise stalled
         try:
             with self._lender.connection() as conn:
                 yield conn
         except StorageError:
             raise
+        except DeadlinePassed:
+            raise PostgresUnavailable(
+                f"{what}: PostgreSQL at {self.where} did not answer within the {self.deadline:g} s deadline "
+                "([storage] options.deadline): the network or the server is stalled. If the operation was a change "
+                "it may or may not have been saved — check before repeating it. Store calls fail at once until the "
+                "server answers again; raise options.deadline if operations are legitimately this slow."
+            ) from None
+        except psycopg.errors.QueryCanceled:
+            raise PostgresUnavailable(
+                f"{what}: PostgreSQL at {self.where} cancelled the statement at the {self.deadline:g} s deadline "
+                "(statement_timeout; a lock held elsewhere, or a slow server); nothing was changed. Retry, or raise "
+                "[storage] options.deadline if operations are legitimately this slow."
+            ) from None
         except PoolTimeout:
             raise PostgresUnavailable(
                 f"{what}: no connection to PostgreSQL at {self.where} within {self._timeout:g} s; is the server "
@@ -889,6 +955,9 @@ class PostgresBackend:
         """Write the buffered audit records now (StorageError when the server cannot take them)."""
         if self._closed:
             raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
+        stalled = self._stalled("writing the audit trail")
+        if stalled is not None:
+            raise stalled
         try:
             self._audit.flush()
         except PoolTimeout:
@@ -927,7 +996,15 @@ class PostgresBackend:
         self._finalizer()
 
 
-def _shutdown(audit: AuditBuffer, indexer: SearchIndexer, lender: _Lender, pool: ConnectionPool) -> None:
+def _shutdown(
+    audit: AuditBuffer,
+    indexer: SearchIndexer,
+    lender: _Lender,
+    pool: ConnectionPool,
+    watchdog: Watchdog,
+    stall: Stall,
+) -> None:
+    stall.close()
     audit.cancel()
     audit.flush_quietly()
     # Whatever is still queued is indexed by the next process to start (and searched as queued
@@ -937,6 +1014,7 @@ def _shutdown(audit: AuditBuffer, indexer: SearchIndexer, lender: _Lender, pool:
         lender.return_all()
     with contextlib.suppress(Exception):
         pool.close(timeout=5)
+    watchdog.stop()
 
 
 class _Lender:
@@ -955,12 +1033,17 @@ class _Lender:
     idle pool connection when there is one, and the warm connection kept for the caller's next
     operation only when the pool has nothing else. (Taking the warm one meant a call meanwhile
     ran on a cold connection, and the warm one ended up back in the pool.)
+
+    Every loan is bounded by the deadline: the wait for a connection, then the watchdog over the
+    borrower's statements (a cut connection raises ``DeadlinePassed``).
     """
 
     POOL_EVERY = 1000
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: ConnectionPool, watchdog: Watchdog, deadline: float) -> None:
         self._pool = pool
+        self._watchdog = watchdog
+        self._deadline = deadline
         self._lock = threading.Lock()
         self._kept: list[psycopg.Connection] = []
         self._warm: psycopg.Connection | None = None  # the connection kept last
@@ -973,7 +1056,7 @@ class _Lender:
                 return self._kept.pop()
             self._waiting += 1
         try:
-            return self._pool.getconn()
+            return self._pool.getconn(timeout=min(self._pool.timeout, self._deadline))
         finally:
             with self._lock:
                 self._waiting -= 1
@@ -994,11 +1077,26 @@ class _Lender:
         self._pool.putconn(conn)
 
     @contextlib.contextmanager
+    def watched(self, conn: psycopg.Connection, started: float) -> Iterator[None]:
+        """The borrower's statements, cut at the deadline counted from ``started``."""
+        entry = self._watchdog.enter(conn, self._deadline - (time.monotonic() - started))
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            if entry[2]:
+                raise DeadlinePassed(str(exc)) from None
+            raise
+        finally:
+            self._watchdog.leave(entry)
+
+    @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
+        started = time.monotonic()
         conn = self.take()
         clean = False
         try:
-            yield conn
+            with self.watched(conn, started):
+                yield conn
             clean = True
         finally:
             self.give_back(conn, clean)
@@ -1009,13 +1107,15 @@ class _Lender:
     @contextlib.contextmanager
     def background(self) -> Iterator[psycopg.Connection]:
         """A connection for background work, leaving the warm one to the caller's operations."""
+        started = time.monotonic()
         try:
             conn = self._pool.getconn(timeout=self.BACKGROUND_WAIT)
         except PoolTimeout:
             conn = self.take()  # the pool is busy or at its size: any connection will do
         clean = False
         try:
-            yield conn
+            with self.watched(conn, started):
+                yield conn
             clean = True
         finally:
             if conn is self._warm:

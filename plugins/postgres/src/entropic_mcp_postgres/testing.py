@@ -12,6 +12,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 DSN_VARIABLE = "ENTROPIC_MCP_TEST_POSTGRES_DSN"
 
@@ -60,3 +61,95 @@ def fresh_schema(dsn: str, prefix: str = "t") -> Iterator[str]:
         yield schema
     finally:
         drop_schema(dsn, schema)
+
+
+class PartitionProxy:
+    """A TCP proxy to the test server that can be frozen: a network partition on demand.
+
+    Frozen, it forwards nothing and closes nothing — what a dropped link looks like to both ends
+    (sent bytes wait unanswered, connections stay open); connections accepted meanwhile are
+    forwarded once it thaws. ``dsn`` is the test server's DSN pointed at the proxy.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        import socket
+        import threading
+
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        parts = conninfo_to_dict(dsn)
+        self._upstream = (str(parts.get("host") or "127.0.0.1"), int(parts.get("port") or 5432))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.1)
+        port = self._listener.getsockname()[1]
+        self.dsn = make_conninfo(dsn, host="127.0.0.1", port=str(port))
+        self.frozen = threading.Event()
+        self._closed = threading.Event()
+        self._sockets: list[Any] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def freeze(self) -> None:
+        self.frozen.set()
+
+    def thaw(self) -> None:
+        self.frozen.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+        self.frozen.clear()
+        self._listener.close()
+        for sock in list(self._sockets):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def __enter__(self) -> PartitionProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            while self.frozen.is_set() and not self._closed.is_set():
+                self._closed.wait(0.05)
+            try:
+                server = socket.create_connection(self._upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            self._sockets += [client, server]
+            for source, target in ((client, server), (server, client)):
+                thread = threading.Thread(target=self._pump, args=(source, target), daemon=True)
+                thread.start()
+
+    def _pump(self, source: Any, target: Any) -> None:
+        import select
+
+        try:
+            while not self._closed.is_set():
+                if self.frozen.is_set():
+                    self._closed.wait(0.02)
+                    continue
+                ready, _, _ = select.select([source], [], [], 0.05)
+                if not ready or self.frozen.is_set():
+                    continue
+                data = source.recv(65536)
+                if not data:
+                    break
+                target.sendall(data)
+        except (OSError, ValueError):  # the other pump, or close(), closed the socket
+            pass
+        finally:
+            for sock in (source, target):
+                with contextlib.suppress(OSError):
+                    sock.close()

@@ -1,0 +1,123 @@
+"""A network partition to the server: store calls fail at their deadline, then at once, and
+work again when the network comes back (``[storage] options.deadline``; see ``_deadline.py``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from entropic_mcp.storage import StorageError
+from entropic_mcp_postgres import PostgresBackend, PostgresUnavailable
+from entropic_mcp_postgres.testing import PartitionProxy
+
+#: Far above every deadline here: a call still running then is a hang, not a slow answer.
+HANG = 60.0
+
+
+@pytest.fixture
+def proxy(pg_dsn: str) -> Iterator[PartitionProxy]:
+    with PartitionProxy(pg_dsn) as made:
+        yield made
+
+
+@pytest.fixture
+def behind_proxy(proxy: PartitionProxy, pg_schema: str) -> Iterator[PostgresBackend]:
+    backend = PostgresBackend(proxy.dsn, schema=pg_schema, deadline=1.0, pool_min=2, pool_max=4, connect_timeout=1)
+    try:
+        yield backend
+    finally:
+        proxy.thaw()
+        backend.close()
+
+
+def _in_thread(operation: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """Run ``operation`` in a thread; the list gets ("ok", value) or ("error", exception)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(("ok", operation()))
+        except BaseException as exc:
+            outcome.append(("error", exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_call_into_a_partition_fails_at_its_deadline_with_what_to_do(
+    behind_proxy: PostgresBackend, proxy: PartitionProxy
+) -> None:
+    backend = behind_proxy
+    assert backend.save_state("t", "k", {"n": 1}, 0) == 1
+    proxy.freeze()
+    thread, outcome = _in_thread(lambda: backend.load_state("t", "k"))
+    thread.join(HANG)
+    assert not thread.is_alive(), "load_state hung in the partition"
+    kind, error = outcome[0]
+    assert kind == "error" and isinstance(error, PostgresUnavailable)
+    assert "did not answer within the 1 s deadline" in str(error)
+    assert "options.deadline" in str(error)
+
+
+def test_while_stalled_calls_fail_at_once_and_work_again_after_the_partition(
+    behind_proxy: PostgresBackend, proxy: PartitionProxy
+) -> None:
+    backend = behind_proxy
+    backend.save_state("t", "k", "before", 0)
+    proxy.freeze()
+    first, _ = _in_thread(lambda: backend.load_state("t", "k"))
+    first.join(HANG)
+    assert not first.is_alive()
+    # The store is known stalled: the next calls fail without waiting for the network.
+    for operation in (lambda: backend.load_state("t", "k"), lambda: backend.create_conversation("during")):
+        thread, outcome = _in_thread(operation)
+        thread.join(HANG)
+        assert not thread.is_alive()
+        assert outcome[0][0] == "error"
+        assert "has not answered for" in str(outcome[0][1]) and "nothing was sent" in str(outcome[0][1])
+    proxy.thaw()
+    deadline = time.monotonic() + HANG
+    while True:
+        try:
+            assert backend.load_state("t", "k") == ("before", 1)
+            break
+        except StorageError:
+            assert time.monotonic() < deadline, "the store did not recover after the partition"
+            time.sleep(0.1)
+
+
+def test_operations_in_flight_when_the_store_stalls_fail_with_it(
+    behind_proxy: PostgresBackend, proxy: PartitionProxy
+) -> None:
+    """The second operation started later than the first: it fails when the first passes its deadline."""
+    backend = behind_proxy
+    backend.save_state("t", "k", 1, 0)
+    proxy.freeze()
+    first, first_outcome = _in_thread(lambda: backend.load_state("t", "k"))
+    time.sleep(0.5)
+    second, second_outcome = _in_thread(lambda: backend.load_state("t", "k"))
+    first.join(HANG)
+    second.join(HANG)
+    assert not first.is_alive() and not second.is_alive()
+    assert first_outcome[0][0] == second_outcome[0][0] == "error"
+
+
+def test_the_deadline_is_a_storage_option(tmp_path: Path) -> None:
+    from entropic_mcp import Config, ConfigError
+    from entropic_mcp.storage import StorageConfig
+
+    def config(**options: Any) -> Config:
+        return Config(
+            root=tmp_path,
+            storage=StorageConfig(backend="postgres", options={"dsn": "postgresql://x@127.0.0.1:1/x", **options}),
+        )
+
+    with pytest.raises(ConfigError, match="options.deadline: expected a positive float"):
+        PostgresBackend.from_config(config(deadline=0))
+    with pytest.raises(StorageError, match="cannot reach"):
+        PostgresBackend.from_config(config(deadline=2.5, connect_timeout=1))
