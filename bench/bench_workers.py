@@ -39,7 +39,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import interleaved, load_average, record  # noqa: E402
+from _common import interleaved, load_average, record
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_SITE = ROOT / "tests" / "integration" / "probe_site"
@@ -145,9 +145,7 @@ def _haproxy(where: Path, ports: list[int], balance: str) -> tuple[subprocess.Po
         + "\n",
         encoding="utf-8",
     )
-    process = subprocess.Popen(
-        [binary, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         try:
