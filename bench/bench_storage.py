@@ -31,8 +31,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from entropic_mcp import CallOutcome, ServerResponse, ToolCallRecord
+from entropic_mcp import CallOutcome, ServerResponse
 from entropic_mcp._storage._tinydb import TinyDBBackend
+from entropic_mcp.storage import ToolCallRecord
 from tinydb import TinyDB
 
 WINDOW = 500  # operations per measuring window

@@ -1,16 +1,15 @@
 import pytest
-from entropic_mcp import (
+from entropic_mcp import ServerResponse, ToolResult
+from entropic_mcp._directives import DIRECTIVE_TYPES
+from entropic_mcp.directives import (
     Complete,
     Delegate,
     DirectiveProcessor,
     NotifyPresenter,
-    ServerResponse,
     StopProcessing,
-    ToolResult,
     UnknownDirective,
     directive_from_dict,
 )
-from entropic_mcp._directives import DIRECTIVE_TYPES
 
 WIRE = {
     "stop_processing": {},

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pluggy
 from demo_server import DemoServer
-from entropic_mcp import ConfigError, DirectiveHandlerSpec, PhaseChange, StorageBackendSpec, hookimpl, hookspecs
+from entropic_mcp import ConfigError, hookimpl, hookspecs
+from entropic_mcp.directives import DirectiveHandlerSpec, PhaseChange
+from entropic_mcp.storage import StorageBackendSpec
 from entropic_mcp.testing import call, fresh_plugins, make_manager
 
 REPO = Path(__file__).resolve().parents[2]

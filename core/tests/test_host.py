@@ -13,23 +13,11 @@ import anyio
 import pytest
 from entropic_mcp import (
     CallContext,
-    Complete,
-    ContextAnchor,
-    Delegate,
-    DirectiveHandlerSpec,
-    InjectContext,
     MCPServerBase,
-    NotifyPresenter,
-    PhaseChange,
-    Pipeline,
-    PruneMessages,
     ServerManager,
-    StopProcessing,
-    StorageError,
     ToolBase,
     ToolDefinition,
     ToolResult,
-    UnknownDirective,
     config_from_dict,
     hookimpl,
 )
@@ -41,7 +29,21 @@ from entropic_mcp._delegation import (
     finish_delegation,
     start_delegation,
 )
+from entropic_mcp.directives import (
+    Complete,
+    ContextAnchor,
+    Delegate,
+    DirectiveHandlerSpec,
+    InjectContext,
+    NotifyPresenter,
+    PhaseChange,
+    Pipeline,
+    PruneMessages,
+    StopProcessing,
+    UnknownDirective,
+)
 from entropic_mcp.host import AssistantTurn, Host, ToolCallRequest
+from entropic_mcp.storage import StorageError
 from entropic_mcp.testing import fresh_plugins
 
 OPEN = {"type": "object"}

@@ -22,18 +22,16 @@ import pytest
 from entropic_mcp import (
     AccessLevel,
     CallContext,
-    Complete,
     ConfigError,
-    Delegate,
     MCPServerBase,
     ServerManager,
-    StopProcessing,
     ToolBase,
     ToolDefinition,
     ToolResult,
     config_from_dict,
 )
 from entropic_mcp._host_models import WireNames, wire_name
+from entropic_mcp.directives import Complete, Delegate, StopProcessing
 from entropic_mcp.host import (
     AnthropicMessagesModel,
     Host,

@@ -25,8 +25,21 @@ PLUGINS = sorted(p.name for p in _SOURCES)
 #: on sys.path only while the graph is built (other tests decide by what is installed).
 _NOT_INSTALLED = [str(p.parent) for p in _SOURCES if importlib.util.find_spec(p.name) is None]
 
-#: What a plugin may import of the core (the public face; everything else is private).
-PUBLIC = frozenset({"entropic_mcp", "entropic_mcp.toolkit", "entropic_mcp.hookspecs", "entropic_mcp.testing"})
+#: What a plugin may import of the core (the faces by audience; everything else is private).
+PUBLIC = frozenset(
+    {
+        "entropic_mcp",
+        "entropic_mcp.directives",
+        "entropic_mcp.hookspecs",
+        "entropic_mcp.storage",
+        "entropic_mcp.testing",
+        "entropic_mcp.toolkit",
+        *(
+            f"entropic_mcp.toolkit.{concern}"
+            for concern in ("args", "git", "paths", "processes", "results", "settings")
+        ),
+    }
+)
 
 _M = "entropic_mcp."
 #: The cycles the core has today, each a strongly connected component of its import graph.
@@ -44,7 +57,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_external._pool",
                 "_external._server",
                 "_manager",
-                "_paths",
                 "_pipeline._batch",
                 "_pipeline._guards",
                 "_pipeline._hooks",

@@ -107,7 +107,7 @@ def test_check_plugin_reports_a_plugin_that_implements_nothing():
 
 
 def test_a_plugin_that_serves_no_tools_but_offers_a_storage_backend_passes():
-    from entropic_mcp import StorageBackendSpec
+    from entropic_mcp.storage import StorageBackendSpec
     from entropic_mcp.testing import MemoryStorage
 
     module = types.ModuleType("memory_store_plugin")

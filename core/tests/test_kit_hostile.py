@@ -5,8 +5,9 @@ import time
 import types
 
 import pytest
-from entropic_mcp import AccessLevel, MCPServerBase, StorageBackendSpec, ToolBase, ToolDefinition, hookimpl
+from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolDefinition, hookimpl
 from entropic_mcp._children import descendants
+from entropic_mcp.storage import StorageBackendSpec
 from entropic_mcp.testing import MemoryStorage, check_plugin
 
 

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from entropic_mcp import CallContext, ConfigError, OutsideRootRequest, PathPolicy, ToolError, confine, is_within
+from entropic_mcp import CallContext, ConfigError, OutsideRootRequest, ToolError
+from entropic_mcp.toolkit.paths import PathPolicy, confine, is_within
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

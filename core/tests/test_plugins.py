@@ -165,7 +165,8 @@ def test_an_unknown_storage_backend_is_an_error_at_load_not_at_first_use(fake_si
 
 
 def test_two_plugins_offering_one_storage_backend_name_is_an_error_naming_both(tmp_path):
-    from entropic_mcp import StorageBackendSpec, hookimpl
+    from entropic_mcp import hookimpl
+    from entropic_mcp.storage import StorageBackendSpec
     from entropic_mcp.testing import MemoryStorage
 
     class Twin:

@@ -8,7 +8,6 @@ from demo_server import DemoServer, Echo
 from entropic_mcp import (
     AccessLevel,
     ConfigError,
-    ContextAnchor,
     DuplicateNameError,
     MCPServerBase,
     ToolBase,
@@ -16,6 +15,7 @@ from entropic_mcp import (
     ToolDefinitionError,
     load_tool_definition,
 )
+from entropic_mcp.directives import ContextAnchor
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -12,13 +12,13 @@ import attrs
 import pluggy
 
 from . import hookspecs
+from .hookspecs import ENTRY_POINT_GROUP
 from ._errors import ConfigError, PluginError
 from ._isolation import describe, note_plugin_module, reraise_host_stop, watching_interrupts
 from ._stdout import guard_stdout
 
 log = logging.getLogger("entropic_mcp")
 
-ENTRY_POINT_GROUP = "entropic_mcp.plugins"
 ENV_STRICT = "ENTROPIC_MCP_STRICT_PLUGINS"
 ENV_DISABLED = "ENTROPIC_MCP_DISABLED_PLUGINS"
 FIRST_PARTY = ("filesystem", "bash", "git", "entropic")

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from ._pipeline import CallOutcome
     from ._server import MCPServerBase
 
+#: The entry-point group a plugin distribution declares its hook module in (``pyproject.toml``:
+#: ``[project.entry-points."entropic_mcp.plugins"]``).
+ENTRY_POINT_GROUP = "entropic_mcp.plugins"
+
 hookspec = pluggy.HookspecMarker("entropic_mcp")
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 
-from entropic_mcp import CallOutcome, ServerResponse, ToolCallRecord
+from entropic_mcp import CallOutcome, ServerResponse
 from entropic_mcp._storage._tinydb import TinyDBBackend
+from entropic_mcp.storage import ToolCallRecord
 
 
 def main() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from entropic_mcp import CallOutcome, ServerResponse, ToolCallRecord
+from entropic_mcp import CallOutcome, ServerResponse
 from entropic_mcp._storage._tinydb import TinyDBBackend
+from entropic_mcp.storage import ToolCallRecord
 
 
 def _outcome(i: int = 0) -> CallOutcome:
@@ -112,8 +113,8 @@ def test_values_json_cannot_hold_are_recorded_as_text(tmp_path: Path) -> None:
 
 
 def test_records_that_cannot_be_written_are_kept_for_the_next_try(tmp_path: Path, monkeypatch) -> None:
-    from entropic_mcp import StorageError
     from entropic_mcp._storage import _audit
+    from entropic_mcp.storage import StorageError
 
     backend = TinyDBBackend(tmp_path / "s", audit_batch=2, audit_flush_seconds=3600)
     real_open = _audit.os.open

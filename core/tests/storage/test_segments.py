@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from entropic_mcp import StorageError
 from entropic_mcp._storage._tinydb import TinyDBBackend
+from entropic_mcp.storage import StorageError
 
 BIG = [{"role": "tool", "content": "x" * 5000, "tool_call_id": "t1"}, {"role": "assistant", "content": "done"}]
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from entropic_mcp import ConfigError, ServerManager, StorageError, config_from_dict
+from entropic_mcp import ConfigError, ServerManager, config_from_dict
 from entropic_mcp._storage import _tinydb
 from entropic_mcp._storage._tinydb import TinyDBBackend
+from entropic_mcp.storage import StorageError
 from tinydb import TinyDB
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import anyio
 import entropic_mcp_entropic
-from entropic_mcp import CallContext, CallOutcome, ServerManager, StorageBackend, config_from_dict
+from entropic_mcp import CallContext, CallOutcome, ServerManager, config_from_dict
+from entropic_mcp.storage import StorageBackend
 from entropic_mcp.testing import fresh_plugins
 
 TIERS = {"tiers": ["lead", "researcher", "coder"], "requires_context": ["coder"], "max_turns_limit": 30}

@@ -11,7 +11,8 @@ import math
 
 import orjson
 import pytest
-from entropic_mcp import CallContext, Delegate, PruneMessages, ToolError
+from entropic_mcp import CallContext, ToolError
+from entropic_mcp.directives import Delegate, PruneMessages
 from entropic_mcp_entropic import EntropicServer
 from entropic_support import TIERS, call
 

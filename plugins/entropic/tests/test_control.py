@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import orjson
-from entropic_mcp import Complete, PhaseChange, PruneMessages
+from entropic_mcp.directives import Complete, PhaseChange, PruneMessages
 from entropic_support import call, directive_types
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import orjson
 import pytest
-from entropic_mcp import CallContext, Delegate, Pipeline, StopProcessing
+from entropic_mcp import CallContext
+from entropic_mcp.directives import Delegate, Pipeline, StopProcessing
 from entropic_mcp_entropic import EntropicServer
 from entropic_support import TIERS, call, directive_types
 

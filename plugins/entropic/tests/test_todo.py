@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
-from entropic_mcp import ContextAnchor, NotifyPresenter, StateConflict, StateStore, StorageError
+from entropic_mcp.directives import ContextAnchor, NotifyPresenter
+from entropic_mcp.storage import StateConflict, StateStore, StorageError
 from entropic_mcp.testing import MemoryStorage
 from entropic_mcp_entropic import _todo
 from entropic_mcp_entropic._todo import MAX_SAVE_ATTEMPTS, NAMESPACE

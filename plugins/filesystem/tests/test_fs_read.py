@@ -5,17 +5,17 @@ from __future__ import annotations
 import base64
 
 import pytest
-from entropic_mcp import ContextAnchor
+from entropic_mcp.directives import ContextAnchor
 
 
 def json_read(fs, **args):
     return fs.ok("read_file", {"format": "json", **args})
 
 
-def test_lines_are_numbered_like_cat_n(fs, root):
+def test_lines_are_numbered_like_cat_n_without_its_padding(fs, root):
     (root / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 13)))
     text = fs.ok("read_file", {"path": "a.txt"})
-    assert text.split("\n") == [f"{i:>2}\tline {i}" for i in range(1, 13)]
+    assert text.split("\n") == [f"{i}\tline {i}" for i in range(1, 13)]
 
 
 def test_json_form_is_an_ordered_array(fs, root):
@@ -35,7 +35,7 @@ def test_default_page_is_2000_lines_and_says_where_to_continue(fs, root):
     (root / "big.txt").write_text("".join(f"{i}\n" for i in range(1, 2501)))
     text = fs.ok("read_file", {"path": "big.txt"})
     lines = text.split("\n")
-    assert lines[0] == "   1\t1" and lines[1999] == "2000\t2000"
+    assert lines[0] == "1\t1" and lines[1999] == "2000\t2000"
     assert lines[2000] == "[lines 1-2000 of 2500; more follow: call again with offset=2001]"
     rest = fs.ok("read_file", {"path": "big.txt", "offset": 2001}).split("\n")
     assert rest[0] == "2001\t2001" and rest[499] == "2500\t2500"

@@ -328,8 +328,9 @@ PATHS = ["secrets/k", "a/b", "x.key", "q/x/z", "abc", "b/c.key", "secrets", "z"]
 def test_the_walk_prefilter_agrees_with_the_core_on_every_rule_and_path(root):
     from types import SimpleNamespace
 
-    from entropic_mcp import CallContext, config_from_dict, path_refused
+    from entropic_mcp import CallContext, config_from_dict
     from entropic_mcp._pipeline._rules import PermissionRules
+    from entropic_mcp.toolkit.paths import path_refused
     from entropic_mcp_filesystem._rules import WalkGate
     from hypothesis import given, settings
     from hypothesis import strategies as st

@@ -11,9 +11,10 @@ from pathlib import Path
 import orjson
 import psycopg
 import pytest
-from entropic_mcp import ConfigError, StorageError, config_from_dict
+from entropic_mcp import ConfigError, config_from_dict
 from entropic_mcp._plugins import Plugins
 from entropic_mcp._storage import open_storage
+from entropic_mcp.storage import StorageError
 from entropic_mcp_postgres import PostgresAuthError, PostgresBackend, PostgresSchemaTooNew, PostgresUnavailable
 from entropic_mcp_postgres._migrations import LATEST, MIGRATIONS
 from entropic_mcp_postgres.testing import drop_schema
@@ -266,7 +267,7 @@ def test_bad_options_are_config_errors(
 def test_audit_records_are_copied_in_batches_and_on_close(pg_dsn: str, pg_schema: str, open_pg) -> None:
     import time
 
-    from entropic_mcp import ToolCallRecord
+    from entropic_mcp.storage import ToolCallRecord
 
     store = open_pg(audit_batch=100, audit_flush_seconds=3600)
 

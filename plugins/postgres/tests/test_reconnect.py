@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from entropic_mcp import StorageError
+from entropic_mcp.storage import StorageError
 from entropic_mcp_postgres import PostgresBackend, PostgresUnavailable
 from entropic_mcp_postgres.testing import no_server
 from pg_cluster import Cluster, make_cluster

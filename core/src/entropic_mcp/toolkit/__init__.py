@@ -14,13 +14,16 @@ means one rule for every plugin. Every name is importable from ``entropic_mcp.to
   program as the leader of a new process group, stop the whole group on timeout or cancellation
   (TERM, then KILL after a grace), and keep the head and the tail of its output within a cap;
   :mod:`.git` holds the git configuration such a run neutralises.
+- **Paths** (:mod:`.paths`): confinement under a root, path policies, and the permission parts a
+  path-taking tool is judged by.
 """
 
-from . import args, git, processes, results, settings
+from . import args, git, paths, processes, results, settings
 from .args import *  # noqa: F403
 from .git import *  # noqa: F403
+from .paths import *  # noqa: F403
 from .processes import *  # noqa: F403
 from .results import *  # noqa: F403
 from .settings import *  # noqa: F403
 
-__all__ = [*args.__all__, *settings.__all__, *results.__all__, *processes.__all__, *git.__all__]
+__all__ = [*args.__all__, *settings.__all__, *results.__all__, *processes.__all__, *git.__all__, *paths.__all__]

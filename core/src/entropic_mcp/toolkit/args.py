@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
 from .._errors import ToolError
+from .._server import normalize_args
 from ._numbers import as_integer
 
-__all__ = ["choice", "flag", "integer", "number", "strings", "text"]
+__all__ = ["choice", "flag", "integer", "normalize_args", "number", "strings", "text"]
 
 
 def _invalid(name: str, expected: str, value: object) -> ToolError:

@@ -6,21 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from entropic_mcp import (
-    AccessLevel,
-    CallContext,
-    StateStore,
-    ToolBase,
-    ToolError,
-    ToolResult,
-    confine,
-    is_within,
-    load_tool_definition,
-    toolkit,
-)
+from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, load_tool_definition, toolkit
+from entropic_mcp.storage import StateStore
+from entropic_mcp.toolkit.paths import confine, is_within
 
 from ._render import as_text, wants_json
-from ._runs import store_of
+from ._runs import shared_store, store_of
 
 if TYPE_CHECKING:
     from ._output import OutputBuffer
@@ -78,6 +69,11 @@ class ExecuteTool(ToolBase):
         # A hostile repository's config must not make an allowed ``git status`` run its programs.
         env = self.server.git_overrides.environment(settings.environment(), dict.fromkeys([cwd, self.server.root]))
         if background:
+            shared = shared_store(ctx)
+            if shared is not None:  # a few store round trips: not on the event loop
+                return await asyncio.to_thread(
+                    self._start_background, command, cwd, env, timeout, ctx, as_json=as_json, store=shared
+                )
             return self._start_background(command, cwd, env, timeout, ctx, as_json=as_json)
         # Only bash's cd, pushd and popd change its directory; a command that names none of them
         # cannot move (a computed one, ``eval "c""d" x``, is not followed), and skipping the
@@ -184,13 +180,22 @@ class ExecuteTool(ToolBase):
         return extra
 
     def _start_background(
-        self, command: str, cwd: Path, env: dict[str, str], timeout: float, ctx: CallContext, *, as_json: bool
+        self,
+        command: str,
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float,
+        ctx: CallContext,
+        *,
+        as_json: bool,
+        store: StateStore | None = None,
     ) -> ToolResult:
         settings = self.server.settings
         try:
             run = self.server.runs.start(
                 ctx.conversation_id,
                 settings.max_background_runs,
+                store,
                 argv=[settings.shell, "-c", command],
                 command=command,
                 cwd=cwd,

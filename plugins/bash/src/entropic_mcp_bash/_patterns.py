@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from entropic_mcp import PathPolicy, PermissionPart, is_within, path_part
+from entropic_mcp.toolkit.paths import PathPolicy, PermissionPart, is_within, path_part
 
 from ._analyse import CONSULTED, SHELLS, UNPARSED, Invocation, Unclear, Write, analyse
 

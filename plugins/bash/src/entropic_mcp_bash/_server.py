@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from entropic_mcp import CallContext, MCPServerBase, PathPolicy, PermissionPart, StateStore, ToolError, confine
+from entropic_mcp import CallContext, MCPServerBase, ToolError
+from entropic_mcp.storage import StateStore
+from entropic_mcp.toolkit.paths import PathPolicy, PermissionPart, confine
 
 from ._execute import ExecuteTool
 from ._runs import CwdTrailer, KillTool, ListTool, OutputTool, Runs
@@ -64,9 +66,13 @@ class BashServer(MCPServerBase):
         self.runs.end(conversation_id)
 
     def conversation_ended(self, ctx: CallContext) -> None:
-        """``end_conversation``, and the directory deleted from the store it lives in (one already open)."""
+        """``end_conversation``, and the directory deleted from the store it lives in (one already open);
+        with a shared store, the conversation's runs on other workers stopped too."""
         storage = ctx.services.storage_if_open
-        self.runs.end(ctx.conversation_id, storage if isinstance(storage, StateStore) else None)
+        store = storage if isinstance(storage, StateStore) else None
+        config = ctx.services.config
+        shared = store if config is not None and config.storage.shares_state else None
+        self.runs.end(ctx.conversation_id, store, shared)
 
     def close(self) -> None:
         self.runs.close(self.grace)

@@ -9,8 +9,9 @@ from fnmatch import translate
 from typing import Any, Literal
 
 import attrs
-from entropic_mcp import ConfigError, PathPolicy
+from entropic_mcp import ConfigError
 from entropic_mcp.toolkit import settings_from_table
+from entropic_mcp.toolkit.paths import PathPolicy
 
 DEFAULT_SHELL = "/bin/bash"
 DEFAULT_TIMEOUT = 30.0

@@ -4,18 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from entropic_mcp import (
-    AccessLevel,
-    CallContext,
-    Complete,
-    PhaseChange,
-    PruneMessages,
-    StopProcessing,
-    ToolBase,
-    ToolError,
-    ToolResult,
-    load_tool_definition,
-)
+from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.directives import Complete, PhaseChange, PruneMessages, StopProcessing
 
 from ._args import boolean, integer, require_object, strings, text
 

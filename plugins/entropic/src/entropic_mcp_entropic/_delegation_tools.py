@@ -5,19 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from entropic_mcp import (
-    AccessLevel,
-    CallContext,
-    Delegate,
-    Pipeline,
-    StopProcessing,
-    StorageError,
-    ToolBase,
-    ToolDefinition,
-    ToolError,
-    ToolResult,
-    load_tool_definition,
-)
+from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolDefinition, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.directives import Delegate, Pipeline, StopProcessing
+from entropic_mcp.storage import StorageError
 
 from ._args import file_context, integer, invalid, require_object, text
 from ._state import caller_scope, storage_of

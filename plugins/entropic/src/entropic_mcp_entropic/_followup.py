@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from entropic_mcp import AccessLevel, CallContext, StorageError, ToolBase, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.storage import StorageError
 
 from ._args import integer, invalid, require_object
 from ._state import caller_scope, storage_of

@@ -13,12 +13,12 @@ from entropic_mcp import (
     CallContext,
     ConfigError,
     MCPServerBase,
-    StorageError,
     ToolBase,
     ToolError,
     ToolResult,
     load_tool_definition,
 )
+from entropic_mcp.storage import StorageError
 
 from ._args import boolean, choice, integer, require_object, text
 from ._state import EngineState, engine_state, storage_of

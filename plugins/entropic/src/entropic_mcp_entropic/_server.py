@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from entropic_mcp import AccessLevel, CallContext, MCPServerBase, StateStore
+from entropic_mcp import AccessLevel, CallContext, MCPServerBase
+from entropic_mcp.storage import StateStore
 
 from ._control import CompleteTool, PhaseChangeTool, PruneContextTool
 from ._delegation_tools import DelegateTool, PipelineTool, ResumeDelegationTool

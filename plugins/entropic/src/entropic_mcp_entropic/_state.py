@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from entropic_mcp import DEFAULT_SCOPE, CallContext, ConfigError, StorageError, ToolError
+from entropic_mcp import CallContext, ConfigError, ToolError
+from entropic_mcp.storage import DEFAULT_SCOPE, StorageError
 
 if TYPE_CHECKING:
-    from entropic_mcp import StorageBackend
+    from entropic_mcp.storage import StorageBackend
 
 log = logging.getLogger("entropic_mcp.entropic")
 

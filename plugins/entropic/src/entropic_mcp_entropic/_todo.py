@@ -10,20 +10,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from entropic_mcp import (
-    AccessLevel,
-    CallContext,
-    ConfigError,
-    ContextAnchor,
-    NotifyPresenter,
-    StateConflict,
-    StateStore,
-    StorageError,
-    ToolBase,
-    ToolError,
-    ToolResult,
-    load_tool_definition,
-)
+from entropic_mcp import AccessLevel, CallContext, ConfigError, ToolBase, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.directives import ContextAnchor, NotifyPresenter
+from entropic_mcp.storage import StateConflict, StateStore, StorageError
 
 from ._args import choice, integer, invalid, require_object, text
 

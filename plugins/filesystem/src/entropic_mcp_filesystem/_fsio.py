@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
-from entropic_mcp import ResolvedPath, ToolError
+from entropic_mcp import ToolError
+from entropic_mcp.toolkit.paths import ResolvedPath
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO must not hang the call; it has no effect on regular files.

@@ -15,7 +15,8 @@ import os
 import stat
 from typing import Any
 
-from entropic_mcp import POLICY_FILES, AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
+from entropic_mcp.toolkit.paths import POLICY_FILES
 
 from ._base import FilesystemTool
 from ._fsio import FILE_FLAGS, Location, open_dir, os_failure, read_at_most, unsafe

@@ -16,7 +16,8 @@ from fnmatch import translate
 from pathlib import Path
 from typing import Literal
 
-from entropic_mcp import READ_PATH_TOOLS, WRITE_PATH_TOOLS, CallContext
+from entropic_mcp import CallContext
+from entropic_mcp.toolkit.paths import READ_PATH_TOOLS, WRITE_PATH_TOOLS
 
 _SPECIAL = "*?["
 

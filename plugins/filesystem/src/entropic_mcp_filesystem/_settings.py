@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from entropic_mcp import ConfigError, PathPolicy
+from entropic_mcp import ConfigError
 from entropic_mcp.toolkit import settings_from_table
+from entropic_mcp.toolkit.paths import PathPolicy
 
 KIB = 1024
 #: read_file's and read_files' own result budget (``ToolBase.result_budget_bytes``): above the

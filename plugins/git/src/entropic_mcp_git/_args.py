@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from entropic_mcp import PathPolicy, ToolError, confine, is_within, toolkit
+from entropic_mcp import ToolError, toolkit
+from entropic_mcp.toolkit.paths import PathPolicy, confine, is_within
 
 #: git has no approval path: a path outside the work tree is simply refused.
 POLICY = PathPolicy(allow_outside_root=False, approvable=False)

@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from entropic_mcp import READ_PATH_TOOLS, CallContext
+from entropic_mcp import CallContext
+from entropic_mcp.toolkit.paths import READ_PATH_TOOLS
 
 IGNORE_FILE = ".entropicignore"
 MAX_IGNORE_BYTES = 1 << 20

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from entropic_mcp import StorageBackendSpec, hookimpl
+from entropic_mcp import hookimpl
+from entropic_mcp.storage import StorageBackendSpec
 
 from ._errors import PostgresAuthError, PostgresSchemaTooNew, PostgresUnavailable
 

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import psycopg
 import psycopg.errors
-from entropic_mcp import (
+from entropic_mcp import ConfigError
+from entropic_mcp.storage import (
     DEFAULT_SCOPE,
-    ConfigError,
     StateConflict,
     StorageError,
     ToolCallRecord,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from entropic_mcp import StorageError
+from entropic_mcp.storage import StorageError
 
 
 class PostgresUnavailable(StorageError):

@@ -199,7 +199,7 @@ def trigram_schema(conn: psycopg.Connection) -> str:
             # The extension lives outside the store's schema, so dropping a store never drops it.
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public")
         except (errors.InsufficientPrivilege, errors.FeatureNotSupported, errors.UndefinedFile) as exc:
-            from entropic_mcp import StorageError
+            from entropic_mcp.storage import StorageError
 
             raise StorageError(
                 f"the database lacks the pg_trgm extension and this role cannot install it ({exc.diag.message_primary}); "

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from entropic_mcp import StorageBackendSpec, hookimpl
+from entropic_mcp import hookimpl
+from entropic_mcp.storage import StorageBackendSpec
 from entropic_mcp.testing import MemoryStorage
 
 

@@ -8,16 +8,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from entropic_mcp import (
-    AccessLevel,
-    MCPServerBase,
-    NotifyPresenter,
-    ToolBase,
-    ToolError,
-    ToolResult,
-    hookimpl,
-    load_tool_definition,
-)
+from entropic_mcp import AccessLevel, MCPServerBase, ToolBase, ToolError, ToolResult, hookimpl, load_tool_definition
+from entropic_mcp.directives import NotifyPresenter
 
 __all__ = ["ProbeServer"]
 

@@ -1,0 +1,42 @@
+"""Directives: what a tool's result asks of the host (delegate, complete, prune, pin context...),
+and the processor a host runs them through. Tools return them; hosts handle them."""
+
+from ._directives import (
+    ClearSelfTodos,
+    Complete,
+    ContextAnchor,
+    Delegate,
+    Directive,
+    DirectiveHandlerSpec,
+    DirectiveProcessor,
+    InjectContext,
+    NotifyPresenter,
+    PhaseChange,
+    Pipeline,
+    ProcessingResult,
+    PruneMessages,
+    StopProcessing,
+    TierChange,
+    UnknownDirective,
+    directive_from_dict,
+)
+
+__all__ = [
+    "ClearSelfTodos",
+    "Complete",
+    "ContextAnchor",
+    "Delegate",
+    "Directive",
+    "DirectiveHandlerSpec",
+    "DirectiveProcessor",
+    "InjectContext",
+    "NotifyPresenter",
+    "PhaseChange",
+    "Pipeline",
+    "ProcessingResult",
+    "PruneMessages",
+    "StopProcessing",
+    "TierChange",
+    "UnknownDirective",
+    "directive_from_dict",
+]

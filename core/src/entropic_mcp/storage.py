@@ -1,0 +1,37 @@
+"""The face for storage-backend authors: the protocols a backend implements, its records and errors,
+and the argument rules every backend shares.
+
+A backend is offered by a plugin's ``entropic_mcp_storage_backends`` hook as a
+``StorageBackendSpec``; the manager opens it from ``[storage] backend`` and wraps it in
+``CheckedStorage``, so the backend's methods receive arguments already checked against the rules
+below. ``entropic_mcp.testing.StorageContract`` is the conformance suite a backend's tests subclass.
+"""
+
+from ._config import StorageConfig
+from ._errors import StateConflict, StorageError
+from ._storage import (
+    DEFAULT_SCOPE,
+    MAX_STATE_BYTES,
+    StateStore,
+    StorageBackend,
+    StorageBackendSpec,
+    ToolCallRecord,
+    validate_messages,
+    validate_prune,
+    validate_state,
+)
+
+__all__ = [
+    "DEFAULT_SCOPE",
+    "MAX_STATE_BYTES",
+    "StateConflict",
+    "StateStore",
+    "StorageBackend",
+    "StorageBackendSpec",
+    "StorageConfig",
+    "StorageError",
+    "ToolCallRecord",
+    "validate_messages",
+    "validate_prune",
+    "validate_state",
+]
