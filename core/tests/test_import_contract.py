@@ -60,6 +60,7 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_pipeline._batch",
                 "_pipeline._guards",
                 "_pipeline._hooks",
+                "_pipeline._permission",
                 "_pipeline._rules",
                 "_pipeline._spine",
                 "_plugins",

@@ -23,17 +23,18 @@ from ._directives import DirectiveProcessor
 from ._envelope import ServerResponse
 from ._errors import ConfigError, DuplicateNameError
 from ._isolation import describe, reraise_host_stop
-from ._pipeline._hooks import HookFault, HookRefusal, Hooks, _as_list
+from ._pipeline._hooks import HookRefusal, Hooks, as_list
 from ._pipeline._keys import AccessKeys
 from ._pipeline._outcome import BatchOutcome, CallOutcome
-from ._pipeline._rules import PermissionPart, PermissionRules, ProtectedPaths, pattern_part
+from ._pipeline._permission import PermissionStage
+from ._pipeline._rules import PermissionRules, ProtectedPaths
 from ._plugins import Plugins
-from ._schema import SchemaValidator
 from ._server import MCPServerBase
 from ._stdout import guard_stdout
 from ._tools import TOOL_NAME, ToolBase
 
 if TYPE_CHECKING:
+    from ._pipeline._spine import CallPipeline
     from ._storage import StorageBackend
 
 _STORAGE_OPENING = threading.Lock()
@@ -64,17 +65,32 @@ class ServerManager:
         self.permissions = PermissionRules(
             self.config.permissions, self.config.local_path, protected=ProtectedPaths.of(self.config)
         )
+        self.permission = PermissionStage(self.permissions, self.hooks)
         self._storage = storage
         self._storage_opened = storage is not None
         self._audit_unavailable = False
-        self._validators: dict[str, SchemaValidator] = {}
-        self._parts: dict[str, list[PermissionPart]] = {}
         self._failed_servers: set[str] = set()  # servers of plugins that failed: their tables are not typos
         self._tool_list: list[dict[str, Any]] | None = None
         self._closed = False
-        self.pipeline = _tracing.pipeline(self)  # the traced one when a tracer provider is set
+        self.pipeline = self._pipeline()  # the traced one when a tracer provider is set
         for server in servers:
             self.add_server(server)
+
+    def _pipeline(self) -> CallPipeline:
+        config = self.config
+        # Guard state goes through the store only when several processes share it (not the
+        # embedded tinydb store, not none): one process keeps it in memory, as fast as ever.
+        return _tracing.pipeline(
+            config.pipeline,
+            servers=self.servers,
+            hooks=self.hooks,
+            permission=self.permission,
+            access_keys=self.access_keys,
+            audit=self.audit,
+            delegation_tool=self.delegation_tool,
+            store=(lambda: self.storage) if config.storage.shares_state else None,
+            host=self,
+        )
 
     # -- building ----------------------------------------------------------------------------
 
@@ -126,7 +142,7 @@ class ServerManager:
         for plugin_name, function in self.plugins.implementations(hook):
             try:
                 with guard_stdout():
-                    results = _as_list(function(config=plugin_config))
+                    results = as_list(function(config=plugin_config))
             except BaseException as exc:
                 reraise_host_stop(exc)
                 if isinstance(exc, ConfigError) and self._builtin(plugin_name):
@@ -266,7 +282,7 @@ class ServerManager:
             except BaseException as exc:
                 reraise_host_stop(exc)
                 continue  # reported when the store is opened
-            for spec in _as_list(value):
+            for spec in as_list(value):
                 spec_name = getattr(spec, "name", None)
                 if isinstance(spec_name, str):
                     offered.setdefault(spec_name, []).append(plugin_name)
@@ -312,8 +328,7 @@ class ServerManager:
     def invalidate(self) -> None:
         """Forget the cached listing, compiled schemas and permission parts (a server changed)."""
         self._tool_list = None
-        self._validators.clear()
-        self._parts.clear()
+        self.permission.forget()
         self.hooks.reset()
         if hasattr(self, "pipeline"):
             self.pipeline.forget_plans()
@@ -363,84 +378,14 @@ class ServerManager:
         found = self.resolve(name)
         return AccessLevel.WRITE if found is None else found[1].required_access_level
 
-    def validator(self, name: str, tool: ToolBase) -> SchemaValidator:
-        validator = self._validators.get(name)
-        if validator is None:
-            validator = self._validators[name] = tool.validator
-        return validator
-
     def permission_pattern(self, name: str, args: Mapping[str, Any]) -> str:
         found = self.resolve(name)
         if found is None:
             return name
         try:
-            return self.permission_parts(found[0], name.partition(".")[2], dict(args))[1]
+            return self.permission.parts(found[0], name.partition(".")[2], dict(args))[1]
         except HookRefusal:
             return name
-
-    def server_parts(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> list[PermissionPart]:
-        """The server's own parts for a call (``permission_parts``, else ``permission_pattern``)."""
-        parts_of = getattr(server, "permission_parts", None)
-        if parts_of is not None:
-            full = f"{server.name}.{tool}"
-            return list(parts_of(tool, args)) or [PermissionPart(names=(full,), store=full)]
-        if type(server).permission_pattern is MCPServerBase.permission_pattern:
-            # The tool-level pattern of the base class: one part per tool, whatever the arguments.
-            cached = self._parts.get(tool + "\x00" + server.name)
-            if cached is None:
-                full = f"{server.name}.{tool}"
-                cached = self._parts[tool + "\x00" + server.name] = [PermissionPart(names=(full,), store=full)]
-            return cached
-        full = f"{server.name}.{tool}"
-        pattern = server.permission_pattern(tool, args)
-        cached = self._parts.get(pattern)
-        if cached is None:
-            if len(self._parts) > 4096:
-                self._parts.clear()
-            cached = self._parts[pattern] = [pattern_part(full, pattern)]
-        return cached
-
-    @staticmethod
-    def constant_parts(server: MCPServerBase) -> bool:
-        """Whether the server's permission parts never depend on a call's arguments."""
-        return (
-            getattr(server, "permission_parts", None) is None
-            and type(server).permission_pattern is MCPServerBase.permission_pattern
-        )
-
-    def own_parts(self, server: MCPServerBase, tool: str, args: dict[str, Any]) -> list[PermissionPart]:
-        """``server_parts``, with a server that raises turned into a HookRefusal (denied)."""
-        try:
-            return self.server_parts(server, tool, args)
-        except BaseException as exc:
-            reraise_host_stop(exc)
-            log.warning("server %s: permission_parts raised", server.name, exc_info=True)
-            raise HookRefusal(
-                f"'{server.name}.{tool}' was denied: the server could not work out what the call does "
-                f"({type(exc).__name__}: {exc}). Tell the user the '{server.name}' server is broken.",
-                HookFault(f"server {server.name}", "permission_parts", f"raised {type(exc).__name__}: {exc}"),
-            ) from None
-
-    def permission_parts(
-        self, server: MCPServerBase, tool: str, args: dict[str, Any]
-    ) -> tuple[list[PermissionPart], str]:
-        """The parts rules are matched against, and the call's pattern.
-
-        The server's own plugin may answer a pattern through the hook; deny rules are still
-        checked against the server's own parts, so no pattern answer can dodge them. Raises
-        HookRefusal when the hook fails (the call is then denied).
-        """
-        own = self.own_parts(server, tool, args)
-        hooked = self.hooks.permission_pattern(server, tool, args)
-        if hooked is None:
-            return own, own[0].store
-        read_only = server_read_only(server, tool)
-        if any(
-            v.kind in ("deny", "protected", "private")
-            for v in self.permissions.judge(own, read_only=read_only).verdicts
-        ):
-            return own, own[0].store
-        return [pattern_part(f"{server.name}.{tool}", hooked)], hooked
 
     def skip_duplicate_check(self, server: MCPServerBase | str, tool: str = "") -> bool:
         if isinstance(server, str):
@@ -574,8 +519,3 @@ class ServerManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def server_read_only(server: MCPServerBase, tool: str) -> bool:
-    found = server.get_tool(tool)
-    return found is not None and found.required_access_level <= AccessLevel.READ

@@ -27,11 +27,15 @@ class SchemaValidator:
 
         self.schema = schema
         self._validator = jsonschema_rs.validator_for(dict(schema))
+        #: Whether the arguments are the schema's, as they are (the compiled check, no message).
+        self.is_valid = self._validator.is_valid
         self._string_props = {
             name
             for name, prop in (schema.get("properties") or {}).items()
             if isinstance(prop, Mapping) and prop.get("type") == "string"
         }
+        #: Whether ``coerce`` can change anything (the schema has string properties).
+        self.coerces = bool(self._string_props)
 
     def coerce(self, args: dict[str, Any]) -> dict[str, Any]:
         """Numbers given where the schema says string become their text (models do this)."""

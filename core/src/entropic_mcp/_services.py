@@ -139,12 +139,7 @@ class ToolServices:
 
         An implementation that raises is skipped and logged, like every hook of the core.
         """
-        if self._manager is None:
-            return []
-        from ._pipeline._hooks import _implementations
-
-        hooks = self._manager.hooks
-        return list(hooks._answers(_implementations(self._manager.plugins, hook), hook, kwargs, None, (object,)))
+        return [] if self._manager is None else self._manager.hooks.declared_answers(hook, kwargs)
 
     def first_answer(self, hook: str, arguments: Mapping[str, Any]) -> Any:
         """The first non-None answer to a hook a plugin declared, in pluggy's call order.
@@ -153,19 +148,7 @@ class ToolServices:
         propagates (with the plugin named in a note), so the caller can say why there is no
         answer. None when nobody implements the hook or every answer is None.
         """
-        if self._manager is None:
-            return None
-        from ._pipeline._hooks import _call, _implementations
-
-        for impl in _implementations(self._manager.plugins, hook):
-            try:
-                value = _call(impl, arguments)
-            except Exception as exc:
-                exc.add_note(f"raised by plugin {impl.plugin_name!r} in {hook}")
-                raise
-            if value is not None:
-                return value
-        return None
+        return None if self._manager is None else self._manager.hooks.first_answer(hook, arguments)
 
     # -- introspection (the caller's own conversation only) ----------------------------------------------
 

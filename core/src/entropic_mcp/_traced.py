@@ -24,9 +24,9 @@ from ._pipeline._spine import CallPipeline, _Call, _Refused
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
+    from ._config import PipelineConfig
     from ._context import CallContext
     from ._envelope import ServerResponse
-    from ._manager import ServerManager
     from ._pipeline._outcome import CallOutcome
     from ._pipeline._rules import Verdict
     from .toolkit._output import ProcessResult
@@ -73,8 +73,8 @@ def _fail(span: Any, exc: BaseException) -> None:
 class TracedPipeline(CallPipeline):
     """The pipeline with spans: each stage of ``CallPipeline`` wrapped, nothing else changed."""
 
-    def __init__(self, manager: ServerManager, tracer: Any) -> None:
-        super().__init__(manager)
+    def __init__(self, config: PipelineConfig, *, tracer: Any, **collaborators: Any) -> None:
+        super().__init__(config, **collaborators)
         self.tracer = tracer
 
     async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._manager import ServerManager
+    from ._config import PipelineConfig
     from ._pipeline._spine import CallPipeline
 
 log = logging.getLogger("entropic_mcp")
@@ -53,15 +53,16 @@ def _find_tracer() -> Any:
     return None if isinstance(found, (trace.NoOpTracer, trace.ProxyTracer)) else found
 
 
-def pipeline(manager: ServerManager) -> CallPipeline:
-    """The manager's pipeline: the traced one when a tracer provider is set, else the plain one."""
+def pipeline(config: PipelineConfig, **collaborators: Any) -> CallPipeline:
+    """A manager's pipeline (``CallPipeline``'s arguments): the traced one when a tracer provider
+    is set, else the plain one."""
     if refresh() is None:
         from ._pipeline._spine import CallPipeline
 
-        return CallPipeline(manager)
+        return CallPipeline(config, **collaborators)
     from ._traced import TracedPipeline
 
-    return TracedPipeline(manager, tracer)
+    return TracedPipeline(config, tracer=tracer, **collaborators)
 
 
 def configure_from_env(environ: Mapping[str, str] = os.environ) -> Any:

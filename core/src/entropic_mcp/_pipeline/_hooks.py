@@ -286,6 +286,25 @@ class Hooks:
             answers[(server.name, tool)] = answer
         return answer
 
+    # -- hooks plugins declare (entropic_mcp_add_hookspecs) ---------------------------------------------
+
+    def declared_answers(self, hook: str, kwargs: Mapping[str, Any]) -> list[Any]:
+        """Every non-None answer to ``hook``; an implementation that raises is logged and skipped."""
+        return list(self._answers(_implementations(self.plugins, hook), hook, kwargs, None, (object,)))
+
+    def first_answer(self, hook: str, arguments: Mapping[str, Any]) -> Any:
+        """The first non-None answer to ``hook``, in pluggy's call order; an implementation's
+        exception propagates, with the plugin named in a note."""
+        for impl in _implementations(self.plugins, hook):
+            try:
+                value = _call(impl, arguments)
+            except Exception as exc:
+                exc.add_note(f"raised by plugin {impl.plugin_name!r} in {hook}")
+                raise
+            if value is not None:
+                return value
+        return None
+
     # -- observers ------------------------------------------------------------------------------------
 
     def after_tool_call(self, call: ToolCall, outcome: CallOutcome, faults: list[HookFault]) -> str | None:
@@ -333,7 +352,7 @@ class Hooks:
                 reraise_host_stop(exc)
                 self._fault(impl.plugin_name, "entropic_mcp_directive_handlers", _problem(exc))
                 continue
-            for spec in _as_list(value):
+            for spec in as_list(value):
                 if isinstance(spec, DirectiveHandlerSpec):
                     processor.register(spec.type, spec.handler)
                 else:
@@ -345,7 +364,7 @@ class Hooks:
         return processor
 
 
-def _as_list(value: object) -> list[Any]:
+def as_list(value: object) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):

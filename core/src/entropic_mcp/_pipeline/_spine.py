@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -31,9 +31,12 @@ from ._outcome import BatchOutcome, CallOutcome
 from ._rules import PermissionPart, Verdict
 
 if TYPE_CHECKING:
-    from .._manager import ServerManager
+    from .._config import PipelineConfig
     from .._server import MCPServerBase
     from .._tools import ToolBase
+    from ._hooks import Hooks
+    from ._keys import AccessKeys
+    from ._permission import PermissionStage
 
 log = logging.getLogger("entropic_mcp")
 
@@ -145,15 +148,44 @@ def _find_surrogate(value: object) -> str | None:
 
 
 class CallPipeline:
-    """Runs the stages of pipeline.md for a ServerManager; holds the guard state and history."""
+    """Runs the stages of pipeline.md; holds the guard state and history.
 
-    def __init__(self, manager: ServerManager) -> None:
-        self.manager = manager
-        self.config = manager.config.pipeline
-        # Guard state goes through the store only when several processes share it (not the
-        # embedded tinydb store, not none): one process keeps it in memory, as fast as ever.
-        shared = manager.config.storage.shares_state
-        self.guards = Guards(self.config, (lambda: manager.storage) if shared else None)
+    Every collaborator is given, none is looked up: the pipeline holds no manager.
+
+    Args:
+        config: the ``[pipeline]`` settings.
+        servers: server name → server, the live registry (read on a tool's first call).
+        hooks: the hook calls.
+        permission: the permission stage's parts (and, through it, the rules).
+        access_keys: the identities' access keys.
+        audit: records each outcome in the audit trail.
+        delegation_tool: the tool that hands work to another tier, if any (access refusals name it).
+        store: gives the store guard state is shared through, or None (this process's memory).
+        host: what a tool reaches through ``ctx.services`` (bound to each call's context).
+    """
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        *,
+        servers: Mapping[str, MCPServerBase],
+        hooks: Hooks,
+        permission: PermissionStage,
+        access_keys: AccessKeys,
+        audit: Callable[[CallOutcome], None],
+        delegation_tool: Callable[[], str | None],
+        store: Callable[[], Any] | None = None,
+        host: Any = None,
+    ) -> None:
+        self.config = config
+        self.servers = servers
+        self.hooks = hooks
+        self.permission = permission
+        self.access_keys = access_keys
+        self.audit = audit
+        self.delegation_tool = delegation_tool
+        self.host = host
+        self.guards = Guards(config, store)
         self._plans: dict[str, _Plan] = {}
         self._history: deque[CallOutcome] = deque(maxlen=self.config.history_size)
         self.metrics: dict[str, dict[str, int]] = {}
@@ -188,12 +220,8 @@ class CallPipeline:
 
     async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:
         # One look at the plugin manager per call: hooks registered at any time count from the next call.
-        hooks = self.manager.hooks
-        snap = hooks._snap
-        if snap is None or snap.generation != getattr(hooks.plugins.pm, "generation", None):
-            snap = hooks.snapshot()
-        call = _Call(name, ctx, time.perf_counter(), snap)
-        bind_host(ctx, self.manager)
+        call = _Call(name, ctx, time.perf_counter(), self.hooks.snapshot())
+        bind_host(ctx, self.host)
         try:
             self._resolve(call)
             # The common case skips whole stages with one check each (P1: the pipeline's own cost
@@ -233,11 +261,10 @@ class CallPipeline:
         call.server, call.tool, call.tool_name, call.write = plan.server, plan.tool, plan.tool_name, plan.write
 
     def _plan(self, call: _Call) -> _Plan:
-        manager = self.manager
         server_name, _, tool_name = call.name.partition(".")
-        server = manager.servers.get(server_name)
+        server = self.servers.get(server_name)
         if server is None:
-            known = ", ".join(sorted(manager.servers)) or "none"
+            known = ", ".join(sorted(self.servers)) or "none"
             raise _Refused(
                 ResultKind.ERROR,
                 "unknown_server",
@@ -253,7 +280,7 @@ class CallPipeline:
             )
         timeout = self.config.tool_timeouts.get(call.name, server.default_timeout_seconds)
         try:
-            validator = manager.validator(call.name, tool)
+            validator = tool.validator
         except Exception as exc:  # a schema only known at run time (an external server's)
             raise _Refused(
                 ResultKind.ERROR,
@@ -262,8 +289,8 @@ class CallPipeline:
                 f"Tell the user the '{server_name}' server is broken.",
             ) from None
         plan = _Plan(server, tool, tool_name, validator, timeout)
-        if manager.constant_parts(server):
-            plan.parts = manager.server_parts(server, tool_name, {})
+        if self.permission.constant_parts(server):
+            plan.parts = self.permission.server_parts(server, tool_name, {})
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[call.name] = plan
@@ -271,13 +298,12 @@ class CallPipeline:
 
     def _before_hooks(self, call: _Call, raw_args: object) -> None:
         """Run only when a plugin implements the hook (``run`` checks)."""
-        hooks = self.manager.hooks
         server_name = call.name.partition(".")[0]
         args = normalize_args(raw_args)
         # The hooks see a read-only copy: what they are shown is what is judged and run.
         request = ToolCall(name=call.name, server=server_name, tool=call.tool_name, args=args, context=call.ctx)
         try:
-            replaced = hooks.before_tool_call(request, call.faults)
+            replaced = self.hooks.before_tool_call(request, call.faults)
         except HookRefusal as refusal:
             call.args = args
             if refusal.fault is not None:
@@ -315,9 +341,9 @@ class CallPipeline:
 
     def _schema(self, call: _Call) -> None:
         validator = call.plan.validator
-        if validator._string_props:
+        if validator.coerces:
             call.args = validator.coerce(call.args)
-        if validator._validator.is_valid(call.args):
+        if validator.is_valid(call.args):
             return
         problem = validator.validate(call.args)
         if problem is not None:
@@ -329,13 +355,13 @@ class CallPipeline:
 
     def _access(self, call: _Call) -> None:
         assert call.tool is not None
-        ctx, keys = call.ctx, self.manager.access_keys
+        ctx, keys = call.ctx, self.access_keys
         if ctx.identity is None or not keys.has_keys(ctx.identity):
             return
         level = call.tool.required_access_level
         held = keys.level(ctx.identity, call.name)
         if held < level:
-            delegate = self.manager.delegation_tool()
+            delegate = self.delegation_tool()
             hint = f" Use {ctx.display(delegate)} to hand this work to a tier that has it." if delegate else ""
             raise _Refused(
                 ResultKind.REJECTED_ACCESS,
@@ -346,9 +372,8 @@ class CallPipeline:
     def _permission(self, call: _Call) -> Verdict | None:
         """Allow (None), deny (raises), or the verdict to ask about."""
         assert call.server is not None and call.tool is not None
-        manager = self.manager
         plan = call.plan
-        rules = manager.permissions
+        rules = self.permission.rules
         if plan.parts is not None and not call.snap.impls[PATTERN_HOOK]:
             # Parts that never depend on the arguments: one verdict until the rules change.
             call.pattern = plan.parts[0].store
@@ -357,9 +382,9 @@ class CallPipeline:
             return self._decided(call, plan.verdict)
         try:
             if call.snap.impls[PATTERN_HOOK]:
-                parts, call.pattern = manager.permission_parts(call.server, call.tool_name, call.args)
+                parts, call.pattern = self.permission.parts(call.server, call.tool_name, call.args)
             else:
-                parts = manager.own_parts(call.server, call.tool_name, call.args)
+                parts = self.permission.own_parts(call.server, call.tool_name, call.args)
                 call.pattern = parts[0].store
         except HookRefusal as refusal:
             if refusal.fault is not None:
@@ -394,16 +419,13 @@ class CallPipeline:
                 "them unless a rule names the file, e.g. allow = "
                 f'["filesystem.write:{target}"] under [permissions]. Ask the user to edit it instead.'
             )
-        why = (
-            ("deny = [" + ", ".join(f'"{r}"' for r in rules) + "]") if rules else f'default = "{manager_default(self)}"'
-        )
+        why = ("deny = [" + ", ".join(f'"{r}"' for r in rules) + "]") if rules else f'default = "{default_rule(self)}"'
         return (
             f"'{call.shown}' is denied by the permission rules ({why}). Do not retry it; choose another approach "
             "or ask the user to change [permissions]."
         )
 
     async def _ask(self, call: _Call, verdict: Verdict) -> None:
-        manager = self.manager
         asking = verdict.asking
         ask_rules = [v.rule for v in verdict.verdicts if v.kind == "ask" and v.rule]
         unclear = any(v.kind == "not_understood" for v in verdict.verdicts)
@@ -421,7 +443,7 @@ class CallPipeline:
         elif ask_rules:
             reason = f'the rule ask = ["{ask_rules[0]}"] matched'
         else:
-            reason = f'no rule allows this call (default = "{manager_default(self)}")'
+            reason = f'no rule allows this call (default = "{default_rule(self)}")'
         request = ApprovalRequest(
             tool=call.name,
             args=call.args,
@@ -434,7 +456,7 @@ class CallPipeline:
             reason=reason,
             always=verdict.always_effective,
         )
-        answer = await manager.hooks.approve_tool_call(request, call.faults)
+        answer = await self.hooks.approve_tool_call(request, call.faults)
         if answer is None:
             call.permission = "ask->deny"
             # Addressed to the agent: it cannot approve or edit the policy itself, a person can.
@@ -462,7 +484,7 @@ class CallPipeline:
             log.info("%s: 'always' answer for %s taken as once (it would not take effect)", choice, call.name)
             choice = "allow_once" if choice == "always_allow" else "deny_once"
         elif choice in ("always_allow", "always_deny"):
-            manager.permissions.add("allow" if choice == "always_allow" else "deny", [p.store for p in asking])
+            self.permission.rules.add("allow" if choice == "always_allow" else "deny", [p.store for p in asking])
         allowed = choice in ("allow_once", "always_allow")
         call.permission = "ask->allow" if allowed else "ask->deny"
         if not allowed:
@@ -483,9 +505,7 @@ class CallPipeline:
 
     def _loop_guards(self, call: _Call) -> None:
         ctx = call.ctx
-        state = call.state or self.guards._states.get((ctx.conversation_id, ctx.identity))
-        if state is None:
-            state = self.guards.state(ctx.conversation_id, ctx.identity)
+        state = call.state or self.guards.state(ctx.conversation_id, ctx.identity)
         call.state = state
         if not state.failures and not call.write:
             return
@@ -509,7 +529,7 @@ class CallPipeline:
             extra: dict[str, Any] = {"timeout_seconds": timeout}
             if ctx.partial:
                 extra["output"] = ctx.partial
-            self._record_run(call, '{"error": "timeout"}', failed=True)
+            self._record_run(call, '{"error": "timeout"}', failed=True, code="timeout")
             raise _Refused(
                 ResultKind.TIMEOUT,
                 "timeout",
@@ -526,10 +546,10 @@ class CallPipeline:
             )
             raise
 
-    def _record_run(self, call: _Call, text: str, *, failed: bool, flag: bool = False) -> None:
+    def _record_run(self, call: _Call, text: str, *, failed: bool, flag: bool = False, code: str | None = None) -> None:
         if call.state is not None:
             call.repeats = self.guards.ran(
-                call.state, call.key, call.name, text, failed=failed, write=call.write, flag=flag
+                call.state, call.key, call.name, text, failed=failed, write=call.write, flag=flag, code=code
             )
             call.run_length = call.state.run_length
 
@@ -539,7 +559,9 @@ class CallPipeline:
         effective = limit if 0 < limit <= RESULT_CEILING_BYTES else RESULT_CEILING_BYTES
         text = response.result if len(response.result) * 4 <= effective else cap_text(response.result, limit)
         if text is not response.result:
-            response = ServerResponse(result=text, directives=response.directives, is_error=response.is_error)
+            response = ServerResponse(
+                result=text, directives=response.directives, is_error=response.is_error, code=response.code
+            )
         if response.is_error:
             kind = ResultKind.ERROR
         elif len(response.result) > 4:
@@ -553,7 +575,7 @@ class CallPipeline:
                 None if call.snap.impls[DUPLICATE_HOOK] else call.snap.answers.get((call.server.name, call.tool_name))
             )
             if skip is None:
-                skip = self.manager.hooks.skip_duplicate_check(call.server, call.tool_name, call.faults)
+                skip = self.hooks.skip_duplicate_check(call.server, call.tool_name, call.faults)
             flag = not skip
         state = call.state
         if state is not None:
@@ -565,6 +587,7 @@ class CallPipeline:
                 failed=kind == ResultKind.ERROR,
                 write=call.write,
                 flag=flag,
+                code=response.code,
             )
             call.run_length = state.run_length
         if call.repeats:
@@ -573,13 +596,10 @@ class CallPipeline:
                 response.directives,
                 response.is_error,
                 response.structured,
+                code=response.code,
             )
-        if kind == ResultKind.ERROR and response.result.startswith("{") and '"timeout"' in response.result:
-            try:
-                if orjson.loads(response.result).get("error") == "timeout":
-                    kind = ResultKind.TIMEOUT
-            except (orjson.JSONDecodeError, AttributeError):
-                pass
+        if kind == ResultKind.ERROR and response.code == "timeout":
+            kind = ResultKind.TIMEOUT
         return self._finish(call, kind, response)
 
     def _finish(self, call: _Call, kind: ResultKind, response: ServerResponse) -> CallOutcome:
@@ -600,15 +620,14 @@ class CallPipeline:
             hook_faults=tuple(map(str, call.faults)) if call.faults else (),
         )
         if call.snap.impls[AFTER_HOOK]:
-            hooks = self.manager.hooks
             server_name, _, tool_name = call.name.partition(".")
             faults: list[HookFault] = []
             shown = ToolCall(name=call.name, server=server_name, tool=tool_name, args=call.args, context=ctx)
-            text = hooks.after_tool_call(shown, attrs.evolve(outcome, args=shown.args), faults)
+            text = self.hooks.after_tool_call(shown, attrs.evolve(outcome, args=shown.args), faults)
             changes: dict[str, Any] = {}
             if text is not None and text != response.result:
                 changes["response"] = ServerResponse(
-                    result=text, directives=response.directives, is_error=response.is_error
+                    result=text, directives=response.directives, is_error=response.is_error, code=response.code
                 )
             if faults:
                 changes["hook_faults"] = outcome.hook_faults + tuple(str(f) for f in faults)
@@ -619,7 +638,7 @@ class CallPipeline:
         if counts is None:
             counts = self.metrics[call.name] = {}
         counts[str(kind)] = counts.get(str(kind), 0) + 1
-        self.manager.audit(outcome)
+        self.audit(outcome)
         return outcome
 
 
@@ -632,8 +651,8 @@ def would_allow(asking: Sequence[PermissionPart]) -> str:
     )
 
 
-def manager_default(pipeline: CallPipeline) -> str:
-    return str(pipeline.manager.permissions.config.default)
+def default_rule(pipeline: CallPipeline) -> str:
+    return str(pipeline.permission.rules.config.default)
 
 
 def stops_batch(outcome: CallOutcome, guards: Guards) -> str | None:

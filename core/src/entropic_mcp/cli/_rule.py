@@ -11,7 +11,7 @@ from ._common import build_manager, echo_json
 
 def explain(manager: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """The rules' decision for ``tool(args)`` and its server's sandbox, as plain data."""
-    from .._manager import server_read_only
+    from .._pipeline._permission import read_only
     from .._sandbox import HostSandbox
 
     resolved = manager.resolve(tool)
@@ -19,8 +19,8 @@ def explain(manager: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         raise click.UsageError(f"no tool {tool!r}; `entropic-mcp tools` lists them")
     server, _ = resolved
     name = tool.partition(".")[2]
-    parts, pattern = manager.permission_parts(server, name, args)
-    verdict = manager.permissions.judge(parts, read_only=server_read_only(server, name))
+    parts, pattern = manager.permission.parts(server, name, args)
+    verdict = manager.permissions.judge(parts, read_only=read_only(server, name))
     sandbox = HostSandbox(manager.config, manager.permissions).for_server(server.name)
     if server.name == "git":
         sandbox = sandbox.allowing(git_config=True)
