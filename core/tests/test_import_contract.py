@@ -49,6 +49,7 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         | {
             _M + m
             for m in [
+                "_assembly",
                 "_builtins",
                 "_calls",
                 "_context",
