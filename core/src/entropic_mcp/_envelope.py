@@ -84,6 +84,23 @@ def structured_object(structured: Mapping[str, Any] | None, text: str) -> dict[s
     return parsed if isinstance(parsed, dict) else None
 
 
+def error_code_of(text: str) -> str:
+    """The code of an error that arrived as text (an external server's result, a ``ToolResult``
+    built by hand): its JSON ``error`` field, else ``"error"``.
+
+    Errors made here (``ToolResult.error``, ``ServerResponse.refusal``, ``ToolError``) carry
+    their code as a field; only text from elsewhere is read for one.
+    """
+    if text.startswith("{"):
+        try:
+            code = orjson.loads(text).get("error")
+        except (orjson.JSONDecodeError, AttributeError):
+            code = None
+        if isinstance(code, str) and code:
+            return code
+    return "error"
+
+
 @attrs.frozen(kw_only=True)
 class ToolResult:
     """A tool's result: text, directives, an error flag, and optional structured content."""
@@ -95,6 +112,8 @@ class ToolResult:
     #: Extra MCP content blocks sent after the text (``{"type": "image", "data", "mimeType"}``,
     #: ``{"type": "resource", "resource": {...}}``): a picture or document the model should see.
     content: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_blocks)
+    #: The error code of a failure (``ToolResult.error`` sets it); None on success.
+    code: str | None = None
 
     @classmethod
     def json(cls, data: Any, *, directives: Iterable[object] = ()) -> ToolResult:
@@ -121,12 +140,16 @@ class ToolResult:
     @classmethod
     def error(cls, code: str, message: str, **extra: Any) -> ToolResult:
         """A failure ``{"error": code, "message": message, ...}``; failures carry no directives."""
-        return cls(text=dumps({"error": code, "message": message, **extra}), is_error=True)
+        return cls(text=dumps({"error": code, "message": message, **extra}), is_error=True, code=code)
 
 
 @attrs.frozen(kw_only=True)
 class ServerResponse:
-    """``{"result": str, "directives": [...], "is_error": bool}`` — failures carry no directives."""
+    """``{"result": str, "directives": [...], "is_error": bool}`` — failures carry no directives.
+
+    ``code`` is a failure's error code (``"invalid_args"``, ``"timeout"``, ``"error"`` for one
+    without a code of its own), None on success: guards and outcomes read it, never the text.
+    """
 
     result: str = attrs.field(validator=attrs.validators.instance_of(str))
     directives: tuple[Directive, ...] = attrs.field(default=(), converter=_directives)
@@ -134,10 +157,16 @@ class ServerResponse:
     structured: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
     #: Extra MCP content blocks (images, embedded resources) from the tool's ``ToolResult``.
     content: tuple[Mapping[str, Any], ...] = attrs.field(default=(), eq=False, repr=False, converter=_blocks)
+    code: str | None = attrs.field(default=None, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.is_error and self.directives:
-            object.__setattr__(self, "directives", ())
+        if self.is_error:
+            if self.directives:
+                object.__setattr__(self, "directives", ())
+            if self.code is None:
+                object.__setattr__(self, "code", error_code_of(self.result))
+        elif self.code is not None:
+            object.__setattr__(self, "code", None)
 
     @classmethod
     def _make(
@@ -147,8 +176,12 @@ class ServerResponse:
         is_error: bool = False,
         structured: Mapping[str, Any] | None = None,
         content: tuple[Mapping[str, Any], ...] = (),
+        code: str | None = None,
     ) -> ServerResponse:
-        """Build from values that are already checked (the per-call hot path skips validation)."""
+        """Build from values that are already checked (the per-call hot path skips validation).
+
+        A failure without ``code`` gets the one its text states (``error_code_of``).
+        """
         response = cls.__new__(cls)
         setattr_ = object.__setattr__
         setattr_(response, "result", result)
@@ -156,15 +189,18 @@ class ServerResponse:
         setattr_(response, "is_error", is_error)
         setattr_(response, "structured", structured)
         setattr_(response, "content", content)
+        setattr_(response, "code", (code or error_code_of(result)) if is_error else None)
         return response
 
     @classmethod
     def failure(cls, text: str) -> ServerResponse:
-        return cls(result=text, is_error=True)
+        """A failure told in plain text (a tool that raised): its code is ``"error"``."""
+        return cls(result=text, is_error=True, code="error")
 
     @classmethod
     def refusal(cls, code: str, message: str, **extra: Any) -> ServerResponse:
-        return cls(result=dumps({"error": code, "message": message, **extra}), is_error=True)
+        """A failure ``{"error": code, "message": message, ...}`` carrying ``code``."""
+        return cls(result=dumps({"error": code, "message": message, **extra}), is_error=True, code=code)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -200,7 +200,7 @@ class MCPServerBase:
             return ServerResponse(result=str(value))
         if isinstance(value, ToolResult):
             return ServerResponse._make(
-                value.text, value.directives, bool(value.is_error), value.structured, value.content
+                value.text, value.directives, bool(value.is_error), value.structured, value.content, value.code
             )
         if isinstance(value, ServerResponse):
             return value

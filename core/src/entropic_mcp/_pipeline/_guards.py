@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import orjson
 
 from .._config import PipelineConfig
+from .._envelope import error_code_of
 
 MAX_CONVERSATIONS = 4096
 #: Failures that depend on time, not on the arguments: retrying the same call is the remedy.
@@ -113,18 +113,6 @@ def shared_key(key: str) -> str:
     """A call key as kept in the store: the tool name, then a digest of the arguments."""
     name, _, args = key.partition("\x00")
     return f"{name}#{_digest(args):016x}"
-
-
-def error_code(text: str) -> str:
-    """The ``error`` field of a JSON error result; ``"error"`` for a plain-text one."""
-    if text.startswith("{"):
-        try:
-            code = orjson.loads(text).get("error")
-        except (orjson.JSONDecodeError, AttributeError):
-            code = None
-        if isinstance(code, str) and code:
-            return code
-    return "error"
 
 
 class Guards:
@@ -238,13 +226,29 @@ class Guards:
 
     # -- after the call ran ------------------------------------------------------------------------
 
-    def ran(self, state: GuardState, key: str, name: str, text: str, *, failed: bool, write: bool, flag: bool) -> int:
-        """Record a call that ran; returns how many identical answers came just before (0: none)."""
+    def ran(
+        self,
+        state: GuardState,
+        key: str,
+        name: str,
+        text: str,
+        *,
+        failed: bool,
+        write: bool,
+        flag: bool,
+        code: str | None = None,
+    ) -> int:
+        """Record a call that ran; returns how many identical answers came just before (0: none).
+
+        ``code`` is a failure's error code (``ServerResponse.code``); without one it is read from
+        ``text`` as from any error that arrived as text.
+        """
         if state.shared:
-            return self._ran_shared(state, key, name, text, failed=failed, write=write, flag=flag)
+            return self._ran_shared(state, key, name, text, failed=failed, write=write, flag=flag, code=code)
         server = name.partition(".")[0]
         if failed:
-            code = error_code(text)
+            if code is None:
+                code = error_code_of(text)
             if code in TRANSIENT_CODES:
                 return 0
             failure = state.failures.get(key)
@@ -280,16 +284,25 @@ class Guards:
         return repeats
 
     def _ran_shared(
-        self, state: GuardState, key: str, name: str, text: str, *, failed: bool, write: bool, flag: bool
+        self,
+        state: GuardState,
+        key: str,
+        name: str,
+        text: str,
+        *,
+        failed: bool,
+        write: bool,
+        flag: bool,
+        code: str | None,
     ) -> int:
         """``ran`` for state in the shared store: the memory rules applied to the loaded document
         (keys as digests, answers by a stable digest); ``save`` writes it."""
         shared, wire = state.shared, shared_key(key)
         if state.pending is None:
-            state.pending = ((wire, name, text, failed, write, flag), state.to_json())
+            state.pending = ((wire, name, text, failed, write, flag, code), state.to_json())
         state.shared = ""
         try:
-            return self.ran(state, wire, name, text, failed=failed, write=write, flag=flag)
+            return self.ran(state, wire, name, text, failed=failed, write=write, flag=flag, code=code)
         finally:
             state.shared = shared
 
@@ -300,7 +313,7 @@ class Guards:
 
         if state.pending is None or not state.shared:
             return
-        (wire, name, text, failed, write, flag), before = state.pending
+        (wire, name, text, failed, write, flag, code), before = state.pending
         state.pending = None
         store, shared = self._store, state.shared
         for _ in range(SAVE_ATTEMPTS):
@@ -319,7 +332,7 @@ class Guards:
                 before = state.to_json()
                 state.shared = ""
                 try:
-                    self.ran(state, wire, name, text, failed=failed, write=write, flag=flag)
+                    self.ran(state, wire, name, text, failed=failed, write=write, flag=flag, code=code)
                 finally:
                     state.shared = shared
             except Exception as exc:
