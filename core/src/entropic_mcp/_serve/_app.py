@@ -38,6 +38,8 @@ from ._progress import ProgressRelay, progress_token
 from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
 from ._sampling import Delegations, SamplingCall, SessionSampler, answer_for, declares_directives, sampling_of
 from ._sampling import input_required as input_request_result
+from ._tasks import EXTENSION as TASKS_EXTENSION
+from ._tasks import TaskParams, Tasks, UpdateTaskParams, declares_tasks, missing_capability
 
 log = logging.getLogger("entropic_mcp.serve")
 
@@ -91,6 +93,12 @@ class ServeApp:
         # Registered as wire-dict handlers: results are built as the wire form directly.
         self.server.add_request_handler("tools/list", PaginatedRequestParams, self.list_tools)
         self.server.add_request_handler("tools/call", CallToolRequestParams, self.call_tool)
+        # MCP Tasks: records in the store, so any worker answers for a task another one runs.
+        self.tasks = Tasks(lambda: manager.storage)
+        self.server.extensions[TASKS_EXTENSION] = {}
+        self.server.add_request_handler("tasks/get", TaskParams, self.task_get)
+        self.server.add_request_handler("tasks/cancel", TaskParams, self.task_cancel)
+        self.server.add_request_handler("tasks/update", UpdateTaskParams, self.task_update)
         # After the OpenTelemetry middleware, so listing spans are still recorded.
         self.server.middleware.append(self._modern_listing)
         self.server.middleware.append(self._object_arguments)
@@ -308,6 +316,10 @@ class ServeApp:
         conversation = self.conversation(ctx)
         arguments = params.arguments if params.arguments is not None else {}
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if declares_tasks(ctx):
+                return await self.tasks.run(
+                    lambda: self._call_modern(ctx, params, internal, arguments, conversation), conversation
+                )
             return await self._call_modern(ctx, params, internal, arguments, conversation)
         session = ctx.session
         channel = sampler = None
@@ -457,6 +469,23 @@ class ServeApp:
             await call.relay.close()
         return {**self._result(outcome, internal), "resultType": "complete"}
 
+    # -- tasks (the io.modelcontextprotocol/tasks extension; _tasks.py) ----------------------------
+
+    async def task_get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        if not declares_tasks(ctx):
+            raise missing_capability()
+        return await self.tasks.get(params.task_id, self.conversation(ctx))
+
+    async def task_cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        if not declares_tasks(ctx):
+            raise missing_capability()
+        return await self.tasks.cancel(params.task_id, self.conversation(ctx))
+
+    async def task_update(self, ctx: Any, params: UpdateTaskParams) -> dict[str, Any]:
+        if not declares_tasks(ctx):
+            raise missing_capability()
+        return await self.tasks.update(params.task_id, self.conversation(ctx))
+
     def _start_modern(self, ctx: Any, internal: str, arguments: dict[str, Any], conversation: str) -> SamplingCall:
         """A 2026-07-28 call started in its own task, able to pause for the client's answers."""
         sampling, tools = sampling_of(ctx.session.client_capabilities)
@@ -587,7 +616,8 @@ async def _off_loop(function: Any, *args: Any) -> Any:
 
 
 async def cancel_suspended(app: ServeApp) -> None:
-    """Cancel calls still waiting for an answer (serve is stopping)."""
+    """Cancel calls still waiting for an answer, and those running as tasks (serve is stopping)."""
+    await app.tasks.close()
     calls = list(app.suspended.values())
     app.suspended.clear()
     for call in calls:

@@ -1,0 +1,323 @@
+"""MCP Tasks (the ``io.modelcontextprotocol/tasks`` extension of 2026-07-28) for ``tools/call``.
+
+The extension lets the server answer a ``tools/call`` with a task handle (``resultType:
+"task"``) instead of the result; the client polls ``tasks/get`` (the result comes inline once
+``completed``), may ``tasks/cancel``, and answers ``input_required`` tasks with ``tasks/update``.
+The server decides per request: only for a client that declares the extension on that request,
+and here only for a call still running ``TASK_AFTER`` seconds after it started — a quick call
+answers as usual, a long one becomes a task and goes on running in this worker.
+
+The task's record lives in the store (namespace ``serve.tasks``, one document per task), so any
+worker of a deployment answers ``tasks/get``; the worker running the call writes the outcome
+there. A ``tasks/cancel`` received by another worker marks the record, and the owning worker,
+which looks at its running tasks' records every ``CANCEL_POLL`` seconds, cancels the call. Every
+record belongs to the conversation that created it (the conversation key, which under ``[auth]``
+lies inside the caller's own scope): a task of another conversation is "not found", exactly as
+an unknown id. Task ids are 128 random bits.
+
+Not done: a call that asks the client something (an approval, a sampled delegation turn) after
+it became a task cannot ask (no ``input_required`` tasks yet); it completes with a tool error
+saying so. An approval asked in the first ``TASK_AFTER`` seconds is asked as usual, before any
+task exists (the extension's advice: resolve such rounds before creating the task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, INVALID_PARAMS, RequestParams
+
+log = logging.getLogger("entropic_mcp.serve")
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+NAMESPACE = "serve.tasks"
+#: Seconds a call runs before it becomes a task (a quicker one answers as a plain result).
+TASK_AFTER = 1.0
+#: Seconds between the owning worker's looks for cancellations another worker received.
+CANCEL_POLL = 0.5
+POLL_INTERVAL_MS = 500
+#: How long a task's record is kept after it was created.
+TTL_MS = 3_600_000
+MISSING_CAPABILITY = -32021
+TERMINAL = ("completed", "failed", "cancelled")
+#: Record fields that are the wire ``Task``; the rest (owner, cancel request) stay server-side.
+_WIRE = (
+    "taskId",
+    "status",
+    "statusMessage",
+    "createdAt",
+    "lastUpdatedAt",
+    "ttlMs",
+    "pollIntervalMs",
+    "result",
+    "error",
+)
+
+
+class TaskParams(RequestParams):
+    """``tasks/get`` and ``tasks/cancel``."""
+
+    task_id: str
+
+
+class UpdateTaskParams(TaskParams):
+    input_responses: dict[str, Any] | None = None
+
+
+def declares_tasks(ctx: Any) -> bool:
+    """Did the client declare the extension on this very request (per-request capabilities)?"""
+    params = ctx.params
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, Mapping) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and EXTENSION in extensions
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Memory:
+    """The records of a process without a store (``[storage] backend = "none"``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, tuple[Any, int]] = {}
+
+    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
+        with self._lock:
+            return self._records.get(key, (None, 0))
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        from .._errors import StateConflict
+
+        with self._lock:
+            if self._records.get(key, (None, 0))[1] != version:
+                raise StateConflict(f"task {key} changed meanwhile")
+            self._records[key] = (value, version + 1)
+            return version + 1
+
+
+class Tasks:
+    """Task records in the store, and the calls of this worker that run as tasks."""
+
+    def __init__(self, store: Callable[[], Any], *, after: float = TASK_AFTER) -> None:
+        self._store_of = store
+        self._store: Any = None
+        self.after = after
+        self.running: dict[str, asyncio.Task[Any]] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
+
+    def store(self) -> Any:
+        if self._store is None:
+            from .._storage import StateStore
+
+            try:
+                candidate = self._store_of()
+            except Exception as exc:  # no store to open: this process's memory holds the tasks
+                log.warning("tasks kept in this process's memory: the store could not be opened: %s", exc)
+                candidate = None
+            self._store = candidate if isinstance(candidate, StateStore) else _Memory()
+        return self._store
+
+    # -- records (store I/O: called in a worker thread) -------------------------------------------
+
+    def load(self, task_id: str, owner: str | None = None) -> tuple[dict[str, Any] | None, int]:
+        value, version = self.store().load_state(NAMESPACE, task_id)
+        if not isinstance(value, dict) or (owner is not None and value.get("owner") != owner):
+            return None, version
+        return value, version
+
+    def create(self, owner: str) -> dict[str, Any]:
+        now = _now()
+        record = {
+            "taskId": secrets.token_urlsafe(16),
+            "owner": owner,
+            "status": "working",
+            "createdAt": now,
+            "lastUpdatedAt": now,
+            "ttlMs": TTL_MS,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+            "cancel": False,
+        }
+        self.store().save_state(NAMESPACE, record["taskId"], record, 0)
+        return record
+
+    def change(self, task_id: str, apply: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        """Apply ``apply`` to the stored record (again on a conflict); None when there is none."""
+        from .._errors import StateConflict
+
+        for _ in range(20):
+            record, version = self.load(task_id)
+            if record is None:
+                return None
+            if not apply(record):
+                return record
+            record["lastUpdatedAt"] = _now()
+            try:
+                self.store().save_state(NAMESPACE, task_id, record, version)
+            except StateConflict:
+                continue
+            return record
+        raise RuntimeError(f"task {task_id} kept changing under this worker")
+
+    def settle(self, task_id: str, fields: dict[str, Any]) -> None:
+        def apply(record: dict[str, Any]) -> bool:
+            if record["status"] in TERMINAL:
+                return False
+            record.update(fields)
+            return True
+
+        self.change(task_id, apply)
+
+    def cancels_requested(self, task_ids: list[str]) -> list[str]:
+        found = []
+        for task_id in task_ids:
+            record, _ = self.load(task_id)
+            if record is not None and record.get("cancel"):
+                found.append(task_id)
+        return found
+
+    # -- tools/call as a task -------------------------------------------------------------------
+
+    async def run(self, call: Callable[[], Awaitable[dict[str, Any]]], owner: str) -> dict[str, Any]:
+        """The call's own result when it ends within ``after`` seconds, else a task handle."""
+        work = asyncio.ensure_future(call())
+        try:
+            done, _ = await asyncio.wait({work}, timeout=self.after)
+        except BaseException:
+            work.cancel()
+            raise
+        if done:
+            return work.result()
+        try:
+            record = await _off_loop(self.create, owner)
+        except BaseException:
+            work.cancel()
+            raise
+        task_id = record["taskId"]
+        self.running[task_id] = work
+        work.add_done_callback(lambda finished: self._finished(task_id, finished))
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_cancels())
+        return {"resultType": "task", **_wire(record)}
+
+    def _finished(self, task_id: str, work: asyncio.Task[Any]) -> None:
+        self.running.pop(task_id, None)
+        if work.cancelled():
+            fields: dict[str, Any] = {"status": "cancelled", "statusMessage": "cancelled by tasks/cancel"}
+        elif isinstance(work.exception(), MCPError):
+            error = work.exception().error  # type: ignore[union-attr]
+            fields = {"status": "failed", "statusMessage": error.message, "error": error.model_dump(exclude_none=True)}
+        elif work.exception() is not None:
+            log.error("task %s failed", task_id, exc_info=work.exception())
+            fields = {
+                "status": "failed",
+                "statusMessage": "the call failed inside the server",
+                "error": {"code": INTERNAL_ERROR, "message": "Internal error"},
+            }
+        else:
+            fields = {"status": "completed", "result": _completed(work.result())}
+        write = asyncio.get_running_loop().create_task(self._write(task_id, fields))
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+
+    async def _write(self, task_id: str, fields: dict[str, Any]) -> None:
+        for attempt in range(5):
+            try:
+                await _off_loop(self.settle, task_id, fields)
+                return
+            except Exception as exc:  # the store failing: the outcome is all a poller will ever get
+                log.warning("task %s: its outcome could not be stored (attempt %d): %s", task_id, attempt + 1, exc)
+                await asyncio.sleep(1 + attempt)
+
+    async def _watch_cancels(self) -> None:
+        while self.running:
+            await asyncio.sleep(CANCEL_POLL)
+            try:
+                wanted = await _off_loop(self.cancels_requested, list(self.running))
+            except Exception as exc:
+                log.warning("tasks: cancellations could not be read from the store: %s", exc)
+                continue
+            for task_id in wanted:
+                work = self.running.get(task_id)
+                if work is not None:
+                    work.cancel()
+
+    # -- the extension's methods ----------------------------------------------------------------
+
+    async def get(self, task_id: str, owner: str) -> dict[str, Any]:
+        record, _ = await _off_loop(self.load, task_id, owner)
+        if record is None:
+            raise _not_found()
+        return _wire(record)
+
+    async def cancel(self, task_id: str, owner: str) -> dict[str, Any]:
+        def apply(record: dict[str, Any]) -> bool:
+            if record.get("owner") != owner or record["status"] in TERMINAL or record.get("cancel"):
+                return False
+            record["cancel"] = True
+            return True
+
+        record = await _off_loop(self.change, task_id, apply)
+        if record is None or record.get("owner") != owner:
+            raise _not_found()
+        work = self.running.get(task_id)
+        if work is not None:  # running here: no need to wait for the poll
+            work.cancel()
+        return {}
+
+    async def update(self, task_id: str, owner: str) -> dict[str, Any]:
+        # No task of this server asks for input, so no response is outstanding: ignored, as the
+        # extension says of responses to keys that are not outstanding.
+        await self.get(task_id, owner)
+        return {}
+
+    async def close(self) -> None:
+        """Cancel the calls still running as tasks (serve is stopping) and store that."""
+        for work in list(self.running.values()):
+            work.cancel()
+        await asyncio.sleep(0)
+        if self._writes:
+            await asyncio.wait(list(self._writes), timeout=5)
+
+
+def missing_capability() -> MCPError:
+    return MCPError(
+        code=MISSING_CAPABILITY,
+        message="Missing required client capability",
+        data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+    )
+
+
+def _not_found() -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
+
+
+def _wire(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: record[key] for key in _WIRE if key in record}
+
+
+def _completed(result: dict[str, Any]) -> dict[str, Any]:
+    """The CallToolResult a task carries; a call that wanted to ask the client becomes a tool error."""
+    if result.get("resultType") == "input_required":
+        message = (
+            "this call needed an answer from the client (an approval or a sampled turn) after it became a "
+            "task, and tasks cannot ask yet; call the tool again without the tasks extension to be asked"
+        )
+        return {"content": [{"type": "text", "text": message}], "isError": True}
+    return {key: value for key, value in result.items() if key != "resultType"}
+
+
+async def _off_loop(function: Any, *args: Any) -> Any:
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(function, *args)

@@ -1,0 +1,194 @@
+"""MCP Tasks (``io.modelcontextprotocol/tasks``, 2026-07-28) over Streamable HTTP: a long
+``tools/call`` becomes a task that ``tasks/get`` polls to its result and ``tasks/cancel`` stops;
+with two workers on one PostgreSQL store a task started on one is polled and cancelled on the
+other. Raw JSON-RPC: the SDK's client has no tasks methods (docs/serving.md, "Tasks")."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from test_workers import fresh_store, haproxy
+
+from conftest import group_alive, start_http, stop, wait_until, write_project
+
+if TYPE_CHECKING:
+    from conftest import HTTPServe
+
+pytestmark = [pytest.mark.integration]
+
+TASKS = "io.modelcontextprotocol/tasks"
+VERSION = "2026-07-28"
+#: Far above any call here: a task still working then is stuck.
+HANG = 60.0
+
+
+@contextmanager
+def deployment(tmp_path: Path, workers: int) -> Iterator[tuple[str, list[HTTPServe], None]]:
+    """``workers`` serve processes on one fresh PostgreSQL store (behind haproxy when two), as in
+    test_workers, with the probe's tools allowed."""
+    with fresh_store() as (dsn, schema):
+        served = [
+            start_http(
+                write_project(
+                    tmp_path / f"worker{n}",
+                    f"""\
+[entropic_mcp]
+plugins = ["probe", "postgres"]
+[storage]
+backend = "postgres"
+options = {{ dsn = {json.dumps(dsn)}, schema = {json.dumps(schema)} }}
+[permissions]
+default = "ask"
+allow = ["probe.*"]
+""",
+                )
+            )
+            for n in range(workers)
+        ]
+        try:
+            if workers == 1:
+                yield served[0].url, served, None
+            else:
+                with haproxy(tmp_path, served) as url:
+                    yield url, served, None
+        finally:
+            for worker in served:
+                stop(worker.process)
+
+
+class Rpc:
+    """JSON-RPC requests of one 2026-07-28 client and conversation; ``tasks`` declares the extension."""
+
+    def __init__(self, conversation: str, *, tasks: bool = True) -> None:
+        self.conversation = conversation
+        self.tasks = tasks
+        self.ids = 0
+
+    def __call__(self, url: str, method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
+        import urllib.error
+        import urllib.request
+
+        self.ids += 1
+        capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if self.tasks else {}
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "entropic-mcp/conversation": self.conversation,
+        }
+        body = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": {**params, "_meta": meta}}
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": VERSION,
+            "Mcp-Method": method,
+            "Mcp-Name": name,
+        }
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers={**headers, "Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                kind, text = response.headers.get("content-type", ""), response.read().decode()
+        except urllib.error.HTTPError as error:  # a JSON-RPC error may come with a 4xx status
+            kind, text = error.headers.get("content-type", ""), error.read().decode()
+        if kind.startswith("text/event-stream"):
+            messages = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+            return next(m for m in messages if m.get("id") == self.ids)
+        return dict(json.loads(text))
+
+    def call(self, url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self(url, "tools/call", {"name": tool, "arguments": arguments}, tool)
+
+    def task(self, url: str, method: str, task_id: str) -> dict[str, Any]:
+        return self(url, method, {"taskId": task_id}, task_id)
+
+    def until_terminal(self, url: str, task_id: str) -> dict[str, Any]:
+        end = time.monotonic() + HANG
+        while True:
+            answer = self.task(url, "tasks/get", task_id)
+            result = answer["result"]
+            if result["status"] in ("completed", "failed", "cancelled"):
+                return result
+            assert result["status"] == "working" and time.monotonic() < end, answer
+            time.sleep(result.get("pollIntervalMs", 500) / 1000)
+
+
+def test_a_long_call_becomes_a_task_polled_to_its_result_and_a_quick_one_answers_at_once(tmp_path: Path) -> None:
+    with deployment(tmp_path, 1) as (url, _, _):
+        rpc = Rpc(f"tasks-{uuid.uuid4().hex[:8]}")
+        created = rpc.call(url, "probe_sleep", {"seconds": 2})["result"]
+        assert created["resultType"] == "task" and created["status"] == "working", created
+        assert created["pollIntervalMs"] > 0 and created["ttlMs"] > 0
+        task_id = created["taskId"]
+        first = rpc.task(url, "tasks/get", task_id)["result"]
+        assert first["resultType"] == "complete" and first["taskId"] == task_id
+        done = rpc.until_terminal(url, task_id)
+        assert done["status"] == "completed" and not done["result"].get("isError")
+        assert done["result"]["content"][0]["text"] == "slept 2 s"
+        # A quick call is answered as usual, even when the client takes tasks.
+        quick = rpc.call(url, "probe_echo", {"text": "now"})["result"]
+        assert quick["resultType"] == "complete" and "now" in quick["content"][0]["text"]
+        # Another conversation cannot see the task; a client without the extension may not ask.
+        other = Rpc("someone-else").task(url, "tasks/get", task_id)
+        assert other["error"]["code"] == -32602 and "not found" in other["error"]["message"]
+        bare = Rpc(rpc.conversation, tasks=False).task(url, "tasks/get", task_id)
+        assert bare["error"]["code"] == -32021
+        assert bare["error"]["data"]["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+        unknown = rpc.task(url, "tasks/get", "no-such-task")
+        assert unknown["error"]["code"] == -32602
+        # Without the extension a long call is never a task.
+        plain = Rpc(rpc.conversation, tasks=False).call(url, "probe_sleep", {"seconds": 1.5})["result"]
+        assert plain["resultType"] == "complete" and plain["content"][0]["text"] == "slept 1.5 s"
+
+
+def test_the_server_advertises_the_extension(tmp_path: Path) -> None:
+    with deployment(tmp_path, 1) as (url, _, _):
+        answer = Rpc("discover")(url, "server/discover", {}, "")
+        assert TASKS in answer["result"]["capabilities"]["extensions"]
+
+
+def _acknowledged(answer: dict[str, Any]) -> bool:
+    """An empty result: ``resultType`` and the server's ``_meta`` stamp, nothing else."""
+    return answer["result"]["resultType"] == "complete" and set(answer["result"]) <= {"resultType", "_meta"}
+
+
+def _started_sleep(rpc: Rpc, url: str, marker: Path) -> tuple[str, int]:
+    created = rpc.call(url, "probe_sleep", {"seconds": 30, "pgid_file": str(marker)})["result"]
+    assert created["resultType"] == "task"
+    assert wait_until(lambda: marker.exists() and marker.read_text().strip() != "", timeout=HANG)
+    return created["taskId"], int(marker.read_text())
+
+
+def test_cancel_stops_the_call(tmp_path: Path) -> None:
+    with deployment(tmp_path, 1) as (url, _, _):
+        rpc = Rpc("cancel-one")
+        task_id, pgid = _started_sleep(rpc, url, tmp_path / "pgid")
+        assert Rpc("someone-else").task(url, "tasks/cancel", task_id)["error"]["code"] == -32602
+        assert group_alive(pgid)
+        assert _acknowledged(rpc.task(url, "tasks/cancel", task_id))
+        assert rpc.until_terminal(url, task_id)["status"] == "cancelled"
+        assert wait_until(lambda: not group_alive(pgid), timeout=HANG)
+
+
+def test_a_task_started_on_one_worker_is_polled_and_cancelled_on_the_other(tmp_path: Path) -> None:
+    with deployment(tmp_path, 2) as (balanced, workers, _):
+        one, other = (worker.url for worker in workers)
+        rpc = Rpc("two-workers")
+        created = rpc.call(one, "probe_sleep", {"seconds": 2})["result"]
+        assert created["resultType"] == "task"
+        done = rpc.until_terminal(other, created["taskId"])
+        assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "slept 2 s"
+        # Through the balancer too (round robin: the polls reach both workers).
+        assert rpc.until_terminal(balanced, created["taskId"]) == done
+
+        task_id, pgid = _started_sleep(rpc, one, tmp_path / "pgid")
+        assert _acknowledged(rpc.task(other, "tasks/cancel", task_id))
+        assert rpc.until_terminal(other, task_id)["status"] == "cancelled"
+        assert wait_until(lambda: not group_alive(pgid), timeout=HANG)
