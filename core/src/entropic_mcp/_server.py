@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ._access import AccessLevel
-from ._context import CallContext, host_of
+from ._context import CallContext
 from ._directives import ContextAnchor
 from ._envelope import ServerResponse, ToolResult, dumps
 from ._errors import ConfigError, DuplicateNameError, ToolDefinitionError, ToolError
@@ -132,7 +132,7 @@ class MCPServerBase:
         args = normalize_args(raw_args)
         if ctx is None:
             ctx = CallContext()
-        if host_of(ctx) is None:
+        if not ctx.validated:
             # Called bare (a test, a host without the pipeline): the same schema check the pipeline
             # makes, so a tool can always trust its arguments' shape.
             try:

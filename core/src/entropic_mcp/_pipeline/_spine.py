@@ -518,6 +518,7 @@ class CallPipeline:
         server, ctx = call.server, call.ctx
         assert server is not None
         ctx.result_budget = call.plan.tool.result_budget_bytes
+        ctx.validated = True
         timeout = call.plan.timeout
         try:
             if timeout is None:

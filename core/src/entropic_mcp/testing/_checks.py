@@ -216,6 +216,7 @@ async def _through_execute(
     for index, args in enumerate(arguments):
         where = f"{server.name}.{name} with {_short_args(args)[:80]}"
         ctx = CallContext(conversation_id=f"check-{index % 3}", manager=manager, deadline=time.monotonic() + limit)
+        ctx.validated = True  # the junk goes to the tool as is, as if it had passed a schema
         try:
             async with asyncio.timeout(limit):
                 response = await server.execute(name, args, ctx)
