@@ -27,6 +27,7 @@ import asyncio
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -43,8 +44,10 @@ TASK_AFTER = 1.0
 #: Seconds between the owning worker's looks for cancellations another worker received.
 CANCEL_POLL = 0.5
 POLL_INTERVAL_MS = 500
-#: How long a task's record is kept after it was created.
+#: How long a task's record is kept after its last change (then pruned: "not found").
 TTL_MS = 3_600_000
+#: Seconds between prunes of the records past their TTL, by each worker that creates tasks.
+PRUNE_EVERY = 600.0
 MISSING_CAPABILITY = -32021
 TERMINAL = ("completed", "failed", "cancelled")
 #: Record fields that are the wire ``Task``; the rest (owner, cancel request) stay server-side.
@@ -115,6 +118,9 @@ class Tasks:
         self.running: dict[str, asyncio.Task[Any]] = {}
         self._watcher: asyncio.Task[None] | None = None
         self._writes: set[asyncio.Task[None]] = set()
+        #: Tasks whose cancellation a client asked for (a call cancelled otherwise: serve stopping).
+        self._cancel_asked: set[str] = set()
+        self._pruned = 0.0
 
     def store(self) -> Any:
         if self._store is None:
@@ -148,7 +154,15 @@ class Tasks:
             "pollIntervalMs": POLL_INTERVAL_MS,
             "cancel": False,
         }
-        self.store().save_state(NAMESPACE, record["taskId"], record, 0)
+        store = self.store()
+        now_s = time.monotonic()
+        if now_s - self._pruned >= PRUNE_EVERY and hasattr(store, "prune_states"):
+            self._pruned = now_s
+            try:
+                store.prune_states(NAMESPACE, TTL_MS / 1000)
+            except Exception as exc:  # pruning is housekeeping: the task is stored all the same
+                log.warning("tasks: records past their TTL could not be pruned: %s", exc)
+        store.save_state(NAMESPACE, record["taskId"], record, 0)
         return record
 
     def change(self, task_id: str, apply: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
@@ -213,7 +227,14 @@ class Tasks:
     def _finished(self, task_id: str, work: asyncio.Task[Any]) -> None:
         self.running.pop(task_id, None)
         if work.cancelled():
-            fields: dict[str, Any] = {"status": "cancelled", "statusMessage": "cancelled by tasks/cancel"}
+            asked = task_id in self._cancel_asked
+            self._cancel_asked.discard(task_id)
+            message = (
+                "cancelled by tasks/cancel"
+                if asked
+                else "the worker running this call stopped (serve shut down) before it ended; call the tool again"
+            )
+            fields: dict[str, Any] = {"status": "cancelled", "statusMessage": message}
         elif isinstance(work.exception(), MCPError):
             error = work.exception().error  # type: ignore[union-attr]
             fields = {"status": "failed", "statusMessage": error.message, "error": error.model_dump(exclude_none=True)}
@@ -250,6 +271,7 @@ class Tasks:
             for task_id in wanted:
                 work = self.running.get(task_id)
                 if work is not None:
+                    self._cancel_asked.add(task_id)
                     work.cancel()
 
     # -- the extension's methods ----------------------------------------------------------------
@@ -272,6 +294,7 @@ class Tasks:
             raise _not_found()
         work = self.running.get(task_id)
         if work is not None:  # running here: no need to wait for the poll
+            self._cancel_asked.add(task_id)
             work.cancel()
         return {}
 
@@ -283,8 +306,11 @@ class Tasks:
 
     async def close(self) -> None:
         """Cancel the calls still running as tasks (serve is stopping) and store that."""
-        for work in list(self.running.values()):
+        running = list(self.running.values())
+        for work in running:
             work.cancel()
+        if running:  # a cancelled call cleans up (kills its processes) before its outcome is stored
+            await asyncio.wait(running, timeout=5)
         await asyncio.sleep(0)
         if self._writes:
             await asyncio.wait(list(self._writes), timeout=5)
