@@ -15,7 +15,7 @@ from ._args import file_text
 from ._base import FilesystemTool
 from ._fsio import Existing, write_atomic
 from ._read import SNIFF, binary_refusal
-from ._tracker import digest
+from ._tracker import digest, store_of
 from ._write import in_style, line_style
 
 MAX_DIFF_LINES = 120
@@ -352,13 +352,14 @@ class EditFile(FilesystemTool):
         edits = parse_edits(args)
         dry_run = toolkit.flag(args, "dry_run")
         key = str(resolved.path)
+        store = store_of(ctx)
         cancelled = ctx.cancelled
         outcome: dict[str, Any] = {}
 
         def render(existing: Existing | None) -> bytes:
             if existing is None:
                 raise ToolError("not_found", f"{loc.display} does not exist; create it with filesystem.write_file")
-            fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data, existing.stat)
+            fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data, existing.stat, store)
             if b"\x00" in existing.data[:SNIFF]:
                 raise binary_refusal(loc.display)
             try:
@@ -394,7 +395,12 @@ class EditFile(FilesystemTool):
         except _DryRun:
             return ToolResult.json({"path": loc.display, **_shown(outcome), "dry_run": True})
         fs.tracker.record(
-            ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(outcome["data"])
+            ctx.conversation_id,
+            key,
+            size=written.size,
+            mtime_ns=written.mtime_ns,
+            data_digest=digest(outcome["data"]),
+            store=store,
         )
         return ToolResult.json({"path": loc.display, **_shown(outcome)})
 

@@ -13,6 +13,7 @@ from ._base import FilesystemTool
 from ._fsio import FILE_FLAGS, open_dir, os_failure
 from ._media import HEAD, sniff
 from ._read import SNIFF
+from ._tracker import store_of
 
 
 def _kind(mode: int) -> str:
@@ -44,7 +45,7 @@ class FileInfo(FilesystemTool):
             except OSError as exc:
                 raise os_failure(exc, loc.display) from None
             if stat.S_ISREG(st.st_mode):  # shown unchanged, it may be moved or deleted without a read
-                fs.tracker.record_stat(ctx.conversation_id, str(resolved.path), st)
+                fs.tracker.record_stat(ctx.conversation_id, str(resolved.path), st, store_of(ctx))
             info: dict[str, Any] = {
                 "path": loc.display,
                 "type": _kind(st.st_mode),

@@ -12,6 +12,7 @@ from ._base import FilesystemTool, truncation, walk_note
 from ._fsio import printable
 from ._rules import WalkGate
 from ._text import fit_result, listing_lines, wants_json
+from ._tracker import store_of
 from ._walk import Walk, start
 
 MAX_ENTRIES = 2000
@@ -74,13 +75,15 @@ class ListDirectory(FilesystemTool):
         ]
         shown_files = [entry for _, _, entry, kind, _ in page if kind == "file"]
         if resolved.inside and not recursive and len(shown_files) <= MAX_STAT_RECORDS:
+            statuses = []
             for entry in shown_files:
                 try:
                     st = entry.stat(follow_symlinks=False)  # DirEntry keeps the stat _entry took
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    fs.tracker.record_stat(ctx.conversation_id, str(resolved.path / entry.name), st)
+                    statuses.append((str(resolved.path / entry.name), st))
+            fs.tracker.record_stats(ctx.conversation_id, statuses, store_of(ctx))
         results: list[Any] = list(entries)
         skipped = gate.note()
         if skipped is not None:

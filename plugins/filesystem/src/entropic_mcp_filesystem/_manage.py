@@ -21,7 +21,7 @@ from entropic_mcp.toolkit.paths import POLICY_FILES
 from ._base import FilesystemTool
 from ._fsio import FILE_FLAGS, Location, open_dir, os_failure, read_at_most, unsafe
 from ._rules import WalkGate
-from ._tracker import digest
+from ._tracker import digest, store_of
 
 #: Entries a directory move inspects before it gives up (and says to move less at once).
 MAX_MOVE_ENTRIES = 10_000
@@ -53,10 +53,11 @@ def _check_read(fs: Any, ctx: CallContext, parent: int, loc: Location, key: str,
     When the conversation saw only the file's status (file_info, a listing), that status decides
     and the file is not read; after a read of its content, the content is compared.
     """
+    store = store_of(ctx)
     st = _lstat(parent, loc)
     if st is not None and stat.S_ISREG(st.st_mode):
         try:
-            if fs.tracker.unchanged_since_stat(ctx.conversation_id, key, loc.display, st):
+            if fs.tracker.unchanged_since_stat(ctx.conversation_id, key, loc.display, st, store):
                 fs.refuse_hard_link(st, loc.display)
                 return st
         except ToolError as exc:
@@ -72,11 +73,13 @@ def _check_read(fs: Any, ctx: CallContext, parent: int, loc: Location, key: str,
     finally:
         os.close(fd)
     try:
-        fs.tracker.check(ctx.conversation_id, key, loc.display, data, st)
+        fs.tracker.check(ctx.conversation_id, key, loc.display, data, st, store)
     except ToolError as exc:
         raise ToolError(exc.code, exc.message.replace("write or edit it", verb), **exc.extra) from None
     # The content's hash stands for it from here: a move changes the file's ctime.
-    fs.tracker.record(ctx.conversation_id, key, size=st.st_size, mtime_ns=st.st_mtime_ns, data_digest=digest(data))
+    fs.tracker.record(
+        ctx.conversation_id, key, size=st.st_size, mtime_ns=st.st_mtime_ns, data_digest=digest(data), store=store
+    )
     return st
 
 
@@ -155,7 +158,7 @@ class DeleteFile(FilesystemTool):
                 kind = "file" if stat.S_ISREG(st.st_mode) else "other"
         finally:
             os.close(parent)
-        fs.tracker.discard(ctx.conversation_id, str(resolved.path))
+        fs.tracker.discard(ctx.conversation_id, str(resolved.path), store_of(ctx))
         return ToolResult.json({"path": loc.display, "deleted": kind})
 
 
@@ -197,7 +200,7 @@ class MoveFile(FilesystemTool):
                 os.close(dst_parent)
         finally:
             os.close(src_parent)
-        fs.tracker.move(ctx.conversation_id, str(source.path), str(target.path))
+        fs.tracker.move(ctx.conversation_id, str(source.path), str(target.path), store_of(ctx))
         return ToolResult.json({"source": src.display, "destination": dst.display})
 
     def _move(self, src_parent: int, dst_parent: int, src: Location, dst: Location, *, directory: bool) -> None:

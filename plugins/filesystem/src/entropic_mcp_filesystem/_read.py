@@ -25,7 +25,7 @@ from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_t
 from ._base import FilesystemTool
 from ._fsio import open_regular
 from ._settings import READ_RESULT_BYTES
-from ._tracker import Identity, identity, identity_vouches
+from ._tracker import Identity, identity, identity_vouches, store_of
 
 CHUNK = 1 << 20
 SNIFF = 8192
@@ -485,6 +485,7 @@ def read_lines(
         mtime_ns=st.st_mtime_ns,
         data_digest=page.digest,
         stat_identity=ident,
+        store=store_of(ctx),
     )
     return page
 

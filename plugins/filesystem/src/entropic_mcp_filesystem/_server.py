@@ -9,16 +9,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-from entropic_mcp import (
-    CallContext,
-    MCPServerBase,
-    PermissionPart,
-    ResolvedPath,
-    ToolError,
-    confine,
-    is_within,
-    path_part,
-)
+from entropic_mcp import CallContext, MCPServerBase, ToolError
+from entropic_mcp.storage import StateStore
+from entropic_mcp.toolkit.paths import PermissionPart, ResolvedPath, confine, is_within, path_part
 
 from ._fsio import Location, locate
 from ._ignore import ENTROPICIGNORE, IgnoreCache
@@ -125,6 +118,12 @@ class FilesystemServer(MCPServerBase):
 
     def end_conversation(self, conversation_id: str) -> None:
         self.tracker.forget(conversation_id)
+
+    def conversation_ended(self, ctx: CallContext) -> None:
+        """``end_conversation``, and the conversation's reads deleted from a shared store (one already open)."""
+        config = ctx.services.config
+        storage = ctx.services.storage_if_open if config is not None and config.storage.shares_state else None
+        self.tracker.forget(ctx.conversation_id, storage if isinstance(storage, StateStore) else None)
 
     def close(self) -> None:
         self.tracker.clear()

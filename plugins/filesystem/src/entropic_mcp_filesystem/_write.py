@@ -9,7 +9,7 @@ from entropic_mcp import AccessLevel, CallContext, ToolResult, load_tool_definit
 from ._args import file_text
 from ._base import FilesystemTool
 from ._fsio import Existing, write_atomic
-from ._tracker import digest
+from ._tracker import digest, store_of
 
 
 def line_style(text: str) -> str:
@@ -40,13 +40,14 @@ class WriteFile(FilesystemTool):
         resolved, loc = fs.resolve(args, ctx, tool=self.name, access="write")
         content = file_text(args, "content")
         key = str(resolved.path)
+        store = store_of(ctx)
         written_data = b""
 
         def render(existing: Existing | None) -> bytes:
             nonlocal written_data
             text = content
             if existing is not None:
-                fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data, existing.stat)
+                fs.tracker.check(ctx.conversation_id, key, loc.display, existing.data, existing.stat, store)
                 old = existing.data.decode("utf-8", "replace")
                 # A file that is CRLF throughout stays CRLF when the model sends LF text.
                 if line_style(old) == "crlf" and "\r\n" not in text:
@@ -56,6 +57,11 @@ class WriteFile(FilesystemTool):
 
         written = write_atomic(loc, render, inspect=fs.inspect_existing(loc.display))
         fs.tracker.record(
-            ctx.conversation_id, key, size=written.size, mtime_ns=written.mtime_ns, data_digest=digest(written_data)
+            ctx.conversation_id,
+            key,
+            size=written.size,
+            mtime_ns=written.mtime_ns,
+            data_digest=digest(written_data),
+            store=store,
         )
         return ToolResult.json({"path": loc.display, "bytes_written": written.size, "created": written.created})
