@@ -51,6 +51,7 @@ def integration(session: nox.Session) -> None:
         "core/tests/test_cli.py::test_check_plugin_reports_each_broken_plugin_by_plugin_hook_and_file[first_party_name]",
         "plugins/bash/tests/test_gitsafe.py::test_bash_and_the_git_server_use_the_toolkits_one_list",
         "plugins/bash/tests/test_workers.py",
+        "plugins/bash/tests/test_workers_background.py",
         "plugins/filesystem/tests/test_fs_workers.py",
         *session.posargs,
     )

@@ -17,10 +17,12 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from entropic_mcp.toolkit import Sandbox, group_alive, sandbox_blocked, sandbox_for
+
+from ._shared import shown_command
 
 #: Seconds between the reader thread's checks of the shell, the deadline and a stop request.
 POLL = 0.1
@@ -61,6 +63,7 @@ class BackgroundRun:
         max_unread_bytes: int,
         grace: float,
         sandbox: Sandbox | None = None,
+        sink: Callable[[bytes], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self.command = command
@@ -69,6 +72,8 @@ class BackgroundRun:
         self.timeout = timeout
         self.grace = grace
         self.max_unread = max_unread_bytes
+        #: Where output goes instead of this process's unread buffer (a shared run's spool).
+        self._sink = sink
         self.started = time.monotonic()
         self.ended: float | None = None
         self.status = "running"  # running | exited | killed | timeout
@@ -171,6 +176,9 @@ class BackgroundRun:
             self._tail += data
             if len(self._tail) > TAIL_BYTES:
                 del self._tail[: len(self._tail) - TAIL_BYTES]
+            if self._sink is not None:
+                self._sink(data)
+                return
             excess = len(self._unread) - self.max_unread
             if excess > 0:
                 del self._unread[:excess]
@@ -269,7 +277,7 @@ def describe(run: BackgroundRun) -> dict[str, object]:
     """A run's status as the tools report it."""
     data: dict[str, object] = {
         "run_id": run.run_id,
-        "command": run.command if len(run.command) <= 200 else run.command[:197] + "...",
+        "command": shown_command(run.command),
         "status": run.status,
         "elapsed_ms": run.elapsed_ms(),
     }

@@ -8,15 +8,19 @@ its conversation ends or the server closes.
 The working directory lives in the store when it keeps plugin state (``StateStore``,
 namespace ``bash.cwd``, root-relative): workers sharing the store run a conversation's calls in
 the same directory. Without one it lives in this process's memory. Runs are this process's
-children: their ids carry a random part, so an id never names another worker's run.
+children: their ids carry a random part, so an id never names another worker's run. When the
+store is one several processes share (``[storage] conversation_state``), every worker answers
+for every run through it (``_shared``); with tinydb or no store runs live in this process only.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 import re
 import secrets
+import socket
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,17 +31,16 @@ from entropic_mcp import (
     AccessLevel,
     CallContext,
     ConfigError,
-    StateConflict,
-    StateStore,
-    StorageError,
     ToolBase,
     ToolError,
     ToolResult,
-    is_within,
     load_tool_definition,
     toolkit,
 )
+from entropic_mcp.storage import StateConflict, StateStore, StorageError
+from entropic_mcp.toolkit.paths import is_within
 
+from . import _shared
 from ._render import duration, reply, wants_json
 
 if TYPE_CHECKING:
@@ -56,7 +59,7 @@ MAX_SAVE_ATTEMPTS = 5
 log = logging.getLogger("entropic_mcp_bash")
 
 
-def store_of(ctx: CallContext) -> StateStore | None:
+def store_of(ctx: CallContext, what: str = "the conversation's working directory") -> StateStore | None:
     """The store a conversation's directory lives in; None when it lives in memory.
 
     Raises:
@@ -67,10 +70,40 @@ def store_of(ctx: CallContext) -> StateStore | None:
     except (ConfigError, StorageError) as exc:
         raise ToolError(
             "storage_unavailable",
-            f"the conversation's working directory lives in the store, which could not be opened: {exc}. "
+            f"{what} lives in the store, which could not be opened: {exc}. "
             "Nothing was run; fix [storage] in entropic-mcp.toml, or pass working_dir, then try again.",
         ) from None
     return storage if isinstance(storage, StateStore) else None
+
+
+def shared_store(ctx: CallContext) -> StateStore | None:
+    """The store background runs live in when workers share it; None: this process's memory."""
+    config = ctx.services.config
+    if config is None or not config.storage.shares_state:
+        return None
+    return store_of(ctx, "the conversation's background runs")
+
+
+def _too_many(running: list[str], limit: int) -> ToolError:
+    if limit == 0:
+        return ToolError(
+            "background_disabled",
+            "background runs are turned off on this server ([servers.bash] max_background_runs = 0); "
+            "run the command in the foreground",
+        )
+    return ToolError(
+        "too_many_runs",
+        f"this conversation already has {len(running)} background commands running ({', '.join(running)}), the "
+        "most allowed; stop one with bash.kill or wait for one to finish (bash.list shows them)",
+    )
+
+
+def _server_full() -> ToolError:
+    return ToolError(
+        "too_many_runs",
+        f"the server already runs {MAX_TOTAL_RUNNING} background commands for all conversations; "
+        "stop one of yours with bash.kill or run this one in the foreground",
+    )
 
 
 class Runs:
@@ -80,6 +113,10 @@ class Runs:
         self._lock = threading.Lock()
         self._runs: dict[str, BackgroundRun] = {}
         self._cwds: dict[str, Path] = {}
+        #: The spools of this worker's shared runs, by run id.
+        self._spools: dict[str, _shared.Spool] = {}
+        #: This worker, as shared run records name their owner.
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
     # -- working directories -------------------------------------------------------------------
 
@@ -125,41 +162,119 @@ class Runs:
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def start(self, conversation: str, limit: int, **kwargs: Any) -> BackgroundRun:
+    def start(self, conversation: str, limit: int, store: StateStore | None = None, **kwargs: Any) -> BackgroundRun:
+        """Start a run; with ``store`` (a shared one) its record and output go there for every worker."""
+        if store is not None:
+            return self._start_shared(conversation, limit, store, **kwargs)
         with self._lock:
             running = [r for r in self._runs.values() if r.conversation == conversation and r.running]
             if len(running) >= limit:
-                if limit == 0:
-                    raise ToolError(
-                        "background_disabled",
-                        "background runs are turned off on this server ([servers.bash] max_background_runs = 0); "
-                        "run the command in the foreground",
-                    )
-                ids = ", ".join(r.run_id for r in running)
-                raise ToolError(
-                    "too_many_runs",
-                    f"this conversation already has {len(running)} background commands running ({ids}), the most "
-                    "allowed; stop one with bash.kill or wait for one to finish (bash.list shows them)",
-                )
+                raise _too_many([r.run_id for r in running], limit)
             from ._background import BackgroundRun  # subprocess machinery: loaded on the first run
 
             if sum(r.running for r in self._runs.values()) >= MAX_TOTAL_RUNNING:
-                raise ToolError(
-                    "too_many_runs",
-                    f"the server already runs {MAX_TOTAL_RUNNING} background commands for all conversations; "
-                    "stop one of yours with bash.kill or run this one in the foreground",
-                )
-            # Random, not a counter: workers sharing a store each count from 1, and a model
-            # holding one worker's "bg1" must never stop another's.
-            run_id = f"bg{secrets.token_hex(3)}"
-            while run_id in self._runs:
-                run_id = f"bg{secrets.token_hex(3)}"
-            run = BackgroundRun(run_id, conversation=conversation, **kwargs)
-            self._runs[run_id] = run
+                raise _server_full()
+            run = BackgroundRun(self._new_id(), conversation=conversation, **kwargs)
+            self._runs[run.run_id] = run
             finished = [r for r in self._runs.values() if r.conversation == conversation and not r.running]
             for old in finished[: max(0, len(finished) - KEEP_FINISHED)]:
                 del self._runs[old.run_id]
             return run
+
+    def _new_id(self) -> str:
+        # Random, not a counter: workers sharing a store each count from 1, and a model
+        # holding one worker's "bg1" must never stop another's.
+        run_id = f"bg{secrets.token_hex(3)}"
+        while run_id in self._runs:
+            run_id = f"bg{secrets.token_hex(3)}"
+        return run_id
+
+    def _start_shared(self, conversation: str, limit: int, store: StateStore, **kwargs: Any) -> BackgroundRun:
+        from ._background import BackgroundRun
+
+        with self._lock:
+            for run_id in [i for i, spool in self._spools.items() if spool.done]:
+                # Ended and recorded: the store answers for it from now on.
+                del self._spools[run_id]
+                self._runs.pop(run_id, None)
+            if sum(r.running for r in self._runs.values()) >= MAX_TOTAL_RUNNING:
+                raise _server_full()
+        known = _shared.records(store, conversation)
+        running = [r["run_id"] for r in known if _shared.status_of(r) == "running"]
+        if len(running) >= limit:
+            raise _too_many(running, limit)
+        with self._lock:
+            record, version = _shared.new_record(
+                store,
+                self._new_id,
+                conversation=conversation,
+                command=kwargs["command"],
+                owner=self.worker,
+                max_unread=kwargs["max_unread_bytes"],
+            )
+        run_id = record["run_id"]
+        spool = _shared.Spool(store, record, version)
+        try:
+            run = BackgroundRun(run_id, conversation=conversation, sink=spool.feed, **kwargs)
+        except BaseException:
+            try:
+                _shared.forget(store, run_id, record)
+            except StorageError:
+                log.warning("could not delete the record of background run %s, which did not start", run_id)
+            raise
+        spool.attach(run)
+        with self._lock:
+            self._runs[run_id] = run
+            self._spools[run_id] = spool
+        finished = [r["run_id"] for r in known if _shared.status_of(r) != "running"]
+        stale = set(finished[: max(0, len(finished) - KEEP_FINISHED)])
+        try:
+            _shared.change_index(store, conversation, lambda ids: [i for i in ids if i not in stale] + [run_id])
+            for old in stale:
+                _shared.forget(store, old)
+        except StorageError as exc:
+            run.stop()
+            raise _shared.unavailable(exc) from None
+        return run
+
+    def read_shared(self, store: StateStore, conversation: str, run_id: object) -> tuple[dict[str, Any], str, int]:
+        """A shared run's record, its output since the last read on any worker, and the bytes dropped."""
+        spool = self._spools.get(run_id) if isinstance(run_id, str) else None
+        if spool is not None and spool.run is not None and spool.run.conversation == conversation:
+            spool.flush()  # this worker owns it: what it printed until now, not until the next tick
+        record = _shared.load_run(store, conversation, run_id)
+        return _shared.read(store, conversation, record["run_id"])
+
+    def kill_shared(
+        self, store: StateStore, conversation: str, run_id: object, wait: float
+    ) -> tuple[dict[str, Any], str, int]:
+        """Stop a shared run: here if this worker owns it, else by a request its owner polls for.
+
+        Waits up to ``wait`` (plus the owner's polling) for the end to be recorded; the record
+        returned still says ``running`` when the owner has not acted by then.
+        """
+        record = _shared.load_run(store, conversation, run_id)
+        if _shared.status_of(record) == "running":
+            with self._lock:
+                run, spool = self._runs.get(record["run_id"]), self._spools.get(record["run_id"])
+            if run is not None and spool is not None:
+                run.stop()
+                run.wait(wait)
+                spool.flush()
+            else:
+                _shared.request_kill(store, record["run_id"])
+                _shared.wait_ended(store, conversation, record["run_id"], wait + 2 * _shared.FLUSH_SECONDS + 1.0)
+        return _shared.read(store, conversation, record["run_id"])
+
+    def list_shared(self, store: StateStore, conversation: str) -> list[tuple[dict[str, Any], int]]:
+        """The conversation's shared runs on every worker, oldest first, with their unread bytes."""
+        for run_id, spool in list(self._spools.items()):
+            if spool.run is not None and spool.run.conversation == conversation and run_id in self._runs:
+                spool.flush()
+        try:
+            return [(r, _shared.unread_bytes(store, r)) for r in _shared.records(store, conversation)]
+        except StorageError as exc:
+            raise _shared.unavailable(exc) from None
 
     def get(self, conversation: str, run_id: object) -> BackgroundRun:
         with self._lock:
@@ -175,15 +290,41 @@ class Runs:
         with self._lock:
             return [r for r in self._runs.values() if r.conversation == conversation]
 
-    def end(self, conversation: str, store: StateStore | None = None) -> list[BackgroundRun]:
-        """Stop and forget the conversation's runs and directory (in ``store`` too); returns the runs being stopped."""
+    def end(
+        self, conversation: str, store: StateStore | None = None, shared: StateStore | None = None
+    ) -> list[BackgroundRun]:
+        """Stop and forget the conversation's runs and directory (in ``store`` too); returns the runs being stopped.
+
+        With ``shared`` (the store runs live in), other workers' runs of the conversation are
+        asked to stop and their documents deleted by their owners, or here for runs that ended
+        or whose owner is gone.
+        """
         with self._lock:
             ended = [r for r in self._runs.values() if r.conversation == conversation]
+            spools = [self._spools.pop(r.run_id) for r in ended if r.run_id in self._spools]
             for run in ended:
                 del self._runs[run.run_id]
             self._cwds.pop(conversation, None)
+        for spool in spools:
+            spool.forget = True
         for run in ended:
             run.stop()
+        if shared is not None:
+            mine = {run.run_id for run in ended}
+            try:
+                for spool in spools:
+                    if spool.done:  # its thread is gone: nobody else deletes its documents
+                        _shared.forget(shared, spool.run_id)
+                for record in _shared.records(shared, conversation):
+                    if record["run_id"] in mine:
+                        continue
+                    if _shared.status_of(record) == "running":
+                        _shared.request_kill(shared, record["run_id"], forget=True)
+                    else:
+                        _shared.forget(shared, record["run_id"], record)
+                _shared.change_index(shared, conversation, lambda ids: [])
+            except (StorageError, ToolError):
+                log.warning("could not stop the background runs of conversation %r on other workers", conversation)
         if store is not None:
             _save(store, conversation, None)
         return ended
@@ -198,6 +339,12 @@ class Runs:
             run.stop()
         for run in runs:
             run.wait(2 * grace + 1.0)
+        with self._lock:
+            spools = list(self._spools.values())
+            self._spools.clear()
+        for spool in spools:  # their end recorded, so other workers read "killed", not "lost"
+            spool.wake()
+            spool.join(2 * _shared.FLUSH_SECONDS + 1.0)
 
 
 def _load(store: StateStore, conversation: str, root: Path) -> Path | None:
@@ -330,9 +477,12 @@ def _read(run: BackgroundRun, pattern: LineFilter | None) -> dict[str, Any]:
     from ._background import describe
 
     output, dropped = run.read()
+    return _answer(describe(run), output, dropped, pattern)
+
+
+def _answer(data: dict[str, Any], output: str, dropped: int, pattern: LineFilter | None) -> dict[str, Any]:
     if pattern is not None:
         output = "".join(line for line in output.splitlines(keepends=True) if pattern.search(line))
-    data = describe(run)
     data["output"] = output
     if dropped:
         data["dropped_bytes"] = dropped
@@ -347,9 +497,15 @@ class OutputTool(_RunTool):
     idempotent = False
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        run = self.server.runs.get(ctx.conversation_id, toolkit.text(args, "run_id", required=True))
+        run_id = toolkit.text(args, "run_id", required=True)
         raw = toolkit.text(args, "filter", allow_empty=True)
-        return self._reply(_read(run, LineFilter(raw) if raw else None), args)
+        pattern = LineFilter(raw) if raw else None
+        store = shared_store(ctx)
+        if store is not None:
+            record, output, dropped = self.server.runs.read_shared(store, ctx.conversation_id, run_id)
+            return self._reply(_answer(_shared.describe(record), output, dropped, pattern), args)
+        run = self.server.runs.get(ctx.conversation_id, run_id)
+        return self._reply(_read(run, pattern), args)
 
 
 class KillTool(_RunTool):
@@ -361,7 +517,20 @@ class KillTool(_RunTool):
     idempotent = True
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        run = self.server.runs.get(ctx.conversation_id, toolkit.text(args, "run_id", required=True))
+        run_id = toolkit.text(args, "run_id", required=True)
+        store = shared_store(ctx)
+        if store is not None:
+            wait = 2 * self.server.grace + 1.0
+            record, output, dropped = self.server.runs.kill_shared(store, ctx.conversation_id, run_id, wait)
+            data = _answer(_shared.describe(record), output, dropped, None)
+            if data["status"] == "running":
+                data["kill_requested"] = True
+                data["note"] = (
+                    f"kill requested; {record['run_id']} is still stopping on the worker running it (it looks for "
+                    f"requests every {_shared.FLUSH_SECONDS:g} s). bash.list or bash.output shows when it has stopped."
+                )
+            return self._reply(data, args)
+        run = self.server.runs.get(ctx.conversation_id, run_id)
         if run.running:
             run.stop()
             run.wait(2 * self.server.grace + 1.0)
@@ -379,7 +548,13 @@ class ListTool(_RunTool):
         runs = []
         from ._background import describe
 
-        for run in self.server.runs.of(ctx.conversation_id):
+        store = shared_store(ctx)
+        if store is not None:
+            for record, unread in self.server.runs.list_shared(store, ctx.conversation_id):
+                data = _shared.describe(record)
+                data["unread_bytes"] = unread
+                runs.append(data)
+        for run in self.server.runs.of(ctx.conversation_id) if store is None else ():
             data = describe(run)
             data["unread_bytes"] = run.unread_bytes()
             runs.append(data)
