@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import anyio
-
 from entropic_mcp import AccessLevel, CallContext, MCPServerBase, ToolBase, ToolDefinition
 from entropic_mcp.testing import make_manager
 

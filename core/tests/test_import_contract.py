@@ -81,10 +81,11 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
             ]
         }
     ): (
-        "the call path runs both ways: ServerManager builds the CallPipeline, which reads the "
-        "manager back (_pipeline/_spine.py, _manager.py), and CallContext / "
-        "ToolServices name ServerManager for their types; the package __init__ re-exports all of it "
-        "and toolkit/hookspecs import from it. Goes with the _pipeline/ package and _assembly split."
+        "the types and the lower layers still run both ways (the pipeline itself holds no manager): "
+        "CallContext / ToolServices name ServerManager as the host behind ctx.services, _pipeline/_batch "
+        "runs its calls through the manager, _delegation and _external._server find it through a context, "
+        "_tracing and _external._client read __version__ from the package, _pipeline/_rules and _sandbox "
+        "import each other, and _plugins / _builtins / _storage load one another"
     ),
     frozenset({"entropic_mcp.cli", "entropic_mcp.cli._group"}): (
         "the click group and its package: cli/__init__ registers the commands defined against _group"
