@@ -1077,28 +1077,21 @@ class _Lender:
         self._pool.putconn(conn)
 
     @contextlib.contextmanager
-    def watched(self, conn: psycopg.Connection, started: float) -> Iterator[None]:
-        """The borrower's statements, cut at the deadline counted from ``started``."""
+    def connection(self) -> Iterator[psycopg.Connection]:
+        started = time.monotonic()
+        conn = self.take()
+        clean = False
+        # Inline rather than a nested context manager: this is every operation's path.
         entry = self._watchdog.enter(conn, self._deadline - (time.monotonic() - started))
         try:
-            yield
+            yield conn
+            clean = True
         except psycopg.OperationalError as exc:
             if entry[2]:
                 raise DeadlinePassed(str(exc)) from None
             raise
         finally:
             self._watchdog.leave(entry)
-
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[psycopg.Connection]:
-        started = time.monotonic()
-        conn = self.take()
-        clean = False
-        try:
-            with self.watched(conn, started):
-                yield conn
-            clean = True
-        finally:
             self.give_back(conn, clean)
 
     #: How long background work waits for an idle pool connection before it takes the warm one.
@@ -1113,11 +1106,16 @@ class _Lender:
         except PoolTimeout:
             conn = self.take()  # the pool is busy or at its size: any connection will do
         clean = False
+        entry = self._watchdog.enter(conn, self._deadline - (time.monotonic() - started))
         try:
-            with self.watched(conn, started):
-                yield conn
+            yield conn
             clean = True
+        except psycopg.OperationalError as exc:
+            if entry[2]:
+                raise DeadlinePassed(str(exc)) from None
+            raise
         finally:
+            self._watchdog.leave(entry)
             if conn is self._warm:
                 self.give_back(conn, clean)
             else:

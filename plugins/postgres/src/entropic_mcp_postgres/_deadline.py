@@ -47,22 +47,21 @@ class Watchdog:
     def enter(self, conn: psycopg.Connection, seconds: float) -> list[Any]:
         """Watch ``conn`` for ``seconds``; the entry's last field turns True once it was cut."""
         entry = [time.monotonic() + seconds, conn, False]
-        with self._lock:
-            self._inflight[id(entry)] = entry
-            if self._thread is None:
+        self._inflight[id(entry)] = entry  # one dict store: atomic, no lock on the hot path
+        if self._thread is None:
+            with self._lock:
+                if self._thread is not None:
+                    return entry
                 self._thread = threading.Thread(target=self._run, name="entropic-mcp postgres deadline", daemon=True)
                 self._thread.start()
         return entry
 
     def leave(self, entry: list[Any]) -> None:
-        with self._lock:
-            self._inflight.pop(id(entry), None)
+        self._inflight.pop(id(entry), None)
 
     def cut_all(self) -> None:
         """Cut every operation in flight now."""
-        with self._lock:
-            entries = list(self._inflight.values())
-        for entry in entries:
+        for entry in _values(self._inflight):
             _cut(entry)
 
     def stop(self) -> None:
@@ -71,8 +70,8 @@ class Watchdog:
     def _run(self) -> None:
         while not self._stopped.wait(self.TICK):
             now = time.monotonic()
-            with self._lock:
-                late = [entry for entry in self._inflight.values() if entry[0] <= now and not entry[2]]
+            # list() of a dict other threads change: taken again on "changed size during iteration".
+            late = [entry for entry in _values(self._inflight) if entry[0] <= now and not entry[2]]
             for entry in late:
                 _cut(entry)
             if late:
@@ -80,6 +79,14 @@ class Watchdog:
                     self._on_late()
                 except Exception:  # the watchdog must keep watching whatever the callback does
                     log.exception("the deadline callback failed")
+
+
+def _values(inflight: dict[int, list[Any]]) -> list[list[Any]]:
+    while True:
+        try:
+            return list(inflight.values())
+        except RuntimeError:
+            continue
 
 
 def _cut(entry: list[Any]) -> None:
