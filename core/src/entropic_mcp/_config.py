@@ -51,7 +51,8 @@ class StorageConfig:
     #: None: the per-user data directory, keyed by project (``_userdata.default_store_path``).
     path: Path | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Where guard state, paused approvals and "always" answers live: ``"auto"`` (the store when
+    #: Where per-conversation state lives (guard state, paused approvals, "always" answers, the
+    #: plugins' own: bash's runs, the filesystem's read tracker): ``"auto"`` (the store when
     #: the backend is one several processes share, this process's memory for tinydb and none),
     #: ``"store"`` or ``"memory"`` (one worker, or a balancer that pins each conversation to one).
     conversation_state: str = "auto"
