@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from test_workers import _status
 
 from conftest import connect, start_http, stop, write_project
 
@@ -47,6 +48,7 @@ def test_a_partition_fails_store_calls_fast_and_spares_the_tools_that_need_no_st
     with fresh_schema(dsn, "part") as schema, PartitionProxy(dsn) as proxy:
         served = start_http(_project(tmp_path / "project", proxy.dsn, schema))
         meta = {CONVERSATION_KEY: "partition"}
+        base = served.url.rsplit("/mcp", 1)[0]
 
         async def run() -> dict[str, Any]:
             seen: dict[str, Any] = {}
@@ -69,6 +71,7 @@ def test_a_partition_fails_store_calls_fast_and_spares_the_tools_that_need_no_st
                     # Known stalled now: a store call fails at once, a store-free one just works.
                     seen["stalled"] = await peer.call("entropic_todo", {"action": "add", "content": "y"}, meta=meta)
                     seen["after"] = await peer.call("entropic_inspect", {"target": "config"}, meta=meta)
+                    seen["ready while stalled"] = await anyio.to_thread.run_sync(_status, base + "/readyz")
                 proxy.thaw()
                 with anyio.fail_after(HANG):
                     while True:
@@ -76,6 +79,7 @@ def test_a_partition_fails_store_calls_fast_and_spares_the_tools_that_need_no_st
                         if not seen["healed"].is_error:
                             break
                         await anyio.sleep(0.2)
+                seen["ready after"] = await anyio.to_thread.run_sync(_status, base + "/readyz")
             return seen
 
         try:
@@ -91,3 +95,5 @@ def test_a_partition_fails_store_calls_fast_and_spares_the_tools_that_need_no_st
     assert seen["stalled"].is_error and "has not answered for" in _text(seen["stalled"])
     assert not seen["after"].is_error, _text(seen["after"])
     assert "before" in _text(seen["healed"])
+    # The balancer is told: not ready while stalled, ready again once the store answers.
+    assert (seen["ready while stalled"], seen["ready after"]) == (503, 200)
