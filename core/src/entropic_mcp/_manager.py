@@ -65,6 +65,10 @@ class ServerManager:
             self.config.permissions, self.config.local_path, protected=ProtectedPaths.of(self.config)
         )
         self.permission = PermissionStage(self.permissions, self.hooks)
+        if storage is not None:  # a store the host hands in goes behind the argument rules too
+            from ._storage._checked import checked
+
+            storage = checked(storage)
         self._storage = storage
         self._storage_opened = storage is not None
         self._audit_unavailable = False

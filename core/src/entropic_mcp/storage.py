@@ -20,10 +20,12 @@ from ._storage import (
     validate_prune,
     validate_state,
 )
+from ._storage._checked import CheckedStorage
 
 __all__ = [
     "DEFAULT_SCOPE",
     "MAX_STATE_BYTES",
+    "CheckedStorage",
     "StateConflict",
     "StateStore",
     "StorageBackend",

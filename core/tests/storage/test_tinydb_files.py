@@ -13,7 +13,7 @@ import pytest
 from entropic_mcp import ConfigError, ServerManager, config_from_dict
 from entropic_mcp._storage import _tinydb
 from entropic_mcp._storage._tinydb import TinyDBBackend
-from entropic_mcp.storage import StorageError
+from entropic_mcp.storage import CheckedStorage, StorageError
 from tinydb import TinyDB
 
 
@@ -364,7 +364,8 @@ def test_the_manager_opens_tinydb_by_default_and_audits_calls(tmp_path: Path, us
     manager = ServerManager(config, servers=[DemoServer(root=tmp_path)])
     storage = manager.storage
     [store] = user_data_dir.glob("projects/*/store")  # outside the project: no tool may read it
-    assert isinstance(storage, TinyDBBackend) and storage.path == store
+    assert isinstance(storage, CheckedStorage) and isinstance(storage.backend, TinyDBBackend)
+    assert storage.path == store
     manager.call_sync("demo.echo", {"text": "hi"})
     manager.close()
     assert list(tmp_path.iterdir()) == []

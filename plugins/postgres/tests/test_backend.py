@@ -14,7 +14,7 @@ import pytest
 from entropic_mcp import ConfigError, config_from_dict
 from entropic_mcp._plugins import Plugins
 from entropic_mcp._storage import open_storage
-from entropic_mcp.storage import StorageError
+from entropic_mcp.storage import CheckedStorage, StorageError
 from entropic_mcp_postgres import PostgresAuthError, PostgresBackend, PostgresSchemaTooNew, PostgresUnavailable
 from entropic_mcp_postgres._migrations import LATEST, MIGRATIONS
 from entropic_mcp_postgres.testing import drop_schema
@@ -211,7 +211,8 @@ def test_the_hook_offers_the_backend_and_the_dsn_comes_from_config(
     plugins.load_entry_points(["postgres"])
     store = open_storage(_config(tmp_path, dsn=pg_dsn, schema=pg_schema), plugins)
     try:
-        assert isinstance(store, PostgresBackend) and store.schema == pg_schema
+        assert isinstance(store, CheckedStorage) and isinstance(store.backend, PostgresBackend)
+        assert store.schema == pg_schema
         store.create_conversation("through the hook")
     finally:
         assert store is not None

@@ -241,7 +241,8 @@ def validate_prune(namespace: Any, older_than: Any) -> float:
 
 
 def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
-    """Open the backend ``[storage] backend`` names; ``"none"`` means no storage."""
+    """Open the backend ``[storage] backend`` names, behind ``CheckedStorage``; ``"none"`` means
+    no storage."""
     name = config.storage.backend
     if name == "none":
         return None
@@ -256,7 +257,9 @@ def open_storage(config: Config, plugins: Plugins) -> StorageBackend | None:
         raise StorageError(
             f"storage backend {name!r} returned {type(backend).__name__}, which lacks the StorageBackend methods"
         )
-    return backend
+    from ._checked import checked
+
+    return checked(backend)
 
 
 __all__ = [

@@ -17,12 +17,11 @@ from typing import Any
 import orjson
 
 from .._errors import StateConflict, StorageError
-from ._records import DEFAULT_SCOPE, check_scope
+from ._records import DEFAULT_SCOPE
 from ._search import SearchIndex, query_words
 
 #: ``states`` holds the StateStore documents (plugin state under a namespace and a key).
 TABLES = ("conversations", "messages", "snapshots", "delegations", "states")
-STATUSES = ("completed", "failed")
 SEARCH_FIELDS = ("delegation_id", "target_tier", "task", "summary", "completed_at")
 
 
@@ -106,20 +105,6 @@ class _DocTable:
 
 
 # -- argument checks -----------------------------------------------------------------------------
-
-
-def _text(value: Any, what: str, *, empty_ok: bool = False) -> str:
-    if not isinstance(value, str):
-        raise StorageError(f"{what} must be a string, got {type(value).__name__}")
-    if not empty_ok and not value.strip():
-        raise StorageError(f"{what} is empty")
-    return value
-
-
-def _count(value: Any, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise StorageError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def _messages(value: Any, what: str) -> list[Any]:
@@ -264,7 +249,6 @@ class StoreState:
     # -- lookups ---------------------------------------------------------------------------------
 
     def _conversation_doc(self, conversation_id: Any, what: str) -> dict[str, Any]:
-        _text(conversation_id, what)
         doc_id = self._conv.get(conversation_id)
         if doc_id is None:
             raise StorageError(
@@ -273,7 +257,6 @@ class StoreState:
         return self._memory["conversations"][doc_id]
 
     def _delegation_doc(self, delegation_id: Any) -> dict[str, Any]:
-        _text(delegation_id, "delegation_id")
         doc_id = self._deleg.get(delegation_id)
         if doc_id is None:
             raise StorageError(
@@ -288,7 +271,6 @@ class StoreState:
         return record
 
     def scope_of(self, conversation_id: str) -> str | None:
-        _text(conversation_id, "conversation_id")
         doc_id = self._conv.get(conversation_id)
         if doc_id is None:
             return None
@@ -314,16 +296,12 @@ class StoreState:
         return self._read_ref(doc["ref"])
 
     def list_conversations(self, limit: int, offset: int) -> list[dict[str, Any]]:
-        _count(limit, "limit", 1)
-        _count(offset, "offset", 0)
         rows = self._memory["conversations"]
         ids = list(self._conv.values())
         page = ids[::-1][offset : offset + limit]
         return [self._conversation_record(rows[doc_id]) for doc_id in page]
 
     def list_delegations(self, limit: int, offset: int) -> list[dict[str, Any]]:
-        _count(limit, "limit", 1)
-        _count(offset, "offset", 0)
         rows = self._memory["delegations"]
         ids = list(self._deleg.values())
         return [self._delegation_record(rows[doc_id]) for doc_id in ids[::-1][offset : offset + limit]]
@@ -340,15 +318,10 @@ class StoreState:
         return record
 
     def latest_delegation_for_target(self, target_tier: str, scope: str | None = None) -> str | None:
-        _text(target_tier, "target_tier")
-        check_scope(scope, "latest_delegation_for_target", none_ok=True)
         done = self._completed_by_target.get((scope, target_tier))
         return next(reversed(done)) if done else None
 
     def search_delegations(self, query: str, max_results: int, scope: str | None = None) -> list[dict[str, Any]]:
-        _text(query, "query")
-        _count(max_results, "max_results", 1)
-        check_scope(scope, "search_delegations", none_ok=True)
         rows = self._memory["delegations"]
         found = []
         for delegation_id in self._search(scope).search(query_words(query), max_results):
@@ -380,10 +353,6 @@ class StoreState:
     # -- operations: prepare (validate) ------------------------------------------------------------
 
     def prepare_create_conversation(self, title: Any, metadata: Any, scope: Any = DEFAULT_SCOPE) -> dict[str, Any]:
-        _text(title, "title", empty_ok=True)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise StorageError(f"metadata must be an object or None, got {type(metadata).__name__}")
-        check_scope(scope, "create_conversation", none_ok=False)
         return {
             "op": "create_conversation",
             "conversation_id": new_id(),
@@ -419,22 +388,7 @@ class StoreState:
     def prepare_create_delegation(
         self, parent_id: Any, delegating_tier: Any, target_tier: Any, task: Any, max_turns: Any, context: Any
     ) -> dict[str, Any]:
-        if isinstance(parent_id, str) and not parent_id.strip():
-            raise StorageError(
-                "create_delegation: parent_id is empty; create the root conversation first "
-                "(create_conversation) and pass its id"
-            )
         parent = self._conversation_doc(parent_id, "create_delegation parent_id")
-        _text(delegating_tier, "delegating_tier")
-        _text(target_tier, "target_tier")
-        _text(task, "task")
-        _count(max_turns, "max_turns", -1)
-        if context is None:
-            context = []
-        elif isinstance(context, (str, bytes, Mapping)) or not isinstance(context, Sequence):
-            raise StorageError(f"context must be a list of objects or None, got {type(context).__name__}")
-        elif not all(isinstance(item, Mapping) for item in context):
-            raise StorageError("context must be a list of objects ({path, lines?, note?})")
         return {
             "op": "create_delegation",
             "delegation_id": new_id(),
@@ -444,18 +398,13 @@ class StoreState:
             "target_tier": target_tier,
             "task": task,
             "max_turns": max_turns,
-            "context": checked_copy([dict(item) for item in context], "context"),
+            "context": checked_copy([dict(item) for item in context or ()], "context"),
             "scope": parent.get("scope", DEFAULT_SCOPE),
             "at": _now(self.last_time),
         }
 
     def prepare_complete_delegation(self, delegation_id: Any, status: Any, summary: Any) -> dict[str, Any]:
         doc = self._delegation_doc(delegation_id)
-        if status not in STATUSES:
-            raise StorageError(f"status must be 'completed' or 'failed', got {status!r}")
-        if summary is None:
-            summary = ""
-        _text(summary, "summary", empty_ok=True)
         if doc["status"] != "running":
             raise StorageError(
                 f"delegation {delegation_id!r} was already completed (status {doc['status']!r} at "

@@ -32,6 +32,7 @@ from .._envelope import ServerResponse
 from .._errors import StateConflict, StorageError
 from .._pipeline import CallOutcome
 from .._storage import DEFAULT_SCOPE, MAX_STATE_BYTES, StateStore, StorageBackend, ToolCallRecord
+from .._storage._checked import checked
 
 Opener = Callable[[], StorageBackend]
 
@@ -85,8 +86,10 @@ class StorageContract:
     def backend(self, open_backend: Opener) -> Iterator[StorageBackend]:
         store = open_backend()
         assert isinstance(store, StorageBackend), f"{type(store).__name__} lacks the StorageBackend methods"
-        yield store
-        store.close()
+        # as the manager presents every backend: behind CheckedStorage, which applies the argument rules
+        checked_store = checked(store)
+        yield checked_store
+        checked_store.close()
 
     @pytest.fixture
     def root(self, backend: StorageBackend) -> str:
@@ -110,7 +113,7 @@ class StorageContract:
     def _reopen(self, open_backend: Opener) -> StorageBackend:
         if not self.shares_store:
             pytest.skip("this backend's handles do not share a store (shares_store = False)")
-        return open_backend()
+        return checked(open_backend())
 
     # -- conversations -----------------------------------------------------------------------------
 

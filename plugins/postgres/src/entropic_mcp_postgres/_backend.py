@@ -34,7 +34,6 @@ from entropic_mcp.storage import (
     StateConflict,
     StorageError,
     ToolCallRecord,
-    validate_messages,
     validate_prune,
     validate_state,
 )
@@ -60,7 +59,6 @@ SEARCH_WINDOW = 500
 #: Seconds a completion waits in the queue before the background indexing, so completions made
 #: together are indexed in one batch (the search finds them meanwhile; see ``_indexer.py``).
 INDEX_DELAY = 0.05
-STATUSES = ("completed", "failed")
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 #: ``[storage] options`` the postgres backend understands: (type, default, meaning).
@@ -88,30 +86,18 @@ _AUTH_SIGNS = (
 
 
 # -- argument checks -------------------------------------------------------------------------------
+# The protocol's argument rules are the core's CheckedStorage, in front of this backend; what is
+# left here is what PostgreSQL itself cannot store.
 
 
-def _text(value: Any, what: str, *, empty_ok: bool = False) -> str:
-    if not isinstance(value, str):
-        raise StorageError(f"{what} must be a string, got {type(value).__name__}")
-    if not empty_ok and not value.strip():
-        raise StorageError(f"{what} is empty")
+def _text(value: str, what: str) -> str:
     if "\x00" in value:
         raise StorageError(f"{what} contains a NUL character, which PostgreSQL text cannot hold")
     return value
 
 
-def _count(value: Any, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise StorageError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _scope(value: Any, what: str, *, none_ok: bool) -> str | None:
-    if value is None and none_ok:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise StorageError(f"{what}: scope must be a non-empty string, got {value!r}")
-    return _text(value, f"{what}: scope")
+def _scope(value: str | None, what: str) -> str | None:
+    return None if value is None else _text(value, f"{what}: scope")
 
 
 def _json(value: Any, what: str) -> str:
@@ -123,10 +109,9 @@ def _json(value: Any, what: str) -> str:
         ) from None
 
 
-def _messages(value: Any, what: str) -> tuple[int, str]:
-    # The core's rule (same errors as the other backends); it returns a JSON-clean copy.
-    out = validate_messages(value, what)
-    return len(out), orjson.dumps(out).decode()
+def _messages(value: Sequence[Any]) -> tuple[int, str]:
+    # CheckedStorage hands over the JSON-clean copy validate_messages made.
+    return len(value), orjson.dumps(list(value)).decode()
 
 
 #: What ``str(uuid.UUID(...))`` gives: the only spelling of an id the store ever hands out.
@@ -467,11 +452,9 @@ class PostgresBackend:
     def create_conversation(
         self, title: str, metadata: Mapping[str, Any] | None = None, scope: str = DEFAULT_SCOPE
     ) -> str:
-        _text(title, "title", empty_ok=True)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise StorageError(f"metadata must be an object or None, got {type(metadata).__name__}")
+        _text(title, "title")
         body = _json(dict(metadata or {}), "metadata")
-        _scope(scope, "create_conversation", none_ok=False)
+        _scope(scope, "create_conversation")
         conversation_id = str(uuid.uuid4())
         with self._transaction("create_conversation") as conn:
             conn.execute(
@@ -495,7 +478,7 @@ class PostgresBackend:
 
     def save_messages(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
         _id(conversation_id, "conversation", "save_messages")
-        count, body = _messages(messages, "save_messages")
+        count, body = _messages(messages)
         with self._transaction("save_messages") as conn:
             cur = conn.execute(
                 "WITH c AS (UPDATE conversations SET updated_at = now() WHERE conversation_id = %s "
@@ -566,8 +549,6 @@ class PostgresBackend:
         return {"conversation": self._conversation_record(row), "messages": messages}
 
     def list_conversations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        _count(limit, "limit", 1)
-        _count(offset, "offset", 0)
         with self._transaction("list_conversations") as conn:
             rows = conn.execute(
                 f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations c ORDER BY c.seq DESC LIMIT %s OFFSET %s",
@@ -584,7 +565,7 @@ class PostgresBackend:
 
     def save_snapshot(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> str:
         _id(conversation_id, "conversation", "save_snapshot")
-        count, body = _messages(messages, "save_snapshot")
+        count, body = _messages(messages)
         snapshot_id = str(uuid.uuid4())
         with self._transaction("save_snapshot") as conn:
             cur = conn.execute(
@@ -607,23 +588,11 @@ class PostgresBackend:
         max_turns: int = -1,
         context: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[str, str]:
-        if isinstance(parent_id, str) and not parent_id.strip():
-            raise StorageError(
-                "create_delegation: parent_id is empty; create the root conversation first "
-                "(create_conversation) and pass its id"
-            )
         _id(parent_id, "conversation", "create_delegation parent_id")
         _text(delegating_tier, "delegating_tier")
         _text(target_tier, "target_tier")
         _text(task, "task")
-        _count(max_turns, "max_turns", -1)
-        if context is None:
-            context = []
-        elif isinstance(context, (str, bytes, Mapping)) or not isinstance(context, Sequence):
-            raise StorageError(f"context must be a list of objects or None, got {type(context).__name__}")
-        elif not all(isinstance(item, Mapping) for item in context):
-            raise StorageError("context must be a list of objects ({path, lines?, note?})")
-        context_body = _json([dict(item) for item in context], "context")
+        context_body = _json([dict(item) for item in context or ()], "context")
         delegation_id, child = str(uuid.uuid4()), str(uuid.uuid4())
         metadata = _json(
             {"parent_id": parent_id, "delegating_tier": delegating_tier, "target_tier": target_tier}, "metadata"
@@ -661,11 +630,7 @@ class PostgresBackend:
 
     def complete_delegation(self, delegation_id: str, status: str, summary: str) -> None:
         _id(delegation_id, "delegation", "complete_delegation")
-        if status not in STATUSES:
-            raise StorageError(f"status must be 'completed' or 'failed', got {status!r}")
-        if summary is None:
-            summary = ""
-        _text(summary, "summary", empty_ok=True)
+        _text(summary, "summary")
         folded = _fold(summary)
         with self._transaction("complete_delegation") as conn:
             # One statement: the completion and, for a searchable one, its entry in the queue of
@@ -735,8 +700,6 @@ class PostgresBackend:
         return record
 
     def list_delegations(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        _count(limit, "limit", 1)
-        _count(offset, "offset", 0)
         with self._transaction("list_delegations") as conn:
             rows = conn.execute(
                 f"SELECT {self._DELEGATION_COLUMNS} FROM delegations ORDER BY seq DESC LIMIT %s OFFSET %s",
@@ -746,7 +709,7 @@ class PostgresBackend:
 
     def latest_delegation_for_target(self, target_tier: str, scope: str | None = None) -> str | None:
         _text(target_tier, "target_tier")
-        _scope(scope, "latest_delegation_for_target", none_ok=True)
+        _scope(scope, "latest_delegation_for_target")
         where = "status = 'completed' AND target_tier = %s" + ("" if scope is None else " AND scope = %s")
         params = (target_tier,) if scope is None else (target_tier, scope)
         with self._transaction("latest_delegation_for_target") as conn:
@@ -766,8 +729,7 @@ class PostgresBackend:
         holding one) find them quickly; every candidate is still checked against the texts.
         """
         _text(query, "query")
-        _count(max_results, "max_results", 1)
-        _scope(scope, "search_delegations", none_ok=True)
+        _scope(scope, "search_delegations")
         words = list(dict.fromkeys(_fold(query).split()))
         params: dict[str, Any] = {f"p{i}": _like(word) for i, word in enumerate(words)}
         params.update(scope=scope, k=max_results, window=self._window)
@@ -944,9 +906,6 @@ class PostgresBackend:
     # -- audit trail, stats, lifecycle -------------------------------------------------------------
 
     def record_tool_call(self, record: ToolCallRecord) -> None:
-        if not isinstance(record, ToolCallRecord):
-            hint = " (build one with ToolCallRecord.from_outcome(outcome))" if hasattr(record, "to_record") else ""
-            raise StorageError(f"record_tool_call expects a ToolCallRecord, got {type(record).__name__}{hint}")
         if self._closed:
             raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
         self._audit.add(record.to_dict())
