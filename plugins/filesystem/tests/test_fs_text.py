@@ -84,14 +84,15 @@ def test_glob_is_one_path_a_line(fs, root):
     assert text(fs, "glob", {"pattern": "nope/**/*.rs"}) == "(no matches)"
 
 
-def test_list_directory_lines_mark_directories_and_symlinks_and_give_file_sizes(fs, root):
+def test_list_directory_lines_mark_directories_and_symlinks_like_ls_p_and_json_keeps_sizes(fs, root):
     (root / "src").mkdir()
     (root / "src" / "m.py").write_text("12345")
     (root / "a.txt").write_text("abc")
     (root / "link").symlink_to("a.txt")
-    assert text(fs, "list_directory", {}) == "a.txt\t3\nlink@\nsrc/"
-    assert text(fs, "list_directory", {"recursive": True}) == "a.txt\t3\nlink@\nsrc/\nsrc/m.py\t5"
-    assert text(fs, "list_directory", {"path": "src"}) == "m.py\t5"
+    assert text(fs, "list_directory", {}) == "a.txt\nlink@\nsrc/"
+    assert text(fs, "list_directory", {"recursive": True}) == "a.txt\nlink@\nsrc/\nsrc/m.py"
+    assert text(fs, "list_directory", {"path": "src"}) == "m.py"
+    assert fs.ok("list_directory", {"path": "src", "format": "json"})[0]["size"] == 5
     (root / "empty").mkdir()
     assert text(fs, "list_directory", {"path": "empty"}) == "(empty directory)"
 
@@ -156,7 +157,7 @@ def test_list_directory_cut_by_the_byte_cap_says_where_to_continue_in_both_forms
     for name in names:
         (root / name).write_text("x" * (len(name) % 7))
     lines, calls = _pages(fs, "list_directory", {})
-    assert lines == [f"{n}\t{len(n) % 7}" for n in names] and calls >= 3
+    assert lines == names and calls >= 3
     data = fs.ok("list_directory", {"recursive": True})
     assert len(orjson.dumps(data)) <= 1024 and data[-1]["next_offset"] == len(data) - 1
     rest = fs.ok("list_directory", {"recursive": True, "offset": data[-1]["next_offset"]})
@@ -176,6 +177,6 @@ def test_list_directory_over_its_entry_limit_pages_in_one_sorted_order(make, roo
     assert [e["path"] for e in page[:4]] == ["a", "a.txt", "a/x.txt", "a/y.txt"]
     assert page[4]["next_offset"] == 4
     lines, calls = _pages(fs, "list_directory", {"recursive": True})
-    assert lines == ["a/", "a.txt\t0", "a/x.txt\t0", "a/y.txt\t0", "b/", "b.txt\t0", "b/z.txt\t0", "c.txt\t0"]
+    assert lines == ["a/", "a.txt", "a/x.txt", "a/y.txt", "b/", "b.txt", "b/z.txt", "c.txt"]
     assert calls == 2
     assert "past the last entry: 5 entries" in fs.ok("list_directory", {"offset": 20})[0]["note"]

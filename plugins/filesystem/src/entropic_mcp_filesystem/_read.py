@@ -356,7 +356,9 @@ def read_page(
 
 
 def render_text(page: Page, *, display: str, offset: int, column: int) -> str:
-    """``cat -n`` style: the right-aligned line number, a tab, the line; notes in brackets."""
+    """``cat -n`` style without its padding: the line number, a tab, the line; notes in brackets.
+
+    Right-aligned numbers cost a 2,000-line file 264 o200k tokens of leading spaces (0.6 %)."""
     if page.total == 0:
         return f"[{display} is empty]"
     texts = page.texts
@@ -375,8 +377,7 @@ def render_text(page: Page, *, display: str, offset: int, column: int) -> str:
                 f" [… line continues: {rest} more bytes; read them with offset={number}, "
                 f"limit=1, column={shown_to + 1}]"
             )
-    numbered = f"{{:>{len(str(last))}}}\t{{}}"
-    out = "\n".join(map(numbered.format, range(first, last + 1), texts))
+    out = "\n".join(map("{}\t{}".format, range(first, last + 1), texts))
     if page.next_offset is not None:
         return f"{out}\n[lines {first}-{last} of {page.total}; more follow: call again with offset={page.next_offset}]"
     if first > 1:

@@ -73,8 +73,9 @@ def grep_lines(items: Sequence[Any], mode: str) -> list[str]:
 
 
 def listing_lines(items: Sequence[Any], *, recursive: bool) -> list[str]:
-    """list_directory's entries: directories end in ``/``, symlinks in ``@``, files have their
-    size in bytes after a tab; names for one directory, root-relative paths when recursive."""
+    """list_directory's entries as ``ls -p`` prints them: directories end in ``/``, symlinks in
+    ``@``; names for one directory, root-relative paths when recursive. Sizes stay in the JSON
+    form and file_info: after a tab they cost a listing of 40 entries 1.33x ``ls -p``."""
     lines = []
     for item in items:
         if is_note(item):
@@ -87,7 +88,7 @@ def listing_lines(items: Sequence[Any], *, recursive: bool) -> list[str]:
         elif kind == "symlink":
             lines.append(f"{shown}@")
         else:
-            lines.append(shown if item["size"] is None else f"{shown}\t{item['size']}")
+            lines.append(shown)
     return lines
 
 
