@@ -52,6 +52,7 @@ def integration(session: nox.Session) -> None:
         "plugins/bash/tests/test_gitsafe.py::test_bash_and_the_git_server_use_the_toolkits_one_list",
         "plugins/bash/tests/test_workers.py",
         "plugins/bash/tests/test_workers_background.py",
+        "plugins/bash/tests/test_background_shared.py",
         "plugins/filesystem/tests/test_fs_workers.py",
         *session.posargs,
     )

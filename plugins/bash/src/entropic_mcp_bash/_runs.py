@@ -239,7 +239,7 @@ class Runs:
 
     def read_shared(self, store: StateStore, conversation: str, run_id: object) -> tuple[dict[str, Any], str, int]:
         """A shared run's record, its output since the last read on any worker, and the bytes dropped."""
-        spool = self._spools.get(run_id) if isinstance(run_id, str) else None
+        spool = self._spools.get(run_id) if isinstance(run_id, str) and run_id in self._runs else None
         if spool is not None and spool.run is not None and spool.run.conversation == conversation:
             spool.flush()  # this worker owns it: what it printed until now, not until the next tick
         record = _shared.load_run(store, conversation, run_id)
@@ -301,12 +301,13 @@ class Runs:
         """
         with self._lock:
             ended = [r for r in self._runs.values() if r.conversation == conversation]
-            spools = [self._spools.pop(r.run_id) for r in ended if r.run_id in self._spools]
+            # Kept until they are done: close() waits for them to have tidied up.
+            spools = [self._spools[r.run_id] for r in ended if r.run_id in self._spools]
             for run in ended:
                 del self._runs[run.run_id]
             self._cwds.pop(conversation, None)
         for spool in spools:
-            spool.forget = True
+            spool.drop()
         for run in ended:
             run.stop()
         if shared is not None:

@@ -311,6 +311,15 @@ class Spool:
     def wake(self) -> None:
         self._wake.set()
 
+    def drop(self) -> None:
+        """Make the run unknown to every worker at once (its conversation ended); its other
+        documents are deleted once it has stopped."""
+        self.forget = True
+        try:
+            _delete(self.store, RUN, self.run_id)
+        except StorageError:
+            log.warning("could not delete the record of background run %s", self.run_id, exc_info=True)
+
     def join(self, timeout: float) -> bool:
         if self._thread is not None:
             self._thread.join(timeout)
@@ -371,9 +380,10 @@ class Spool:
         try:
             self._version = self.store.save_state(RUN, self.run_id, new, self._version)
         except StateConflict:
-            # Only the owner writes the record: another worker deleted it (the conversation
-            # ended while this worker looked lost). Stop the run and leave nothing behind.
+            # Only the owner writes the record: it was deleted (the conversation ended, here or
+            # on a worker to which this one looked lost). Stop the run and leave nothing behind.
             self.forget = True
+            self.record = {**record, "chunks": chunks + gone}  # for _finish to delete them all
             if ended is None and self.run is not None:
                 self.run.stop()
             return
