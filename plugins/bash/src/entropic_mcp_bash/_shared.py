@@ -413,9 +413,10 @@ class Spool:
                     pending = bool(self._pending)
                 if pending or ended or time.monotonic() - self._beat >= HEARTBEAT_SECONDS:
                     self.flush()
-                # The end is recorded, or the store has not answered for so long that the run
-                # reads as lost anyway.
-                if ended and (self.record["status"] != "running" or time.monotonic() - self._beat > LOST_AFTER):
+                # The end is recorded, the documents are to go anyway, or the store has not
+                # answered for so long that the run reads as lost.
+                recorded = self.record["status"] != "running"
+                if ended and (recorded or self.forget or time.monotonic() - self._beat > LOST_AFTER):
                     break
                 if not ended:
                     self._poll_kill(run)
