@@ -13,7 +13,8 @@ bench_mcp_bytes.py's subject. The cases:
 
 - read: a 2,000-line Python source file, whole. Ours: ``filesystem.read_file`` pages (numbered
   lines, at the defaults: the 64 KiB read budget), all pages summed. Peers: the reference
-  server's ``read_text_file`` (no line numbers) and ``cat -n``.
+  server's ``read_text_file`` (no line numbers), ``cat -n``, and as a floor the reference's text
+  with a bare ``N<TAB>`` before each line.
 - grep: 20 matching lines in 8 files. Ours: ``filesystem.grep`` (content) in the text form and
   with ``format: "json"``. Peer: ripgrep's ``path:line:text`` format (``rg -n`` when installed,
   else GNU ``grep -rn``, which prints the same format). The reference server has no content
@@ -241,6 +242,17 @@ def main() -> None:
             mine["read"],
         )
     row("tokens: same", "`cat -n`", floor["read"], mine["read"])
+    if isinstance(ref, dict):
+        # The cheapest numbered form: a number on every line costs 1 token below 1,000 and 2 from
+        # there (o200k splits digits by three), which the unnumbered reference does not pay.
+        bare = "".join(f"{n}\t{line}\n" for n, line in enumerate(ref["read"].splitlines(), 1))
+        row(
+            "tokens: same",
+            "floor: the reference's text numbered `N<TAB>line`",
+            bare,
+            mine["read"],
+            "the line numbers edit_file's insert_line and grep use; pages add their [lines ...] notes",
+        )
     row("tokens: `grep`, 20 matching lines in 8 files, text form", floor["grep tool"], floor["grep"], mine["grep"])
     row(
         'tokens: same, `format: "json"` (the form before issue 24)',
@@ -270,7 +282,13 @@ def main() -> None:
         )
     else:
         rows.append({"id": "—", "what": "reference server rows", "notes": ref})
-    row("tokens: `list_directory`, text form (sizes included)", "`ls -p` (names only)", floor["list"], mine["list"])
+    row(
+        "tokens: `list_directory`, text form",
+        "`ls -p`",
+        floor["list"],
+        mine["list"],
+        "names only on both sides; sizes are in the JSON form",
+    )
     path = record("tokens", rows, table="tokens", script="bench/bench_tokens.py")
     print(f"unit: {unit}; wrote {path}")
 
