@@ -404,3 +404,37 @@ def test_the_guides_own_server_takes_every_base_key_the_user_guide_promises(tmp_
         server.configure({"max_word": 5})
     with pytest.raises(ConfigError, match="max_threads: expected a whole number"):
         server.configure({"max_threads": 0})
+
+
+def test_the_guides_own_plugin_takes_the_base_keys_from_a_config_file(tmp_path):
+    """The guide's section-3 plugin, loaded by its hook and configured by the manager from a
+    project file that sets the base keys the user guide promises every server table takes."""
+    import sys
+    import types
+
+    from entropic_mcp import ToolBase, ToolDefinition
+    from entropic_mcp.testing import make_manager
+
+    class WordCount(ToolBase):
+        definition = ToolDefinition(name="word_count", description="Count words.", input_schema={"type": "object"})
+
+        def __init__(self, server):
+            super().__init__()
+
+        def execute(self, args, ctx):
+            return "0"
+
+    module = types.ModuleType("guide_words_plugin")
+    module.WordCount = WordCount  # type: ignore[attr-defined]
+    exec(compile(_guide_section_three(), "plugin-authors.md", "exec"), module.__dict__)
+    sys.modules[module.__name__] = module
+    try:
+        table = {"max_words": 5, "timeout_seconds": 3, "max_threads": 2}
+        manager = make_manager(tmp_path, config={"servers": {"words": table}}, plugins=[module])
+        try:
+            server = manager.servers["words"]
+            assert (server.settings.max_words, server.max_threads, server.default_timeout_seconds) == (5, 2, 3.0)
+        finally:
+            manager.close()
+    finally:
+        del sys.modules[module.__name__]
