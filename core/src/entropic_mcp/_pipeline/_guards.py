@@ -123,6 +123,9 @@ class Guards:
         asked once, at the first call."""
         self.config = config
         self._states: OrderedDict[tuple[str, str | None], GuardState] = OrderedDict()
+        #: The state a (conversation, identity) key already has in this process's memory, or None
+        #: (the dict's own lookup: the pipeline asks on every call, and ``state`` makes the missing one).
+        self.in_memory = self._states.get
         self._lock = threading.Lock()
         self._store_of = store
         self._store: Any = None

@@ -110,19 +110,21 @@ class Hooks:
     def __init__(self, plugins: Plugins, providers: Mapping[str, str]) -> None:
         self.plugins = plugins
         self.providers = providers
-        self._snap: _Snapshot | None = None
+        #: The snapshot last taken, None after ``reset``: the pipeline compares its generation with
+        #: the plugin manager's on every call, without a call (P1), and takes a new one when they differ.
+        self.current: _Snapshot | None = None
 
     def reset(self) -> None:
         """Forget what was looked up (servers or their providers changed)."""
-        self._snap = None
+        self.current = None
 
     def snapshot(self) -> _Snapshot:
         # Registering or unregistering a plugin bumps the manager's generation, so a plugin
         # registered at any time is seen on the next call without a lookup per call.
         generation = getattr(self.plugins.pm, "generation", None)
-        snap = self._snap
+        snap = self.current
         if snap is None or generation is None or snap.generation != generation:
-            snap = self._snap = _Snapshot(generation, {h: _implementations(self.plugins, h) for h in CALL_HOOKS})
+            snap = self.current = _Snapshot(generation, {h: _implementations(self.plugins, h) for h in CALL_HOOKS})
         return snap
 
     def _answers(

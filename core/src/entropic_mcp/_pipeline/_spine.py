@@ -220,7 +220,11 @@ class CallPipeline:
 
     async def run(self, name: str, raw_args: object, ctx: CallContext) -> CallOutcome:
         # One look at the plugin manager per call: hooks registered at any time count from the next call.
-        call = _Call(name, ctx, time.perf_counter(), self.hooks.snapshot())
+        hooks = self.hooks
+        snap = hooks.current
+        if snap is None or snap.generation != getattr(hooks.plugins.pm, "generation", None):
+            snap = hooks.snapshot()
+        call = _Call(name, ctx, time.perf_counter(), snap)
         bind_host(ctx, self.host)
         try:
             self._resolve(call)
@@ -505,7 +509,9 @@ class CallPipeline:
 
     def _loop_guards(self, call: _Call) -> None:
         ctx = call.ctx
-        state = call.state or self.guards.state(ctx.conversation_id, ctx.identity)
+        state = call.state or self.guards.in_memory((ctx.conversation_id, ctx.identity))
+        if state is None:
+            state = self.guards.state(ctx.conversation_id, ctx.identity)
         call.state = state
         if not state.failures and not call.write:
             return
