@@ -26,7 +26,7 @@ def proxy(pg_dsn: str) -> Iterator[PartitionProxy]:
 
 @pytest.fixture
 def behind_proxy(proxy: PartitionProxy, pg_schema: str) -> Iterator[PostgresBackend]:
-    backend = PostgresBackend(proxy.dsn, schema=pg_schema, deadline=1.0, pool_min=2, pool_max=4, connect_timeout=1)
+    backend = PostgresBackend(proxy.dsn, schema=pg_schema, deadline=3.0, pool_min=2, pool_max=4, connect_timeout=3)
     try:
         yield backend
     finally:
@@ -60,7 +60,7 @@ def test_a_call_into_a_partition_fails_at_its_deadline_with_what_to_do(
     assert not thread.is_alive(), "load_state hung in the partition"
     kind, error = outcome[0]
     assert kind == "error" and isinstance(error, PostgresUnavailable)
-    assert "did not answer within the 1 s deadline" in str(error)
+    assert "did not answer within the 3 s deadline" in str(error)
     assert "options.deadline" in str(error)
 
 
