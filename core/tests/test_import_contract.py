@@ -72,6 +72,7 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_server",
                 "_services",
                 "_storage",
+                "_storage._checked",
                 "_storage._state",
                 "_storage._tinydb",
                 "_tools",
@@ -85,7 +86,8 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "CallContext / ToolServices name ServerManager as the host behind ctx.services, _pipeline/_batch "
         "runs its calls through the manager, _delegation and _external._server find it through a context, "
         "_tracing and _external._client read __version__ from the package, _pipeline/_rules and _sandbox "
-        "import each other, and _plugins / _builtins / _storage load one another"
+        "import each other, _plugins / _builtins / _storage load one another, and _storage._checked takes "
+        "the argument rules from the _storage package that wraps every backend in it"
     ),
     frozenset({"entropic_mcp.cli", "entropic_mcp.cli._group"}): (
         "the click group and its package: cli/__init__ registers the commands defined against _group"

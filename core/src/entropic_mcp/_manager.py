@@ -69,7 +69,7 @@ class ServerManager:
             from ._storage._checked import checked
 
             storage = checked(storage)
-        self._storage = storage
+        self._storage: StorageBackend | None = storage
         self._storage_opened = storage is not None
         self._audit_unavailable = False
         self._assembly = Assembly(self.config, self.plugins)

@@ -12,10 +12,10 @@ import attrs
 import pluggy
 
 from . import hookspecs
-from .hookspecs import ENTRY_POINT_GROUP
 from ._errors import ConfigError, PluginError
 from ._isolation import describe, note_plugin_module, reraise_host_stop, watching_interrupts
 from ._stdout import guard_stdout
+from .hookspecs import ENTRY_POINT_GROUP
 
 log = logging.getLogger("entropic_mcp")
 
