@@ -35,6 +35,10 @@ MAX_ROUNDS = 3
 RECORDS = 2048
 
 
+#: How much longer than ``idle_seconds`` a client opened but never handed out is kept.
+ORPHAN_GRACE_SECONDS = 30.0
+
+
 @attrs.frozen
 class Binding:
     """Who is asking, at this moment: the conversation and the credentials (identity) it holds."""
@@ -427,7 +431,11 @@ class Pool:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for key, client in list(self.clients.items()):
-                if key != self.home and client.in_use == 0 and now - client.last_used >= idle:
+                if key == self.home or client.in_use or now - client.last_used < idle:
+                    continue
+                # A client whose opening took longer than ``idle`` is about to be handed to the
+                # caller that opened it; one never handed out (its caller gone) goes later.
+                if client.handed_out or now - client.last_used >= idle + ORPHAN_GRACE_SECONDS:
                     self._close_client(client, "evict")
 
     # -- listing ----------------------------------------------------------------------------------
