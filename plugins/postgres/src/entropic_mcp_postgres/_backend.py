@@ -406,6 +406,14 @@ class PostgresBackend:
                 "[storage] options.deadline if operations are legitimately this slow."
             ) from None
         except PoolTimeout:
+            # No connection within the deadline: the pool could not open one either (the server or
+            # the network is silent), so the calls after this one fail at once as after a cut.
+            if not probing and self._stall.begin():
+                log.warning(
+                    "no connection to PostgreSQL at %s within %g s; store calls fail at once until it answers again",
+                    self.where,
+                    self._timeout,
+                )
             raise PostgresUnavailable(
                 f"{what}: no connection to PostgreSQL at {self.where} within {self._timeout:g} s; is the server "
                 "running? Nothing was changed; the store reconnects by itself once the server answers."
