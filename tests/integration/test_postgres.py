@@ -87,7 +87,7 @@ def test_the_reference_host_works_unchanged_on_postgres(tmp_path: Path, pg: tupl
         assert first.status == "completed"
         [delegation] = first.delegations
         assert delegation.persisted and delegation.status == "completed"
-        assert type(manager.storage).__name__ == "PostgresBackend"
+        assert type(manager.storage.backend).__name__ == "PostgresBackend"  # behind CheckedStorage
         record = manager.storage.load_delegation_with_messages(delegation.delegation_id)
         assert record["summary"] == summary and record["messages"]
 
