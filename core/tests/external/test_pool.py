@@ -16,6 +16,7 @@ from entropic_mcp._external import (
     DiscoveryFailedError,
     ToolListIncompleteError,
 )
+from entropic_mcp._external import _pool as _pool_module
 from external_helpers import async_wait_until
 
 pytestmark = pytest.mark.anyio
@@ -291,3 +292,21 @@ def test_reconnection_delays_grow_exponentially_with_jitter_up_to_the_ceiling(mo
         seen = [row[attempt] for row in delays]
         assert all(base / 2 <= d <= base for d in seen)  # never more than the base, never less than half
         assert len({round(d, 6) for d in seen}) > 100  # jittered: clients do not retry in lockstep
+
+
+async def test_a_client_opened_and_not_yet_handed_out_outlives_idle_seconds_then_goes(managers, monkeypatch):
+    # The window between an opening slower than idle_seconds and the opener's first use is a
+    # loop hop wide; hold it open: open a client without handing it out, let the sweeper run.
+    monkeypatch.setattr(_pool_module, "ORPHAN_GRACE_SECONDS", 1.5)
+    manager = managers(plan="per_conversation", idle_seconds=0.1)
+    pool = pool_of(manager)
+    assert manager.list_tools()
+
+    async def open_only():
+        return await pool._open("orphan", "orphan")
+
+    client = await run_on_pool(pool, open_only())
+    await anyio.sleep(0.6)  # the sweeper runs every 0.05 s here; idle is 0.1 s
+    assert pool.clients.get("orphan") is client
+    # Its opener never came back for it: it goes idle_seconds + the grace later.
+    await async_wait_until(lambda: "orphan" not in pool.clients, timeout=15)
