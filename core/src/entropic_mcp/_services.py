@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._errors import ConfigError, StorageError, ToolError
+from ._storage import StateStore
 from ._tools import result_cap
 
 if TYPE_CHECKING:
@@ -79,6 +81,40 @@ class ToolServices:
             StorageError: the store exists but cannot be opened (say so to the model).
         """
         return None if self._manager is None else self._manager.storage
+
+    def state_store(
+        self,
+        what: str,
+        *,
+        shared_only: bool = False,
+        then: str = "Nothing was changed; fix [storage] in entropic-mcp.toml, then try again.",
+    ) -> StateStore | None:
+        """The store to keep a plugin's per-conversation state in (``update_document`` changes
+        it); None: keep it in this process's memory.
+
+        None without a host, without a store (``backend = "none"``) or when the backend is no
+        ``StateStore``. ``shared_only``: None also unless several processes share the state
+        (``StorageConfig.shares_state``), decided before the store is touched — state that must
+        only agree between workers then costs nothing more than the configuration's look.
+
+        Args:
+            what: the state, for the model (``"the todo list"``).
+            shared_only: use the store only when it is shared between processes.
+            then: the message's end: what did not happen and what to do.
+
+        Raises:
+            ToolError: ``storage_unavailable``, a store is configured but cannot be opened.
+        """
+        manager = self._manager
+        if manager is None or (shared_only and not manager.config.storage.shares_state):
+            return None
+        try:
+            storage = manager.storage
+        except (ConfigError, StorageError) as exc:
+            raise ToolError(
+                "storage_unavailable", f"{what} lives in the store, which could not be opened: {exc}. {then}"
+            ) from None
+        return storage if isinstance(storage, StateStore) else None
 
     @property
     def storage_if_open(self) -> StorageBackend | None:

@@ -1,5 +1,6 @@
 """The face for storage-backend authors: the protocols a backend implements, its records and errors,
-and the argument rules every backend shares.
+and the argument rules every backend shares; and for plugin authors keeping state in the store,
+``update_document`` (load, change, save guarded by the version, re-applied on a conflict).
 
 A backend is offered by a plugin's ``entropic_mcp_storage_backends`` hook as a
 ``StorageBackendSpec``; the manager opens it from ``[storage] backend`` and wraps it in
@@ -21,10 +22,12 @@ from ._storage import (
     validate_state,
 )
 from ._storage._checked import CheckedStorage
+from ._storage._update import UNCHANGED, update_document
 
 __all__ = [
     "DEFAULT_SCOPE",
     "MAX_STATE_BYTES",
+    "UNCHANGED",
     "CheckedStorage",
     "StateConflict",
     "StateStore",
@@ -33,6 +36,7 @@ __all__ = [
     "StorageConfig",
     "StorageError",
     "ToolCallRecord",
+    "update_document",
     "validate_messages",
     "validate_prune",
     "validate_state",
