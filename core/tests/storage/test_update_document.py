@@ -151,3 +151,19 @@ def test_a_store_that_cannot_open_is_a_tool_error_naming_the_state(tmp_path):
     assert caught.value.message.startswith("the notes lives in the store, which could not be opened: ")
     assert caught.value.message.endswith("Nothing was noted; try again.")
     manager.close()
+
+
+def test_lost_rounds_pause_a_random_moment_within_backoff_and_the_last_does_not(monkeypatch):
+    from types import SimpleNamespace
+
+    from entropic_mcp._storage import _update
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(_update, "time", SimpleNamespace(sleep=sleeps.append))
+    with pytest.raises(StateConflict):
+        update_document(Racing(races=10), NS, "c1", append("mine"), attempts=10, backoff=0.05)
+    assert len(sleeps) == 9 and all(0 <= pause <= 0.05 for pause in sleeps)
+    assert all(pause <= 0.001 * 2**n for n, pause in enumerate(sleeps, 1))
+    sleeps.clear()
+    update_document(Racing(races=2), NS, "c1", append("mine"), backoff=0)
+    assert sleeps == []
