@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import logging
-import random
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from entropic_mcp import AccessLevel, CallContext, ConfigError, ToolBase, ToolError, ToolResult, load_tool_definition
+from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, load_tool_definition
 from entropic_mcp.directives import ContextAnchor, NotifyPresenter
-from entropic_mcp.storage import StateConflict, StateStore, StorageError
+from entropic_mcp.storage import StateConflict, StateStore, StorageError, update_document
 
 from ._args import choice, integer, invalid, require_object, text
 
@@ -49,15 +47,9 @@ class TodoLists:
         Raises:
             ToolError: a store is configured but cannot be opened (nothing was read or changed).
         """
-        try:
-            storage = ctx.services.storage
-        except (ConfigError, StorageError) as exc:
-            raise ToolError(
-                "storage_unavailable",
-                f"the todo list lives in the store, which could not be opened: {exc}. Nothing was read or "
-                "changed; fix [storage] in entropic-mcp.toml, then try again.",
-            ) from None
-        return storage if isinstance(storage, StateStore) else None
+        return ctx.services.state_store(
+            "the todo list", then="Nothing was read or changed; fix [storage] in entropic-mcp.toml, then try again."
+        )
 
     def items(self, conversation_id: str, store: StateStore | None = None) -> Items:
         """A copy of the list, from ``store`` (see ``store_of``) or from memory when it is None."""
@@ -65,7 +57,7 @@ class TodoLists:
             with self._lock:
                 return [dict(item) for item in self._lists.get(conversation_id, [])]
         try:
-            return _stored_items(*store.load_state(NAMESPACE, conversation_id))
+            return _stored_items(store.load_state(NAMESPACE, conversation_id)[0])
         except StorageError as exc:
             raise _store_failed(exc, "could not be read") from None
 
@@ -107,28 +99,20 @@ class TodoLists:
 
 
 def _change_stored(store: StateStore, key: str, apply: Callable[[Items], None]) -> Items:
-    """Load, apply, save; on StateConflict start again from what is stored now. An empty list is
-    deleted. Raises StateConflict after ``MAX_SAVE_ATTEMPTS`` lost races, StorageError."""
-    attempt = 1
-    while True:
-        value, version = store.load_state(NAMESPACE, key)
+    """Load, apply, save (``update_document``: again from what is stored now on a conflict). An
+    empty list is deleted. Raises StateConflict after ``MAX_SAVE_ATTEMPTS`` lost races, StorageError."""
+
+    def change(value: Any) -> Any:
         # Clearing needs nothing of what is stored, so it also removes a document it cannot read.
-        items = [] if apply is list.clear else _stored_items(value, version)
+        items = [] if apply is list.clear else _stored_items(value)
         apply(items)
-        if not items and version == 0:
-            return items  # nothing stored, nothing to store
-        try:
-            store.save_state(NAMESPACE, key, {"items": items} if items else None, version)
-            return items
-        except StateConflict:
-            if attempt == MAX_SAVE_ATTEMPTS:
-                raise
-            # Writers that lost together would race again in step; jitter spreads them out.
-            time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
-            attempt += 1
+        return {"items": items} if items else None
+
+    value, _ = update_document(store, NAMESPACE, key, change, attempts=MAX_SAVE_ATTEMPTS)
+    return value["items"] if value else []
 
 
-def _stored_items(value: Any, version: int) -> Items:
+def _stored_items(value: Any) -> Items:
     if value is None:
         return []
     items = value.get("items") if isinstance(value, dict) else None
@@ -140,7 +124,7 @@ def _stored_items(value: Any, version: int) -> Items:
         for item in items
     ):
         raise StorageError(
-            f"the stored document {NAMESPACE} (version {version}) is not a todo list "
+            f"the stored document {NAMESPACE} is not a todo list "
             '({"items": [{"content", "status"}, ...]}); clear the list to start a new one'
         )
     return items
