@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
-from entropic_mcp import CallContext, ConfigError, ToolError
-from entropic_mcp.storage import StateConflict, StateStore, StorageError
+from entropic_mcp import CallContext, ToolError
+from entropic_mcp.storage import UNCHANGED, StateConflict, StateStore, StorageError, update_document
 
 if TYPE_CHECKING:
     Files = OrderedDict[str, "Seen"]
@@ -97,19 +97,11 @@ def store_of(ctx: CallContext) -> StateStore | None:
     Raises:
         ToolError: the shared store is configured but cannot be opened.
     """
-    services = ctx.services
-    config = services.config
-    if config is None or not config.storage.shares_state:
-        return None
-    try:
-        storage = services.storage
-    except (ConfigError, StorageError) as exc:
-        raise ToolError(
-            "storage_unavailable",
-            f"what this conversation has read is kept in the store, which could not be opened: {exc}. "
-            "Nothing was changed; try again once the store answers.",
-        ) from None
-    return storage if isinstance(storage, StateStore) else None
+    return ctx.services.state_store(
+        "what this conversation has read",
+        shared_only=True,
+        then="Nothing was changed; try again once the store answers.",
+    )
 
 
 def _put(files: Files, path: str, seen: Seen, max_files: int) -> None:
@@ -222,27 +214,22 @@ class ReadTracker:
         return _decode(value), version
 
     def _change(self, store: StateStore, conversation_id: str, apply: Callable[[Files], bool], what: str) -> None:
-        """Load, ``apply`` (True: it changed something), save; on a conflict again from what is
-        stored now. A failing store is logged, not raised: the file was read or written, and the
-        worst left behind is a request to read it again."""
-        for _ in range(SAVE_ATTEMPTS):
-            try:
-                files, version = self._load(store, conversation_id)
-                if not apply(files):
-                    return
-                document = _document(files)
-                if document is None and version == 0:
-                    return
-                store.save_state(NAMESPACE, conversation_id, document, version)
-                return
-            except StateConflict:
-                continue
-            except StorageError as exc:
-                log.warning("the read tracker could not keep %s of conversation %r: %s", what, conversation_id, exc)
-                return
-        log.warning(
-            "the read tracker of conversation %r kept changing in the store; %s not kept", conversation_id, what
-        )
+        """Load, ``apply`` (True: it changed something), save (``update_document``: again from
+        what is stored now on a conflict). A failing store is logged, not raised: the file was
+        read or written, and the worst left behind is a request to read it again."""
+
+        def change(value: Any) -> Any:
+            files = _decode(value)
+            return _document(files) if apply(files) else UNCHANGED
+
+        try:
+            update_document(store, NAMESPACE, conversation_id, change, attempts=SAVE_ATTEMPTS)
+        except StateConflict:
+            log.warning(
+                "the read tracker of conversation %r kept changing in the store; %s not kept", conversation_id, what
+            )
+        except StorageError as exc:
+            log.warning("the read tracker could not keep %s of conversation %r: %s", what, conversation_id, exc)
 
     # -- recording -------------------------------------------------------------------------------
 
