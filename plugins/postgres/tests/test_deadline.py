@@ -121,3 +121,47 @@ def test_the_deadline_is_a_storage_option(tmp_path: Path) -> None:
         PostgresBackend.from_config(config(deadline=0))
     with pytest.raises(StorageError, match="cannot reach"):
         PostgresBackend.from_config(config(deadline=2.5, connect_timeout=1))
+
+
+def test_no_connection_within_the_deadline_stalls_the_store_as_a_cut_does(
+    proxy: PartitionProxy, pg_schema: str
+) -> None:
+    """The partition meets the pool opening a connection, not a statement in flight."""
+    backend = PostgresBackend(proxy.dsn, schema=pg_schema, deadline=2.0, pool_min=1, pool_max=2, connect_timeout=30)
+    held: list[Any] = []
+    try:
+        backend.save_state("t", "k", "before", 0)
+        # Leave the backend no open connection to reuse: the next operation must open one.
+        backend._lender.return_all()
+        held = [backend._pool.getconn(timeout=HANG) for _ in range(backend._pool.get_stats()["pool_size"])]
+        dropped = held.pop()
+        dropped.close()
+        backend._pool.putconn(dropped)  # discarded: the pool is one below its size limit
+        assert backend._pool.get_stats().get("pool_available", 0) == 0
+        proxy.freeze()  # the new connection now waits for an answer that never comes
+        first, outcome = _in_thread(lambda: backend.load_state("t", "k"))
+        first.join(HANG)
+        assert not first.is_alive()
+        assert outcome[0][0] == "error" and "no connection to PostgreSQL" in str(outcome[0][1]), outcome
+        # Marked stalled: the next call fails at once instead of waiting for a connection again.
+        second, outcome = _in_thread(lambda: backend.load_state("t", "k"))
+        second.join(HANG)
+        assert not second.is_alive() and outcome[0][0] == "error"
+        assert "has not answered for" in str(outcome[0][1]), outcome[0][1]
+        proxy.thaw()
+        for conn in held:
+            backend._pool.putconn(conn)
+        held = []
+        deadline = time.monotonic() + HANG
+        while True:
+            try:
+                assert backend.load_state("t", "k") == ("before", 1)
+                break
+            except StorageError:
+                assert time.monotonic() < deadline, "the store did not recover after the partition"
+                time.sleep(0.1)
+    finally:
+        proxy.thaw()
+        for conn in held:
+            backend._pool.putconn(conn)
+        backend.close()
