@@ -45,8 +45,7 @@ _M = "entropic_mcp."
 #: The cycles the core has today, each a strongly connected component of its import graph.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset(
-        {"entropic_mcp"}
-        | {
+        {
             _M + m
             for m in [
                 "_assembly",
@@ -85,12 +84,9 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "the types and the lower layers still run both ways (the pipeline itself holds no manager): "
         "CallContext / ToolServices name ServerManager as the host behind ctx.services, _pipeline/_batch "
         "runs its calls through the manager, _delegation and _external._server find it through a context, "
-        "_tracing and _external._client read __version__ from the package, _pipeline/_rules and _sandbox "
+        "_pipeline/_rules and _sandbox "
         "import each other, _plugins / _builtins / _storage load one another, and _storage._checked takes "
         "the argument rules from the _storage package that wraps every backend in it"
-    ),
-    frozenset({"entropic_mcp.cli", "entropic_mcp.cli._group"}): (
-        "the click group and its package: cli/__init__ registers the commands defined against _group"
     ),
 }
 

@@ -77,7 +77,7 @@ def test_the_core_version_has_one_source():
 
     core = _project(REPO / "core")
     assert "version" not in core["project"] and core["project"]["dynamic"] == ["version"]
-    assert core["tool"]["hatch"]["version"]["path"] == "src/entropic_mcp/__init__.py"
+    assert core["tool"]["hatch"]["version"]["path"] == "src/entropic_mcp/_version.py"
     assert version("entropic-mcp") == entropic_mcp.__version__
 
 

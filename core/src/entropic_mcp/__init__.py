@@ -13,6 +13,8 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__ as __version__
+
 if TYPE_CHECKING:  # for type checkers; at run time the names below resolve on first use
     from ._access import AccessLevel as AccessLevel
     from ._calls import ApprovalDecision as ApprovalDecision
@@ -174,6 +176,3 @@ def __getattr__(name: str) -> Any:
         )
         return getattr(importlib.import_module(home), name)
     raise AttributeError(f"module 'entropic_mcp' has no attribute {name!r}")
-
-
-__version__ = "0.1.0"

@@ -47,7 +47,7 @@ def _find_tracer() -> Any:
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None  # the API alone (the MCP SDK brings it): every span would be a no-op
-    from . import __version__
+    from ._version import __version__
 
     found = provider.get_tracer(SCOPE, __version__)
     return None if isinstance(found, (trace.NoOpTracer, trace.ProxyTracer)) else found

@@ -162,7 +162,7 @@ class PooledClient:
         from mcp_types import Implementation
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-        from .. import __version__
+        from .._version import __version__
 
         try:
             async with AsyncExitStack() as stack:

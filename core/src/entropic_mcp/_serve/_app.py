@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, SERVER_INFO_META_KEY, CallToolRequestParams, PaginatedRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .. import __version__
+from .._version import __version__
 from .._config import ServeConfig
 from .._context import CallContext
 from .._envelope import dumps

@@ -6,7 +6,7 @@ import importlib
 
 import click
 
-from . import LAZY_COMMANDS
+from ._commands import LAZY_COMMANDS
 
 
 class LazyGroup(click.Group):
