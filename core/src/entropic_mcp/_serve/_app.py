@@ -16,12 +16,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, SERVER_INFO_META_KEY, CallToolRequestParams, PaginatedRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._version import __version__
 from .._config import ServeConfig
 from .._context import CallContext
 from .._envelope import dumps
 from .._manager import ServerManager
 from .._pipeline import CallOutcome
+from .._version import __version__
 from ._approval import (
     APPROVAL_MESSAGE,
     CURRENT,
