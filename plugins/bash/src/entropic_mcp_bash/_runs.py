@@ -30,14 +30,13 @@ import orjson
 from entropic_mcp import (
     AccessLevel,
     CallContext,
-    ConfigError,
     ToolBase,
     ToolError,
     ToolResult,
     load_tool_definition,
     toolkit,
 )
-from entropic_mcp.storage import StateConflict, StateStore, StorageError
+from entropic_mcp.storage import StateConflict, StateStore, StorageError, update_document
 from entropic_mcp.toolkit.paths import is_within
 
 from . import _shared
@@ -55,6 +54,8 @@ MAX_TOTAL_RUNNING = 64
 NAMESPACE = "bash.cwd"
 #: Save rounds a directory change tries against other workers' saves before giving up.
 MAX_SAVE_ATTEMPTS = 5
+#: How a store that cannot be opened ends its refusal.
+_NOTHING_RUN = "Nothing was run; fix [storage] in entropic-mcp.toml, or pass working_dir, then try again."
 
 log = logging.getLogger("entropic_mcp_bash")
 
@@ -65,23 +66,12 @@ def store_of(ctx: CallContext, what: str = "the conversation's working directory
     Raises:
         ToolError: a store is configured but cannot be opened.
     """
-    try:
-        storage = ctx.services.storage
-    except (ConfigError, StorageError) as exc:
-        raise ToolError(
-            "storage_unavailable",
-            f"{what} lives in the store, which could not be opened: {exc}. "
-            "Nothing was run; fix [storage] in entropic-mcp.toml, or pass working_dir, then try again.",
-        ) from None
-    return storage if isinstance(storage, StateStore) else None
+    return ctx.services.state_store(what, then=_NOTHING_RUN)
 
 
 def shared_store(ctx: CallContext) -> StateStore | None:
     """The store background runs live in when workers share it; None: this process's memory."""
-    config = ctx.services.config
-    if config is None or not config.storage.shares_state:
-        return None
-    return store_of(ctx, "the conversation's background runs")
+    return ctx.services.state_store("the conversation's background runs", shared_only=True, then=_NOTHING_RUN)
 
 
 def _too_many(running: list[str], limit: int) -> ToolError:
@@ -370,19 +360,12 @@ def _save(store: StateStore, conversation: str, value: dict[str, str] | None) ->
     A failing store is logged, not raised: the command has run, and the next call starts in
     the directory the store still holds.
     """
-    for _ in range(MAX_SAVE_ATTEMPTS):
-        try:
-            _, version = store.load_state(NAMESPACE, conversation)
-            if value is None and version == 0:
-                return
-            store.save_state(NAMESPACE, conversation, value, version)
-            return
-        except StateConflict:
-            continue  # another worker saved meanwhile: start again from the version stored now
-        except StorageError:
-            log.warning("could not keep the working directory of conversation %r", conversation, exc_info=True)
-            return
-    log.warning("the working directory of conversation %r kept changing; not kept", conversation)
+    try:
+        update_document(store, NAMESPACE, conversation, lambda stored: value, attempts=MAX_SAVE_ATTEMPTS)
+    except StateConflict:
+        log.warning("the working directory of conversation %r kept changing; not kept", conversation)
+    except StorageError:
+        log.warning("could not keep the working directory of conversation %r", conversation, exc_info=True)
 
 
 #: The variable naming the file the EXIT trap writes; the start-up file unsets it again.
