@@ -124,6 +124,26 @@ def test_toolkit_runner_uses_the_installed_sandbox_by_default(root, caplog):
     assert any("unavailable" in record.getMessage() for record in caplog.records)
 
 
+def test_an_allow_rule_allows_a_contained_part_it_only_half_understands_while_the_sandbox_is_installed(root):
+    """The rules learn from the installed sandbox which servers run confined (they never import it)."""
+    from entropic_mcp._pipeline._rules import PermissionPart
+
+    config = config_from_dict({"sandbox": {"mode": "required"}, "permissions": {"allow": ["bash.execute"]}}, root=root)
+    part = PermissionPart(names=("bash.execute",), store="bash.execute", understood=False, contained=True)
+
+    def judged() -> tuple[str | None, str | None]:
+        verdict = PermissionRules(config.permissions).verdict(part, read_only=False)  # new rules: no cache
+        return verdict.decision, verdict.kind
+
+    assert judged() == ("ask", "not_understood")
+    sandbox_mod.install(config, found=Found(path="/usr/bin/bwrap", version="bubblewrap 0.8.0"))
+    try:
+        assert judged() == ("allow", "sandboxed")
+    finally:
+        sandbox_mod.uninstall()
+    assert judged() == ("ask", "not_understood")
+
+
 # -- what the kernel enforces ----------------------------------------------------------------------------
 
 

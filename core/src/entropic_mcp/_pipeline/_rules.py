@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -196,10 +196,20 @@ class ProtectedPaths:
         return False
 
 
-def _sandbox_active(part: PermissionPart) -> bool:
-    from .._sandbox import sandbox_for
+#: Whether the installed OS sandbox confines a server's programs (None: none is installed). The
+#: sandbox sets it on install: it consults these rules, so they learn of it from it, not by import.
+_confined: Callable[[str], bool] | None = None
 
-    return sandbox_for(part.store.partition(".")[0]).active
+
+def confine_with(probe: Callable[[str], bool] | None) -> None:
+    """Tell the rules which servers' programs run confined (the sandbox's install does; None: none)."""
+    global _confined
+    _confined = probe
+
+
+def _sandbox_active(part: PermissionPart) -> bool:
+    probe = _confined
+    return probe is not None and probe(part.store.partition(".")[0])
 
 
 class PermissionRules:

@@ -506,9 +506,12 @@ def install(config: Config, rules: PermissionRules | None = None, *, found: _bwr
     """Set up the process's sandbox from ``config`` (serve does this once at start-up) and say
     which mechanism is used in one log line (a warning when none is available). ``found``: the
     mechanism already probed (tests), else ``bwrap`` is looked for now."""
+    from .._pipeline._rules import confine_with  # here: importing the sandbox stays as light as before
+
     global _INSTALLED
     host = HostSandbox(config, rules, found=found)
     _INSTALLED = host
+    confine_with(lambda server: host.for_server(server).active)
     line = host.describe()
     if host.settings.mode != "off" and not host.for_server(None).active:
         log.warning("%s", line)
@@ -519,8 +522,11 @@ def install(config: Config, rules: PermissionRules | None = None, *, found: _bwr
 
 def uninstall() -> None:
     """Forget the process's sandbox (programs run unconfined again)."""
+    from .._pipeline._rules import confine_with
+
     global _INSTALLED
     _INSTALLED = None
+    confine_with(None)
 
 
 def installed() -> HostSandbox | None:
