@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import statistics
@@ -121,3 +122,30 @@ def interleaved(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str,
 def spread(values: list[float], fmt: str = "{:.1f}") -> str:
     """``median (min–max)``."""
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"
+
+
+async def http_exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> tuple[float, bool]:
+    """Send one HTTP/1.1 request on a keep-alive connection and read its whole response (by
+    Content-Length or chunked): (seconds it took, whether the call failed: not 200, or an MCP
+    result with ``"isError":true``). The lean load generators' one response reader."""
+    started = time.perf_counter()
+    writer.write(request)
+    status = await reader.readline()
+    length, chunked = 0, False
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+        elif name.lower() == "transfer-encoding" and "chunked" in value:
+            chunked = True
+    if chunked:
+        data = b""
+        while size := int((await reader.readline()).strip(), 16):
+            data += await reader.readexactly(size)
+            await reader.readline()
+        await reader.readline()
+    else:
+        data = await reader.readexactly(length)
+    return time.perf_counter() - started, b" 200 " not in status or b'"isError":true' in data

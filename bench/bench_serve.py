@@ -579,6 +579,8 @@ async def _raw_http_load(url: str, tool: str, conversations: int, calls: int) ->
     import secrets
     from urllib.parse import urlsplit
 
+    from _common import http_exchange
+
     port = urlsplit(url).port
     run = secrets.token_hex(4)
     latencies: list[float] = []
@@ -603,26 +605,10 @@ async def _raw_http_load(url: str, tool: str, conversations: int, calls: int) ->
                     },
                     separators=(",", ":"),
                 ).encode()
-                started = time.perf_counter()
-                writer.write(RAW_REQUEST.format(port=port, tool=tool, length=len(body)).encode() + body)
-                status = await reader.readline()
-                length, chunked = 0, False
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = line.decode("latin-1").partition(":")
-                    if name.lower() == "content-length":
-                        length = int(value)
-                    elif name.lower() == "transfer-encoding" and "chunked" in value:
-                        chunked = True
-                if chunked:
-                    data = b""
-                    while size := int((await reader.readline()).strip(), 16):
-                        data += await reader.readexactly(size)
-                        await reader.readline()
-                    await reader.readline()
-                else:
-                    data = await reader.readexactly(length)
-                latencies.append(time.perf_counter() - started)
-                errors += b" 200 " not in status or b'"isError":true' in data
+                head = RAW_REQUEST.format(port=port, tool=tool, length=len(body)).encode()
+                latency, failed = await http_exchange(reader, writer, head + body)
+                latencies.append(latency)
+                errors += failed
         finally:
             writer.close()
 

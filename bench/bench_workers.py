@@ -39,7 +39,8 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import interleaved, load_average, record
+from _common import http_exchange, interleaved, load_average, record
+from entropic_mcp_postgres.testing import haproxy_recipe
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_SITE = ROOT / "tests" / "integration" / "probe_site"
@@ -112,39 +113,9 @@ def _haproxy(where: Path, ports: list[int], balance: str) -> tuple[subprocess.Po
     if not Path(binary).exists():
         raise SystemExit("haproxy is not installed (apt-get install haproxy)")
     port = _free_port()
-    servers = "\n".join(f"    server w{n} 127.0.0.1:{p} check" for n, p in enumerate(ports))
     config = where / f"haproxy-{port}.cfg"
     # The recipe of docs/deployment.md; only the balance line differs between the two setups.
-    config.write_text(
-        textwrap.dedent(f"""\
-        global
-            maxconn 1024
-        defaults
-            mode http
-            timeout connect 2s
-            timeout check 5s
-            timeout client 120s
-            timeout server 120s
-            retries 3
-            option redispatch 1
-            retry-on conn-failure empty-response
-            option http-server-close
-            http-reuse never
-            option http-buffer-request
-        frontend mcp
-            bind 127.0.0.1:{port}
-            default_backend workers
-        backend workers
-            {balance}
-            option httpchk
-            http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
-            http-check expect status 200
-            default-server inter 1s fall 3 rise 1
-        """)
-        + servers
-        + "\n",
-        encoding="utf-8",
-    )
+    config.write_text(haproxy_recipe(port, ports, balance=balance, check_every="1s"), encoding="utf-8")
     process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -177,26 +148,10 @@ async def _load(port: int, conversations: int, calls: int, tag: str) -> tuple[li
                 body = json.dumps(
                     {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": params}, separators=(",", ":")
                 ).encode()
-                started = time.perf_counter()
-                writer.write(REQUEST.format(conversation=name, length=len(body)).encode() + body)
-                status = await reader.readline()
-                length, chunked = 0, False
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    key, _, value = line.decode("latin-1").partition(":")
-                    if key.lower() == "content-length":
-                        length = int(value)
-                    elif key.lower() == "transfer-encoding" and "chunked" in value:
-                        chunked = True
-                if chunked:
-                    data = b""
-                    while size := int((await reader.readline()).strip(), 16):
-                        data += await reader.readexactly(size)
-                        await reader.readline()
-                    await reader.readline()
-                else:
-                    data = await reader.readexactly(length)
-                latencies.append(time.perf_counter() - started)
-                errors += b" 200 " not in status or b'"isError":true' in data
+                head = REQUEST.format(conversation=name, length=len(body)).encode()
+                latency, failed = await http_exchange(reader, writer, head + body)
+                latencies.append(latency)
+                errors += failed
         finally:
             writer.close()
 
@@ -223,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             setups: dict[str, dict[str, object]] = {}
             for name, state, balance in (
                 ("stateless", "auto", "balance roundrobin"),
-                ("affinity", "memory", f"balance hdr({HEADER})\n            hash-type consistent"),
+                ("affinity", "memory", f"balance hdr({HEADER})\nhash-type consistent"),
             ):
                 project = _project(base / name, dsn, schema, state)
                 workers = [_worker(project) for _ in range(2)]

@@ -84,41 +84,11 @@ def _free_port() -> int:
 @contextmanager
 def haproxy(tmp_path: Path, workers: list[HTTPServe]) -> Iterator[str]:
     """The recipe of docs/deployment.md: round robin, no affinity, /readyz checks."""
+    from entropic_mcp_postgres.testing import haproxy_recipe
+
     port = _free_port()
-    servers = "\n".join(f"    server w{n} 127.0.0.1:{_port(w.url)} check" for n, w in enumerate(workers))
     config = tmp_path / "haproxy.cfg"
-    config.write_text(
-        f"""\
-global
-    maxconn 1024
-    log stdout format raw local0
-defaults
-    mode http
-    log global
-    option httplog
-    timeout connect 2s
-    timeout check 5s
-    timeout client 120s
-    timeout server 120s
-    retries 3
-    option redispatch 1
-    retry-on conn-failure empty-response
-    option http-server-close
-    http-reuse never
-    option http-buffer-request
-frontend mcp
-    bind 127.0.0.1:{port}
-    default_backend workers
-backend workers
-    balance roundrobin
-    option httpchk
-    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
-    http-check expect status 200
-    default-server inter 300ms fall 3 rise 1
-{servers}
-""",
-        encoding="utf-8",
-    )
+    config.write_text(haproxy_recipe(port, [_port(w.url) for w in workers], log=True), encoding="utf-8")
     log = (tmp_path / "haproxy.log").open("wb")
     process = subprocess.Popen([_haproxy(), "-db", "-f", str(config)], stdout=log, stderr=log)
     try:

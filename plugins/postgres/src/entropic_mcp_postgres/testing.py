@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 DSN_VARIABLE = "ENTROPIC_MCP_TEST_POSTGRES_DSN"
@@ -153,3 +153,62 @@ class PartitionProxy:
             for sock in (source, target):
                 with contextlib.suppress(OSError):
                     sock.close()
+
+
+#: docs/deployment.md's haproxy configuration (a test compares them); ``{...}`` filled by ``haproxy_recipe``.
+HAPROXY_RECIPE = """\
+global
+    maxconn 1024
+{global_log}defaults
+    mode http
+{defaults_log}    timeout connect 2s
+    timeout check 5s
+    timeout client 120s
+    timeout server 120s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response
+    option http-server-close
+    http-reuse never
+    option http-buffer-request
+
+frontend mcp
+    bind 127.0.0.1:{port}
+    default_backend workers
+
+backend workers
+{balance}    option httpchk
+    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
+    http-check expect status 200
+    default-server inter {check_every} fall 3 rise 1
+{servers}"""
+
+
+def haproxy_recipe(
+    port: int,
+    workers: Sequence[int],
+    *,
+    balance: str = "balance roundrobin",
+    check_every: str = "300ms",
+    log: bool = False,
+) -> str:
+    """docs/deployment.md's haproxy configuration for serve workers on one store: round robin
+    without affinity, ``/readyz`` checks with a ``Host`` header, retries only of requests a
+    stopping worker never started. For the integration tests and the benchmarks.
+
+    Args:
+        port: where haproxy listens (on 127.0.0.1).
+        workers: the workers' ports on 127.0.0.1.
+        balance: the balance line(s) (``"balance hdr(X-Conversation)\\nhash-type consistent"``:
+            affinity by a header instead).
+        check_every: the health checks' interval.
+        log: log each request to haproxy's stdout.
+    """
+    return HAPROXY_RECIPE.format(
+        global_log="    log stdout format raw local0\n" if log else "",
+        defaults_log="    log global\n    option httplog\n" if log else "",
+        port=port,
+        balance="".join(f"    {line.strip()}\n" for line in balance.splitlines()),
+        check_every=check_every,
+        servers="".join(f"    server w{n} 127.0.0.1:{worker} check\n" for n, worker in enumerate(workers)),
+    )
