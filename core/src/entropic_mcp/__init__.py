@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # for type checkers; at run time the names below resolve on f
     from ._errors import ToolError as ToolError
     from ._kinds import ResultKind as ResultKind
     from ._manager import ServerManager as ServerManager
+    from ._markers import hookimpl as hookimpl
     from ._pipeline import BatchOutcome as BatchOutcome
     from ._pipeline import CallOutcome as CallOutcome
     from ._pipeline._keys import AccessKeyError as AccessKeyError
@@ -45,7 +46,6 @@ if TYPE_CHECKING:  # for type checkers; at run time the names below resolve on f
     from ._plugins import PluginInfo as PluginInfo
     from ._plugins import PluginLoadWarning as PluginLoadWarning
     from ._plugins import Plugins as Plugins
-    from ._plugins import hookimpl as hookimpl
     from ._server import MCPServerBase as MCPServerBase
     from ._services import ToolServices as ToolServices
     from ._tools import ToolBase as ToolBase
@@ -89,7 +89,7 @@ _HOMES: dict[str, str] = {
     "ToolResult": "._envelope",
     "ToolServices": "._services",
     "config_from_dict": "._config",
-    "hookimpl": "._plugins",
+    "hookimpl": "._markers",
     "load_config": "._config",
     "load_tool_definition": "._tools",
 }

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from ._plugins import hookimpl
+from ._markers import hookimpl
 
 
 class TinyDBStorage:

@@ -14,6 +14,7 @@ import pluggy
 from . import hookspecs
 from ._errors import ConfigError, PluginError
 from ._isolation import describe, note_plugin_module, reraise_host_stop, watching_interrupts
+from ._markers import hookimpl as hookimpl
 from ._stdout import guard_stdout
 from .hookspecs import ENTRY_POINT_GROUP
 
@@ -22,8 +23,6 @@ log = logging.getLogger("entropic_mcp")
 ENV_STRICT = "ENTROPIC_MCP_STRICT_PLUGINS"
 ENV_DISABLED = "ENTROPIC_MCP_DISABLED_PLUGINS"
 FIRST_PARTY = ("filesystem", "bash", "git", "entropic")
-
-hookimpl = pluggy.HookimplMarker("entropic_mcp")
 
 
 class _PluginManager(pluggy.PluginManager):
