@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from entropic_mcp import ToolError
-from entropic_mcp.storage import StateConflict, StateStore, StorageError
+from entropic_mcp.storage import StateConflict, StateStore, StorageError, update_document
 
 if TYPE_CHECKING:
     from ._background import BackgroundRun
@@ -190,15 +190,10 @@ def forget(store: StateStore, run_id: str, record: dict[str, Any] | None = None)
 
 
 def _delete(store: StateStore, namespace: str, key: str) -> None:
-    for _ in range(ATTEMPTS):
-        _, version = store.load_state(namespace, key)
-        if version == 0:
-            return
-        try:
-            store.save_state(namespace, key, None, version)
-            return
-        except StateConflict:
-            continue
+    try:
+        update_document(store, namespace, key, lambda stored: None, attempts=ATTEMPTS)
+    except StateConflict:
+        pass  # saved again by another writer at every attempt: left to it
 
 
 def run_ids(store: StateStore, conversation: str) -> list[str]:
@@ -223,16 +218,14 @@ def records(store: StateStore, conversation: str) -> list[dict[str, Any]]:
 
 
 def change_index(store: StateStore, conversation: str, change: Callable[[list[str]], list[str]]) -> None:
-    for _ in range(ATTEMPTS):
-        value, version = store.load_state(INDEX, conversation)
-        ids = [str(i) for i in value["runs"]] if isinstance(value, dict) else []
-        new = change(ids)
-        try:
-            store.save_state(INDEX, conversation, {"runs": new} if new else None, version)
-            return
-        except StateConflict:
-            continue
-    log.warning("the list of background runs of conversation %r kept changing; not updated", conversation)
+    def apply(value: Any) -> Any:
+        new = change([str(i) for i in value["runs"]] if isinstance(value, dict) else [])
+        return {"runs": new} if new else None
+
+    try:
+        update_document(store, INDEX, conversation, apply, attempts=ATTEMPTS)
+    except StateConflict:
+        log.warning("the list of background runs of conversation %r kept changing; not updated", conversation)
 
 
 def new_record(
