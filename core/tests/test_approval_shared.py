@@ -113,3 +113,36 @@ def test_the_state_key_is_read_from_serve_and_never_shown(tmp_path: Any) -> None
     assert "deployment's key" not in repr(config.serve)
     with pytest.raises(ConfigError, match="state_key"):
         config_from_dict({"serve": {"state_key": 42}}, root=tmp_path)
+
+
+class RacedOnce(DictStore):
+    """Another worker saves ``theirs`` under the same document just before this worker's first save."""
+
+    def __init__(self, theirs: Any) -> None:
+        super().__init__()
+        self.theirs = theirs
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        if self.theirs is not None:
+            theirs, self.theirs = self.theirs, None
+            super().save_state(namespace, key, theirs, self.docs.get((namespace, key), (None, 0))[1])
+        return super().save_state(namespace, key, value, version)
+
+
+def test_a_worker_that_lost_the_race_for_the_key_uses_the_winners() -> None:
+    store = RacedOnce("ab" * 32)
+    assert PausedCalls(lambda: store).key() == ("ab" * 32).encode()
+    assert store.saves == 1  # theirs; ours was refused and not tried again
+
+
+def test_always_answers_two_workers_save_at_once_are_merged() -> None:
+    from entropic_mcp._serve._approval import PERSONAL_NAMESPACE
+
+    store = RacedOnce({"probe.other": "always_deny"})
+    approver = ServeApprover(lambda: store, shared=True)
+    approver.personal[("alice", "probe.note")] = "always_allow"
+    approver._save("alice")
+    assert store.docs[(PERSONAL_NAMESPACE, "alice")][0] == {
+        "probe.other": "always_deny",
+        "probe.note": "always_allow",
+    }

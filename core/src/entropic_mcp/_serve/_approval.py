@@ -277,6 +277,7 @@ class PausedCalls:
         """The deployment's key: configured, from the environment, or shared through the store."""
         if self._key is None:
             from .._errors import StateConflict
+            from .._storage._update import UNCHANGED, update_document
 
             env = os.environ.get(STATE_KEY_ENV, "")
             if env:
@@ -286,17 +287,15 @@ class PausedCalls:
             if store is None:
                 self._key = secrets.token_bytes(32)  # one process: its own key, as before
                 return self._key
-            for _ in range(8):
-                value, version = store.load_state(KEY_NAMESPACE, "request-state")
-                if isinstance(value, str) and value:
-                    self._key = value.encode()
-                    break
-                try:
-                    store.save_state(KEY_NAMESPACE, "request-state", secrets.token_hex(32), version)
-                except StateConflict:
-                    continue  # another worker stored one first: use theirs
-            else:
-                raise RuntimeError("could not agree on a request-state key through the store")
+
+            def agree(stored: Any) -> Any:  # another worker's key stored first: use theirs
+                return UNCHANGED if isinstance(stored, str) and stored else secrets.token_hex(32)
+
+            try:
+                value, _ = update_document(store, KEY_NAMESPACE, "request-state", agree)
+            except StateConflict as exc:
+                raise RuntimeError(f"could not agree on a request-state key through the store: {exc}") from None
+            self._key = value.encode()
         return self._key
 
     def _mac(self, nonce: str, name: str, conversation: str) -> str:
@@ -465,21 +464,20 @@ class ServeApprover:
                     self.personal[(subject, str(pattern))] = answer
 
     def _save(self, subject: str) -> None:
-        from .._errors import StateConflict
+        from .._storage._update import update_document
 
         mine = {pattern: answer for (who, pattern), answer in self.personal.items() if who == subject}
         try:
             store = self._state()
             if store is None:
                 return
-            for _ in range(8):  # another worker saving the same person's answers: merge and retry
-                stored, version = store.load_state(PERSONAL_NAMESPACE, subject)
-                merged = {**(stored if isinstance(stored, Mapping) else {}), **mine}
-                try:
-                    store.save_state(PERSONAL_NAMESPACE, subject, merged, version)
-                    return
-                except StateConflict:
-                    continue
+            # another worker saving the same person's answers meanwhile: merged with theirs
+            update_document(
+                store,
+                PERSONAL_NAMESPACE,
+                subject,
+                lambda stored: {**(stored if isinstance(stored, Mapping) else {}), **mine},
+            )
         except Exception as exc:
             log.warning("could not keep %s's 'always' answer in the store (kept until serve stops): %s", subject, exc)
 
