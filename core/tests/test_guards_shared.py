@@ -151,3 +151,39 @@ def test_the_spiral_fires_when_calls_are_shown_under_served_names(tmp_path: Any)
 
     kinds = anyio.run(run)
     assert kinds == ["ok", "ok", "ok", "rejected_loop", "rejected_loop"]
+
+
+def _read(guards: Guards, n: int) -> Any:
+    return call(guards, "fs.read", {"path": f"p{n}"}, f"text of p{n}")
+
+
+@pytest.mark.parametrize("store", [None, "shared"])
+def test_an_answer_is_remembered_for_the_last_max_remembered_answers_calls_alike(store: str | None) -> None:
+    """Memory and store forget at the same call: one worker and N give the same flags."""
+    from entropic_mcp._pipeline._guards import MAX_REMEMBERED_ANSWERS
+
+    (guards,) = workers(1, DictStore() if store else None)
+    for n in range(MAX_REMEMBERED_ANSWERS):
+        _read(guards, n)
+    assert _read(guards, 0) == 1  # 63 others since: still remembered, flagged
+    for n in range(1, MAX_REMEMBERED_ANSWERS + 1):
+        _read(guards, 1000 + n)
+    assert _read(guards, 0) == 0  # 64 others since: forgotten
+
+
+def test_the_shared_document_stays_under_the_toast_threshold() -> None:
+    """512 answers made a 25 KB document, compressed and stored out of line on every call."""
+    store = DictStore()
+    (guards,) = workers(1, store)
+    for n in range(1000):
+        _read(guards, n)
+        call(guards, f"srv{n % 100}.tool", {"n": n}, '{"error": "boom"}', failed=True)
+    ((value, _),) = store.docs.values()
+    assert len(orjson.dumps(value)) < 2000
+    assert _read(guards, 999) == 1
+
+
+def test_guard_state_is_heuristic_and_nothing_else_is() -> None:
+    from entropic_mcp.storage import HEURISTIC_NAMESPACES
+
+    assert frozenset({NAMESPACE}) == HEURISTIC_NAMESPACES

@@ -12,6 +12,7 @@ from ._config import StorageConfig
 from ._errors import StateConflict, StorageError
 from ._storage import (
     DEFAULT_SCOPE,
+    HEURISTIC_NAMESPACES,
     MAX_STATE_BYTES,
     StateStore,
     StorageBackend,
@@ -26,6 +27,7 @@ from ._storage._update import UNCHANGED, update_document
 
 __all__ = [
     "DEFAULT_SCOPE",
+    "HEURISTIC_NAMESPACES",
     "MAX_STATE_BYTES",
     "UNCHANGED",
     "CheckedStorage",

@@ -445,3 +445,50 @@ def test_close_leaves_no_connection_open(pg_dsn: str, pg_schema: str) -> None:
     while _backend_pids(pg_dsn) - before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _backend_pids(pg_dsn) - before == set()
+
+
+# -- heuristic state -------------------------------------------------------------------------------
+
+
+def test_a_heuristic_namespace_commits_lax_in_its_own_transaction_only(pg_dsn: str, open_pg, monkeypatch) -> None:
+    """pipeline.guards is written with synchronous_commit off for that statement's transaction;
+    the pooled connection's next operation (a todo list, say) commits durably again."""
+    from entropic_mcp.storage import HEURISTIC_NAMESPACES, StateConflict
+
+    backend = open_pg(pool_min=1, pool_max=1)
+    (namespace,) = HEURISTIC_NAMESPACES
+
+    def setting() -> str:
+        with backend._transaction("check") as conn:  # the one connection every save used
+            return str(conn.execute("SHOW synchronous_commit").fetchone()[0])
+
+    assert backend.save_state(namespace, "c", {"n": 1}, 0) == 1
+    assert setting() == "on"
+    assert backend.save_state(namespace, "c", {"n": 2}, 1) == 2
+    assert setting() == "on"
+    with pytest.raises(StateConflict):
+        backend.save_state(namespace, "c", {"n": 3}, 1)
+    assert backend.load_state(namespace, "c") == ({"n": 2}, 2)
+    assert backend.save_state(namespace, "c", None, 2) == 0
+    assert backend.load_state(namespace, "c") == (None, 0)
+    assert setting() == "on"
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def spy(self, query, *args, **kwargs):
+        sent.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    backend.save_state(namespace, "e", {}, 0)
+    backend.save_state("entropic.todo", "e", {}, 0)
+    monkeypatch.undo()
+    assert ["synchronous_commit" in text for text in sent] == [True, False]
+    # Inside the statement's transaction the commit is lax; a durable namespace's is not.
+    statements = type(backend)._SAVE_STATEMENTS
+    for durable, expected in ((False, "off"), (True, "on")):
+        with psycopg.connect(pg_dsn) as conn, conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(backend.schema)))
+            params = {"namespace": namespace, "key": f"d{durable}", "value": "{}", "version": 0}
+            assert conn.execute(statements[durable]["insert"], params).fetchone() == (1,)
+            assert conn.execute("SHOW synchronous_commit").fetchone() == (expected,)

@@ -18,11 +18,18 @@ Where the state lives: in this process's memory, unless the store is shared by s
 workers). Then each (conversation, identity) has one document in the store (namespace
 ``pipeline.guards``), loaded before the guard check and saved, guarded by its version, after the
 call ran, so N workers count exactly as one does. Answers are compared by a stable digest there
-(``hash()`` differs between processes) and call keys are kept as digests (small documents).
+(``hash()`` differs between processes) and call keys are kept as digests, so the document stays
+small: the last ``MAX_REMEMBERED_ANSWERS`` answers are one base64 string of 12 bytes each (about
+1 KB, under PostgreSQL's 2 KB TOAST threshold: a document over it was compressed, stored out of
+line and read back whole on every call; at 512 answers it was 25 KB). The store may commit it
+without waiting for the disk (``HEURISTIC_NAMESPACES``): a crash of the store loses at most the
+last counts, which only delays a flag or a refusal.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import logging
 import threading
@@ -38,7 +45,10 @@ from .._envelope import error_code_of
 MAX_CONVERSATIONS = 4096
 #: Failures that depend on time, not on the arguments: retrying the same call is the remedy.
 TRANSIENT_CODES = frozenset({"server_disconnected", "server_busy", "todo_busy"})
-MAX_REMEMBERED_ANSWERS = 512
+#: Answers remembered per conversation (the oldest forgotten first), in memory as in the store.
+MAX_REMEMBERED_ANSWERS = 64
+#: Failure records kept per conversation (the oldest forgotten first); successes clear them sooner.
+MAX_FAILURES = 16
 #: The store's namespace for guard state shared by several workers.
 NAMESPACE = "pipeline.guards"
 #: Saves retried when another worker changed the same conversation's guard state meanwhile.
@@ -57,7 +67,8 @@ class _Failure:
 class GuardState:
     """What the guards remember of one conversation and identity."""
 
-    answers: OrderedDict[str, tuple[int, int]] = attrs.field(factory=OrderedDict)
+    #: call key -> (hash, length) of its last answer; when shared, key digest -> answer digest (bytes).
+    answers: OrderedDict[Any, Any] = attrs.field(factory=OrderedDict)
     last_key: str | None = None
     repeats: int = 0
     failures: dict[str, _Failure] = attrs.field(factory=dict)
@@ -73,7 +84,8 @@ class GuardState:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "answers": [[key, digest, length] for key, (digest, length) in self.answers.items()],
+            # "seen", not the earlier "answers" list: a worker of the older layout ignores it.
+            "seen": base64.b64encode(b"".join(k + v for k, v in self.answers.items())).decode("ascii"),
             "last_key": self.last_key,
             "repeats": self.repeats,
             "failures": {key: [failure.code, failure.count] for key, failure in self.failures.items()},
@@ -90,8 +102,10 @@ class GuardState:
         if not isinstance(value, dict):
             return
         try:
-            for key, digest, length in value.get("answers", ()):
-                self.answers[str(key)] = (int(digest), int(length))
+            seen = value.get("seen", "")
+            raw = base64.b64decode(seen, validate=True) if isinstance(seen, str) else b""
+            for at in range(0, len(raw) - _RECORD + 1, _RECORD):
+                self.answers[raw[at : at + _HALF]] = raw[at + _HALF : at + _RECORD]
             for key, (code, count) in value.get("failures", {}).items():
                 self.failures[str(key)] = _Failure(code=str(code), count=int(count))
             last_key, run_tool = value.get("last_key"), value.get("run_tool")
@@ -99,7 +113,7 @@ class GuardState:
             self.run_tool = run_tool if isinstance(run_tool, str) else None
             self.repeats = int(value.get("repeats", 0))
             self.run_length = int(value.get("run_length", 0))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, binascii.Error):
             log.warning("guard state %s in the store is malformed; starting it afresh", self.shared)
             self.load(None, version)
 
@@ -107,6 +121,16 @@ class GuardState:
 def _digest(text: str) -> int:
     """A digest every process computes alike (``hash()`` is salted per process)."""
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+#: Bytes of each digest of a remembered answer in the store: the call key's, then the answer's
+#: (48 bits: a false flag among 64 answers is a 1-in-10^12 event, and the result is shown anyway).
+_HALF = 6
+_RECORD = 2 * _HALF
+
+
+def _short(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_HALF).digest()
 
 
 def shared_key(key: str) -> str:
@@ -259,6 +283,8 @@ class Guards:
                 failure.count += 1
             else:
                 state.failures[key] = _Failure(code=code, count=1)
+                if len(state.failures) > MAX_FAILURES:
+                    del state.failures[next(iter(state.failures))]
         elif state.failures:
             if write:
                 state.failures.clear()  # the failure may have depended on what this call changed
@@ -275,12 +301,17 @@ class Guards:
             state.run_tool, state.run_length = None, 0
         repeats = 0
         if flag and not failed and not write:
-            answer = (hash(text) if state.shared is None else _digest(text), len(text))
-            if state.answers.get(key) == answer:
-                repeats = state.repeats + 1 if state.last_key == key else 1
+            slot: Any
+            answer: Any
+            if state.shared is None:
+                slot, answer = key, (hash(text), len(text))
+            else:
+                slot, answer = _short(key), _short(text)
             answers = state.answers
-            answers.pop(key, None)  # re-inserted last: the oldest answer is the one forgotten
-            answers[key] = answer
+            if answers.get(slot) == answer:
+                repeats = state.repeats + 1 if state.last_key == key else 1
+            answers.pop(slot, None)  # re-inserted last: the oldest answer is the one forgotten
+            answers[slot] = answer
             if len(answers) > MAX_REMEMBERED_ANSWERS:
                 answers.popitem(last=False)
         state.last_key, state.repeats = key, repeats

@@ -132,7 +132,8 @@ class StateStore(Protocol):
 
     def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
         """Store the JSON ``value`` if the stored version is still ``version`` (0: nothing stored
-        yet), durably; returns the new version. ``value`` None deletes the document (returns 0;
+        yet), durably (a namespace of ``HEURISTIC_NAMESPACES`` may skip the wait for the disk);
+        returns the new version. ``value`` None deletes the document (returns 0;
         deleting what is not stored does nothing and returns 0).
         Another version stored → ``StateConflict``, nothing changed. Bad namespace, key, value
         (not JSON, over ``MAX_STATE_BYTES`` as JSON) or version → ``StorageError``."""
@@ -146,6 +147,12 @@ class StateStore(Protocol):
 
 #: The largest state document, as compact JSON: state is a plugin's working memory, not a file store.
 MAX_STATE_BYTES = 1 << 20
+
+#: State namespaces whose documents a backend may commit without waiting for its disk: heuristic
+#: state whose last changes, lost when the store's server crashes, only delay a notice (the
+#: pipeline's duplicate and loop guards). Every other namespace is durable as ``save_state`` says:
+#: todo lists, paused approvals, "always" answers, tasks, runs, the read tracker.
+HEURISTIC_NAMESPACES = frozenset({"pipeline.guards"})
 
 
 StorageFactory = Callable[["Config"], StorageBackend]
