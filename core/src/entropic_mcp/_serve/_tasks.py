@@ -168,20 +168,19 @@ class Tasks:
     def change(self, task_id: str, apply: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
         """Apply ``apply`` to the stored record (again on a conflict); None when there is none."""
         from .._errors import StateConflict
+        from .._storage._update import UNCHANGED, update_document
 
-        for _ in range(20):
-            record, version = self.load(task_id)
-            if record is None:
-                return None
-            if not apply(record):
-                return record
+        def update(record: Any) -> Any:
+            if not isinstance(record, dict) or not apply(record):
+                return UNCHANGED
             record["lastUpdatedAt"] = _now()
-            try:
-                self.store().save_state(NAMESPACE, task_id, record, version)
-            except StateConflict:
-                continue
             return record
-        raise RuntimeError(f"task {task_id} kept changing under this worker")
+
+        try:
+            record, _ = update_document(self.store(), NAMESPACE, task_id, update, attempts=20)
+        except StateConflict:
+            raise RuntimeError(f"task {task_id} kept changing under this worker") from None
+        return record if isinstance(record, dict) else None
 
     def settle(self, task_id: str, fields: dict[str, Any]) -> None:
         def apply(record: dict[str, Any]) -> bool:
