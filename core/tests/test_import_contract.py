@@ -53,21 +53,14 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_calls",
                 "_context",
                 "_delegation",
-                "_external._client",
-                "_external._pool",
                 "_external._server",
                 "_manager",
                 "_pipeline._batch",
                 "_pipeline._guards",
                 "_pipeline._hooks",
                 "_pipeline._permission",
-                "_pipeline._rules",
                 "_pipeline._spine",
                 "_plugins",
-                "_sandbox",
-                "_sandbox._blocked",
-                "_sandbox._paths",
-                "_sandbox._sandbox",
                 "_server",
                 "_services",
                 "_storage",
@@ -81,12 +74,11 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
             ]
         }
     ): (
-        "the types and the lower layers still run both ways (the pipeline itself holds no manager): "
-        "CallContext / ToolServices name ServerManager as the host behind ctx.services, _pipeline/_batch "
-        "runs its calls through the manager, _delegation and _external._server find it through a context, "
-        "_pipeline/_rules and _sandbox "
-        "import each other, _plugins / _builtins / _storage load one another, and _storage._checked takes "
-        "the argument rules from the _storage package that wraps every backend in it"
+        "the types still run both ways: CallContext / ToolServices name ServerManager as the host behind "
+        "ctx.services, _pipeline/_batch runs its calls through the manager, _delegation and "
+        "_external._server find it through a context, _plugins / _builtins / _storage load one another, "
+        "and _storage._checked takes the argument rules from the _storage package that wraps every "
+        "backend in it"
     ),
 }
 

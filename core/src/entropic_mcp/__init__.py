@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # for type checkers; at run time the names below resolve on f
     from ._access import AccessLevel as AccessLevel
     from ._calls import ApprovalDecision as ApprovalDecision
     from ._calls import ApprovalRequest as ApprovalRequest
-    from ._calls import OutsideRootRequest as OutsideRootRequest
     from ._calls import Refuse as Refuse
     from ._calls import ReplaceArgs as ReplaceArgs
     from ._calls import ToolCall as ToolCall
@@ -28,6 +27,8 @@ if TYPE_CHECKING:  # for type checkers; at run time the names below resolve on f
     from ._config import config_from_dict as config_from_dict
     from ._config import load_config as load_config
     from ._context import CallContext as CallContext
+    from ._definitions import ToolDefinition as ToolDefinition
+    from ._definitions import load_tool_definition as load_tool_definition
     from ._envelope import ServerResponse as ServerResponse
     from ._envelope import ToolResult as ToolResult
     from ._errors import ConfigError as ConfigError
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # for type checkers; at run time the names below resolve on f
     from ._kinds import ResultKind as ResultKind
     from ._manager import ServerManager as ServerManager
     from ._markers import hookimpl as hookimpl
+    from ._outside import OutsideRootRequest as OutsideRootRequest
     from ._pipeline import BatchOutcome as BatchOutcome
     from ._pipeline import CallOutcome as CallOutcome
     from ._pipeline._keys import AccessKeyError as AccessKeyError
@@ -49,8 +51,6 @@ if TYPE_CHECKING:  # for type checkers; at run time the names below resolve on f
     from ._server import MCPServerBase as MCPServerBase
     from ._services import ToolServices as ToolServices
     from ._tools import ToolBase as ToolBase
-    from ._tools import ToolDefinition as ToolDefinition
-    from ._tools import load_tool_definition as load_tool_definition
 
 
 # Names resolve on first use, so a command that only lists tools never pays for the protocol
@@ -70,7 +70,7 @@ _HOMES: dict[str, str] = {
     "DuplicateNameError": "._errors",
     "EntropicMCPError": "._errors",
     "MCPServerBase": "._server",
-    "OutsideRootRequest": "._calls",
+    "OutsideRootRequest": "._outside",
     "PluginConfig": "._config",
     "PluginError": "._errors",
     "PluginInfo": "._plugins",
@@ -83,7 +83,7 @@ _HOMES: dict[str, str] = {
     "ServerResponse": "._envelope",
     "ToolBase": "._tools",
     "ToolCall": "._calls",
-    "ToolDefinition": "._tools",
+    "ToolDefinition": "._definitions",
     "ToolDefinitionError": "._errors",
     "ToolError": "._errors",
     "ToolResult": "._envelope",
@@ -91,7 +91,7 @@ _HOMES: dict[str, str] = {
     "config_from_dict": "._config",
     "hookimpl": "._markers",
     "load_config": "._config",
-    "load_tool_definition": "._tools",
+    "load_tool_definition": "._definitions",
 }
 
 __all__ = sorted(_HOMES)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from ._access import AccessLevel
+from ._outside import OutsideRootRequest as OutsideRootRequest
 
 if TYPE_CHECKING:
     from ._context import CallContext
@@ -158,14 +158,3 @@ class ApprovalDecision:
         if value is False:
             return cls(answer="deny_once")
         raise TypeError(f"an approver returned {value!r}; expected one of {ANSWERS} or an ApprovalDecision")
-
-
-@attrs.frozen(kw_only=True)
-class OutsideRootRequest:
-    """A path outside the project root that a tool wants to read or write."""
-
-    path: Path
-    tool: str
-    access: Literal["read", "write"]
-    root: Path
-    conversation_id: str = "default"

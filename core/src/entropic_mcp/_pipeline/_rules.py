@@ -16,7 +16,6 @@ from .._rulematch import RuleIndex
 
 if TYPE_CHECKING:
     from .._config import Config
-    from .._context import CallContext
 
 Decision = Literal["allow", "ask", "deny"]
 
@@ -430,15 +429,6 @@ def path_part(
         access=access,
         paths=(path, *also),
     )
-
-
-def path_refused(
-    ctx: CallContext, access: Literal["read", "write"], path: str, *, also: Iterable[str] = ()
-) -> str | None:
-    """For walking tools: the deny or ask rule that matches one file or directory, so the tool
-    skips it; None when nothing refuses it or the context has no manager (a server used bare).
-    Never asks anyone."""
-    return ctx.services.path_refused(access, path, also=also)
 
 
 def persist_rules(path: Path, kind: str, patterns: Iterable[str]) -> None:

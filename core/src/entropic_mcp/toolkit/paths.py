@@ -1,6 +1,11 @@
 """Paths for a server that works under a root: confinement, path policies, and the permission
 parts and rules a path-taking tool is judged by."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
+
 from .._paths import PathPolicy, ResolvedPath, confine, is_within
 from .._pipeline._rules import (
     POLICY_FILES,
@@ -9,8 +14,10 @@ from .._pipeline._rules import (
     PermissionPart,
     escape_glob,
     path_part,
-    path_refused,
 )
+
+if TYPE_CHECKING:
+    from .._context import CallContext
 
 __all__ = [
     "POLICY_FILES",
@@ -25,3 +32,12 @@ __all__ = [
     "path_part",
     "path_refused",
 ]
+
+
+def path_refused(
+    ctx: CallContext, access: Literal["read", "write"], path: str, *, also: Iterable[str] = ()
+) -> str | None:
+    """For walking tools: the deny or ask rule that matches one file or directory, so the tool
+    skips it; None when nothing refuses it or the context has no manager (a server used bare).
+    Never asks anyone."""
+    return ctx.services.path_refused(access, path, also=also)
