@@ -50,7 +50,7 @@ def probe(root: Path, size: int) -> dict:
 def check(out: dict) -> None:
     assert out["grep"] == [{"path": "huge.txt", "count": 1024}]
     assert out["grep_tail"] == []
-    assert out["read"].startswith("1\tneedle at the start")
+    assert out["read"].startswith("needle at the start\nneedle at the start\n")
     assert out["write"]["error"] == "too_large" and "max_edit_bytes" in out["write"]["message"]
     assert out["edit"]["error"] == "too_large"
     assert out["rss_mb"] < 100, out

@@ -13,7 +13,9 @@ def test_read_files_shows_each_file_under_a_header(fs, root):
     (root / "a.txt").write_text("one\ntwo\n")
     (root / "b.txt").write_text("three\n")
     text = fs.ok("read_files", {"paths": ["a.txt", "b.txt"]})
-    assert text == "==> a.txt <==\n1\tone\n2\ttwo\n\n==> b.txt <==\n1\tthree"
+    assert text == "==> a.txt <==\none\ntwo\n\n==> b.txt <==\nthree"
+    numbered = fs.ok("read_files", {"paths": ["a.txt", "b.txt"], "line_numbers": True})
+    assert numbered == "==> a.txt <==\n1\tone\n2\ttwo\n\n==> b.txt <==\n1\tthree"
 
 
 def test_read_files_reports_errors_per_file_and_records_the_reads(fs, root):
@@ -21,7 +23,7 @@ def test_read_files_reports_errors_per_file_and_records_the_reads(fs, root):
     (root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(10))
     text = fs.ok("read_files", {"paths": ["a.txt", "missing.txt", "pic.png"]})
     sections = text.split("\n\n")
-    assert sections[0] == "==> a.txt <==\n1\tone"
+    assert sections[0] == "==> a.txt <==\none"
     assert sections[1].startswith("==> missing.txt <==\n[not_found: ")
     assert sections[2] == "==> pic.png <==\n[image/png file: read it alone with filesystem.read_file to see it]"
     fs.ok("write_file", {"path": "a.txt", "content": "changed\n"})  # the read was recorded
@@ -30,7 +32,13 @@ def test_read_files_reports_errors_per_file_and_records_the_reads(fs, root):
 def test_read_files_limit_and_bad_arguments(fs, root):
     (root / "a.txt").write_text("1\n2\n3\n")
     assert fs.ok("read_files", {"paths": ["a.txt"], "limit": 2}).split("\n")[-1].startswith("[lines 1-2 of 3")
-    for bad in ({"paths": []}, {"paths": "a.txt"}, {"paths": [""]}, {"paths": ["a"] * 21}):
+    for bad in (
+        {"paths": []},
+        {"paths": "a.txt"},
+        {"paths": [""]},
+        {"paths": ["a"] * 21},
+        {"paths": ["a.txt"], "line_numbers": 1},
+    ):
         response = fs.direct("read_files", bad)
         assert response.is_error and '"invalid_args"' in response.result
 

@@ -1,4 +1,4 @@
-"""filesystem.read_file: numbered lines, paging, long lines, notes, errors, anchors, media."""
+"""filesystem.read_file: lines (numbered on request), paging, long lines, notes, errors, anchors, media."""
 
 from __future__ import annotations
 
@@ -12,10 +12,34 @@ def json_read(fs, **args):
     return fs.ok("read_file", {"format": "json", **args})
 
 
-def test_lines_are_numbered_like_cat_n_without_its_padding(fs, root):
+def test_lines_are_the_files_own_text_without_numbers_by_default(fs, root):
     (root / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 13)))
-    text = fs.ok("read_file", {"path": "a.txt"})
+    assert fs.ok("read_file", {"path": "a.txt"}).split("\n") == [f"line {i}" for i in range(1, 13)]
+    page = fs.ok("read_file", {"path": "a.txt", "offset": 4, "limit": 2}).split("\n")
+    assert page == ["line 4", "line 5", "[lines 4-5 of 12; more follow: call again with offset=6]"]
+
+
+def test_line_numbers_like_cat_n_without_its_padding_on_request(fs, root):
+    (root / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 13)))
+    text = fs.ok("read_file", {"path": "a.txt", "line_numbers": True})
     assert text.split("\n") == [f"{i}\tline {i}" for i in range(1, 13)]
+    page = fs.ok("read_file", {"path": "a.txt", "offset": 11, "line_numbers": True})
+    assert page == "11\tline 11\n12\tline 12\n[end of file: lines 11-12 of 12]"
+    assert json_read(fs, path="a.txt", line_numbers=True)["lines"][0] == "line 1"  # JSON has no numbers
+    assert fs.error("read_file", {"path": "a.txt", "line_numbers": "yes"})["error"] == "invalid_args"
+
+
+def test_the_setting_numbers_lines_by_default_and_the_argument_overrides_it(make, root):
+    fs = make({"read_line_numbers": True})
+    (root / "a.txt").write_text("x\ny\n")
+    assert fs.ok("read_file", {"path": "a.txt"}) == "1\tx\n2\ty"
+    assert fs.ok("read_file", {"path": "a.txt", "line_numbers": False}) == "x\ny"
+    assert fs.ok("read_files", {"paths": ["a.txt"]}) == "==> a.txt <==\n1\tx\n2\ty"
+    listed = {tool["name"]: tool for tool in fs.server.list_tools()}
+    schema = listed["read_file"]["inputSchema"]["properties"]["line_numbers"]
+    assert schema["description"].endswith("(default true).")
+    default = {tool["name"]: tool for tool in make().server.list_tools()}["read_files"]
+    assert default["inputSchema"]["properties"]["line_numbers"]["description"].endswith("(default false).")
 
 
 def test_json_form_is_an_ordered_array(fs, root):
@@ -35,10 +59,10 @@ def test_default_page_is_2000_lines_and_says_where_to_continue(fs, root):
     (root / "big.txt").write_text("".join(f"{i}\n" for i in range(1, 2501)))
     text = fs.ok("read_file", {"path": "big.txt"})
     lines = text.split("\n")
-    assert lines[0] == "1\t1" and lines[1999] == "2000\t2000"
+    assert lines[0] == "1" and lines[1999] == "2000"
     assert lines[2000] == "[lines 1-2000 of 2500; more follow: call again with offset=2001]"
     rest = fs.ok("read_file", {"path": "big.txt", "offset": 2001}).split("\n")
-    assert rest[0] == "2001\t2001" and rest[499] == "2500\t2500"
+    assert rest[0] == "2001" and rest[499] == "2500"
     assert rest[500] == "[end of file: lines 2001-2500 of 2500]"
 
 
@@ -91,14 +115,12 @@ def test_long_line_is_cut_with_a_marker_and_continues_by_column(make, root):
     line = "".join(chr(ord("a") + i % 26) for i in range(250))
     (root / "min.js").write_text(line + "\nsecond\n")
     text = fs.ok("read_file", {"path": "min.js"}).split("\n")
-    assert text[0] == (
-        f"1\t{line[:100]} [… line continues: 150 more bytes; read them with offset=1, limit=1, column=101]"
-    )
-    assert text[1] == "2\tsecond"
+    assert text[0] == (f"{line[:100]} [… line continues: 150 more bytes; read them with offset=1, limit=1, column=101]")
+    assert text[1] == "second"
     more = fs.ok("read_file", {"path": "min.js", "offset": 1, "limit": 1, "column": 101}).split("\n")
-    assert more[0].startswith(f"1\t{line[100:200]} [… line continues: 50 more bytes;") and "column=201" in more[0]
+    assert more[0].startswith(f"{line[100:200]} [… line continues: 50 more bytes;") and "column=201" in more[0]
     last = fs.ok("read_file", {"path": "min.js", "offset": 1, "limit": 1, "column": 201}).split("\n")
-    assert last[0] == f"1\t{line[200:]}"
+    assert last[0] == line[200:]
     data = json_read(fs, path="min.js")
     assert data["lines"] == [line[:100], "second"] and data["line_truncated"] is True
 
@@ -110,15 +132,15 @@ def test_one_huge_line_is_linear_and_bounded(fs, root):
             handle.write(b"q" * (1 << 20))
         handle.write(b"\nend\n")
     text = fs.ok("read_file", {"path": "huge.txt"}).split("\n")
-    assert text[0].startswith("1\t" + "q" * 2000 + " [… line continues: ")
-    assert text[1] == "2\tend"
+    assert text[0].startswith("q" * 2000 + " [… line continues: ")
+    assert text[1] == "end"
 
 
 def test_crlf_and_missing_final_newline(fs, root):
     (root / "w.txt").write_bytes(b"a\r\nb\r\nc")
     data = json_read(fs, path="w.txt")
     assert data["lines"] == ["a", "b", "c"] and data["total"] == 3
-    assert fs.ok("read_file", {"path": "w.txt"}) == "1\ta\n2\tb\n3\tc"
+    assert fs.ok("read_file", {"path": "w.txt"}) == "a\nb\nc"
 
 
 def test_invalid_utf8_is_replaced_not_refused(fs, root):
@@ -174,7 +196,7 @@ def test_read_always_runs_skipping_the_duplicate_check(fs, root):
     (root / "a.txt").write_text("one\n")
     fs.ok("read_file", {"path": "a.txt"})
     (root / "a.txt").write_text("two\n")
-    assert fs.ok("read_file", {"path": "a.txt"}) == "1\ttwo"
+    assert fs.ok("read_file", {"path": "a.txt"}) == "two"
 
 
 def test_tilde_is_a_literal_character(fs, root):
@@ -197,19 +219,43 @@ def test_page_fits_the_pipeline_result_cap_and_rest_is_reachable(make, root, sma
     fs = make(result_cap=2000)
     lines = [f"{i:04d} " + "q" * 60 for i in range(1, 201)]
     (root / "long.txt").write_text("\n".join(lines) + "\n")
-    for form in ("json", "text"):
+    for form, numbered in (("json", False), ("text", False), ("text", True)):
         collected, offset = [], 1
         while offset is not None:
-            outcome, page = fs.call("read_file", {"path": "long.txt", "offset": offset, "format": form})
+            args = {"path": "long.txt", "offset": offset, "format": form, "line_numbers": numbered}
+            outcome, page = fs.call("read_file", args)
             assert len(outcome.response.result.encode()) <= 2000 and "[... truncated" not in outcome.response.result
             if form == "json":
                 collected += page["lines"]
                 offset = page["next_offset"]
-            else:
-                rows = page.split("\n")
-                collected += [row.split("\t", 1)[1] for row in rows if "\t" in row]
-                offset = int(rows[-1].rsplit("offset=", 1)[1].rstrip("]")) if "offset=" in rows[-1] else None
-        assert collected == lines, form
+                continue
+            *rows, note = page.split("\n")
+            assert note.startswith(("[lines ", "[end of file")), note
+            if numbered:
+                assert [row.split("\t", 1)[0] for row in rows] == [str(n) for n in range(offset, offset + len(rows))]
+                rows = [row.split("\t", 1)[1] for row in rows]
+            collected += rows
+            offset = int(note.rsplit("offset=", 1)[1].rstrip("]")) if "offset=" in note else None
+        assert collected == lines, (form, numbered)
+
+
+def test_a_text_page_cut_afterwards_continues_at_the_first_line_not_shown():
+    """fit_text counts the page's lines it keeps (unnumbered lines carry no number to parse back),
+    so blank lines and lines that look like notes do not move the offset it names."""
+    from entropic_mcp_filesystem._read import Page, fit_text, render_text
+
+    texts = ["", "[lines 1-2 of 9]", *("w" * 50 for _ in range(38))]
+    page = Page(first=3, texts=texts, rests={}, total=60, next_offset=43, size=0, digest=None)
+    for numbered in (False, True):
+        text = render_text(page, display="f", offset=3, column=1, numbered=numbered)
+        cut = fit_text(text, 1000, page=page).split("\n")
+        assert len("\n".join(cut).encode()) <= 1000
+        shown = len(cut) - 1
+        assert 2 < shown < len(texts)
+        assert cut[-1].endswith(f"call again with offset={3 + shown}]"), cut[-1]
+    whole = render_text(page, display="f", offset=3, column=1)
+    only_note_cut = fit_text(whole, len(whole.encode()) - 1 + 200, page=page)
+    assert only_note_cut.endswith("call again with offset=43]")
 
 
 def test_one_line_bigger_than_the_result_cap(make, root, small_cap):
@@ -228,7 +274,7 @@ def test_hard_linked_file_is_refused_unless_allowed(make, root, tmp_path):
     error = fs.error("read_file", {"path": "innocent.txt"})
     assert error["error"] == "hard_link" and "allow_hard_links" in error["message"]
     assert "TOPSECRET" not in str(error)
-    assert make({"allow_hard_links": True}).ok("read_file", {"path": "innocent.txt"}) == "1\tTOPSECRET"
+    assert make({"allow_hard_links": True}).ok("read_file", {"path": "innocent.txt"}) == "TOPSECRET"
 
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(20)
@@ -398,7 +444,8 @@ def test_a_text_page_fills_the_result_cap_without_being_cut_afterwards(make, roo
 
 def test_the_byte_budget_cuts_a_page_of_short_lines_where_counting_line_by_line_would(monkeypatch):
     """The split fast path sums line costs in bulk: the page it cuts at the budget and the line
-    limit is the one the line-by-line rule gives (cost = the line's bytes + number width + 2)."""
+    limit is the one the line-by-line rule gives (cost = the line's bytes + 1, and the number's
+    width + 1 more when the page is numbered)."""
     import io
 
     from entropic_mcp_filesystem import _read
@@ -412,14 +459,21 @@ def test_the_byte_budget_cuts_a_page_of_short_lines_where_counting_line_by_line_
         limit=st.integers(1, 40),
         budget=st.integers(1, 120),
         chunk=st.sampled_from([3, 7, 1 << 20]),
+        numbered=st.booleans(),
     )
-    def check(lines, offset, limit, budget, chunk):
+    def check(lines, offset, limit, budget, chunk, numbered):
         text = "".join(f"{line}\n" for line in lines)
         monkeypatch.setattr(_read, "CHUNK", chunk)
         page = _read.read_page(
-            io.BytesIO(text.encode()), offset=offset, limit=limit, budget=budget, display="f", max_chars=40
+            io.BytesIO(text.encode()),
+            offset=offset,
+            limit=limit,
+            budget=budget,
+            display="f",
+            max_chars=40,
+            numbered=numbered,
         )
-        overhead = len(str(offset + limit)) + 2
+        overhead = len(str(offset + limit)) + 2 if numbered else 1
         expected, used = [], 0
         for row in lines[offset - 1 :]:
             row = row[:-1] if row.endswith("\r") else row

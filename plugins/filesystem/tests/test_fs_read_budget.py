@@ -18,7 +18,7 @@ def test_a_page_under_the_default_cap_is_the_read_budget_not_16_kib(make, root):
     shown = re.match(r"\[lines 1-(\d+) of 2000; more follow: call again with offset=(\d+)\]", last)
     assert shown and int(shown[2]) == int(shown[1]) + 1 and int(shown[1]) > 1000
     following = fs.ok("read_file", {"path": "big.py", "offset": int(shown[2])})
-    assert following.startswith(f"{shown[2]}\t") and following.endswith(
+    assert following.startswith(SOURCE_LINE) and following.endswith(
         "[end of file: lines " + shown[2] + "-2000 of 2000]"
     )
     # Other tools keep the configured cap.
@@ -45,3 +45,23 @@ def test_read_files_cut_names_the_file_and_the_read_file_call_that_continues_it(
     assert len(text.encode()) <= READ_RESULT_BYTES
     assert "call again with offset" not in text  # read_files has no offset argument
     assert re.search(r"\[lines 1-\d+ of 2000; more follow: filesystem.read_file offset=\d+\]", text)
+
+
+def test_read_files_cut_by_the_budget_continues_each_file_where_its_lines_end(make, root):
+    """Twenty files at the 4 KiB floor share overrun the 64 KiB budget: whole sections first, then
+    the one cut, whose note names the read_file offset of its first line not shown."""
+    names = [f"m{n:02}.py" for n in range(20)]
+    body = [f"{n}: " + ("" if n % 7 == 0 else "    value = compute(alpha, beta)") for n in range(1, 201)]
+    for name in names:
+        (root / name).write_text("\n".join(body) + "\n")
+    text = make(result_cap=16384).ok("read_files", {"paths": names})
+    assert len(text.encode()) <= READ_RESULT_BYTES
+    *shown, note = text.split("\n")
+    cut = re.fullmatch(
+        r"\[the page was cut to fit max_result_bytes \(65536 bytes\); continue (m\d\d\.py) with "
+        r"filesystem.read_file offset=(\d+); read the other files alone\]",
+        note,
+    )
+    assert cut, note
+    lines = shown[shown.index(f"==> {cut[1]} <==") + 1 :]
+    assert lines == body[: len(lines)] and int(cut[2]) == len(lines) + 1

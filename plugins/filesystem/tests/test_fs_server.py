@@ -154,6 +154,7 @@ def test_config_is_applied(root, tmp_path):
         ({"max_grep_matches": 1.5}, "max_grep_matches"),
         ({"timeout_seconds": 0}, "timeout_seconds"),
         ({"max_results": 3}, "max_results"),
+        ({"read_line_numbers": "yes"}, "read_line_numbers"),
     ],
 )
 def test_bad_config_names_the_key(root, table, key):

@@ -74,7 +74,11 @@ def described(definition: ToolDefinition, settings: Any) -> ToolDefinition:
     from string import Template
 
     values = {
-        field.name: f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+        field.name: f"{value:,}"
+        if isinstance(value, int) and not isinstance(value, bool)
+        else str(value).lower()
+        if isinstance(value, bool)  # as the model would write it in the arguments
+        else str(value)
         for field in attrs.fields(type(settings))
         for value in [getattr(settings, field.name)]
     }

@@ -120,7 +120,9 @@ def binary_refusal(display: str) -> ToolError:
 class _LineCutter:
     """Collects the page's lines from a stream of chunks, keeping a bounded part of each."""
 
-    def __init__(self, *, offset: int, limit: int, budget: int, max_chars: int, column: int) -> None:
+    def __init__(
+        self, *, offset: int, limit: int, budget: int, max_chars: int, column: int, numbered: bool = False
+    ) -> None:
         self.offset = offset
         self.limit = limit
         self.budget = budget
@@ -139,8 +141,8 @@ class _LineCutter:
         self.base = 0  # the file offset of the chunk being fed
         self.line_start = 0  # the file offset of the line being read
         self.next_byte: int | None = None
-        #: Rendered bytes per line besides its text: the right-aligned number, a tab, a newline.
-        self.overhead = len(str(offset + limit)) + 2
+        #: Rendered bytes per line besides its text: a newline, and the number and a tab if numbered.
+        self.overhead = len(str(offset + limit)) + 2 if numbered else 1
 
     def start_at(self, line: int, at: int) -> None:
         """The stream starts at line ``line``, byte ``at`` of the file (a known line start)."""
@@ -303,15 +305,19 @@ def read_page(
     whole: bool = True,
     total: int | None = None,
     start: tuple[int, int] | None = None,
+    numbered: bool = False,
 ) -> Page:
     """Cut the page's lines from the stream.
 
     ``whole``: stream the whole file and hash it (the tracker cannot trust the stat identity).
     Otherwise the stream stops at the end of the page when ``total`` (the file's line count) is
     known, else only counts the lines after it; ``start`` is a known (line, byte) to seek to.
+    ``numbered``: the page will be rendered with line numbers (they count against ``budget``).
     """
     hasher = hashlib.blake2b(digest_size=16) if whole else None
-    cutter = _LineCutter(offset=offset, limit=limit, budget=budget, max_chars=max_chars, column=column)
+    cutter = _LineCutter(
+        offset=offset, limit=limit, budget=budget, max_chars=max_chars, column=column, numbered=numbered
+    )
     newlines = 0
     size = 0
     last = b""
@@ -355,10 +361,12 @@ def read_page(
     )
 
 
-def render_text(page: Page, *, display: str, offset: int, column: int) -> str:
-    """``cat -n`` style without its padding: the line number, a tab, the line; notes in brackets.
+def render_text(page: Page, *, display: str, offset: int, column: int, numbered: bool = False) -> str:
+    """The page's lines as the file has them, a note in brackets after them (the range shown, and
+    where to continue); ``numbered``: ``N<TAB>`` before each line (``cat -n`` without its padding).
 
-    Right-aligned numbers cost a 2,000-line file 264 o200k tokens of leading spaces (0.6 %)."""
+    Numbers cost a 2,000-line file 7 % more o200k tokens than its text (docs/decisions.md), so
+    they are off unless asked for; the note still names the lines shown."""
     if page.total == 0:
         return f"[{display} is empty]"
     texts = page.texts
@@ -377,7 +385,7 @@ def render_text(page: Page, *, display: str, offset: int, column: int) -> str:
                 f" [… line continues: {rest} more bytes; read them with offset={number}, "
                 f"limit=1, column={shown_to + 1}]"
             )
-    out = "\n".join(map("{}\t{}".format, range(first, last + 1), texts))
+    out = "\n".join(map("{}\t{}".format, range(first, last + 1), texts) if numbered else texts)
     if page.next_offset is not None:
         return f"{out}\n[lines {first}-{last} of {page.total}; more follow: call again with offset={page.next_offset}]"
     if first > 1:
@@ -414,34 +422,64 @@ def fit_page(data: dict[str, Any], cap: int) -> dict[str, Any]:
     return fitted
 
 
-def fit_text(text: str, cap: int, *, several: bool = False) -> str:
-    """Cut a text page to ``cap`` bytes at a line boundary, saying where to continue.
+def kept_lines(lines: list[str], room: int) -> int:
+    """How many of ``lines``, each with its newline, fit in ``room`` bytes."""
+    used = 0
+    for count, line in enumerate(lines):
+        used += len(line.encode("utf-8")) + 1
+        if used > room:
+            return count
+    return len(lines)
 
-    ``several``: read_files' sections (``==> path <==`` headers): the note names the file cut and
-    the read_file call that continues it (read_files has no offset).
-    """
+
+def fit_text(text: str, cap: int, *, page: Page) -> str:
+    """Cut read_file's text (``page`` rendered) to ``cap`` bytes at a line boundary, saying where
+    to continue: the page's lines come first in the text, one text line each, so the lines kept
+    say the offset without parsing it back (unnumbered lines carry no number to parse)."""
     if not cap or len(text.encode("utf-8")) <= cap:
         return text
     lines = text.split("\n")
+    kept = kept_lines(lines, cap - 200)
+    shown = min(kept, len(page.texts))
+    if shown == len(page.texts):  # every line fits; only the note did not
+        number = page.next_offset
+        hint = f"call again with offset={number}" if number else "that was the end of the file"
+    elif shown:
+        hint = f"call again with offset={page.first + shown}"
+    else:
+        hint = "read fewer lines with 'limit'"
+    return "\n".join([*lines[:kept], f"[the page was cut to fit max_result_bytes ({cap} bytes); {hint}]"])
+
+
+def fit_sections(sections: list[tuple[str, str, Page | None]], cap: int) -> str:
+    """read_files' sections (display, text under its ``==> path <==`` header, page or None for a
+    note) joined, cut to ``cap`` bytes: whole sections while they fit, then the lines of the one
+    cut; the note names it and the read_file call that continues it (read_files has no offset)."""
+    joined = "\n\n".join(text for _, text, _ in sections)
+    if not cap or len(joined.encode("utf-8")) <= cap:
+        return joined
+    room = cap - 200
     out: list[str] = []
-    used = 0
-    for line in lines:
-        cost = len(line.encode("utf-8")) + 1
-        if used + cost > cap - 200:
-            break
-        out.append(line)
-        used += cost
-    number = None
-    if out and "\t" in out[-1]:
-        head = out[-1].split("\t", 1)[0].strip()
-        number = int(head) + 1 if head.isdigit() else None
-    hint = f"call again with offset={number}" if number else "read fewer lines with 'limit'"
-    if several:
-        header = next((line for line in reversed(out) if line.startswith("==> ") and line.endswith(" <==")), None)
-        if header is not None and number:
-            hint = f"continue {header[4:-4]} with filesystem.read_file offset={number}; read the other files alone"
-        else:
-            hint = "read fewer files per call, or fewer lines with 'limit'"
+    hint = "read fewer files per call, or fewer lines with 'limit'"
+    for display, text, page in sections:
+        lines = text.split("\n")
+        if out:
+            lines = ["", *lines]  # the blank line between sections
+        kept = kept_lines(lines, room)
+        room -= sum(len(line.encode("utf-8")) + 1 for line in lines[:kept])
+        header = 2 if out else 1  # the header, after the blank line
+        out.extend(lines[:kept])
+        if kept == len(lines):
+            continue
+        shown = 0 if page is None else min(max(0, kept - header), len(page.texts))
+        number = None
+        if page is not None and 0 < shown < len(page.texts):
+            number = page.first + shown
+        elif page is not None and shown and page.next_offset:  # every line fits; only the note did not
+            number = page.next_offset
+        if number:
+            hint = f"continue {display} with filesystem.read_file offset={number}; read the other files alone"
+        break
     out.append(f"[the page was cut to fit max_result_bytes ({cap} bytes); {hint}]")
     return "\n".join(out)
 
@@ -457,6 +495,7 @@ def read_lines(
     offset: int,
     limit: int,
     column: int = 1,
+    numbered: bool = False,
 ) -> Page:
     """Page one open file (closing it); records the read in the tracker."""
     settings = fs.settings
@@ -476,6 +515,7 @@ def read_lines(
             whole=not trusted,
             total=total,
             start=start,
+            numbered=numbered,
         )
     if trusted:
         fs.line_index.put(path, ident, page.total, page.next_offset, page.next_byte)
@@ -522,6 +562,7 @@ class ReadFile(FilesystemTool):
         limit = toolkit.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
         column = toolkit.integer(args, "column", default=1, minimum=1)
         form = toolkit.choice(args, "format", ("text", "json"), default="text")
+        numbered = toolkit.flag(args, "line_numbers", default=fs.settings.read_line_numbers) and form == "text"
         from ._media import media_result
 
         fd, st = open_for_reading(fs, loc, resolved)
@@ -533,10 +574,10 @@ class ReadFile(FilesystemTool):
         if media is not None:
             os.close(fd)
             return media
-        page = read_lines(fs, fd, st, loc, resolved, ctx, offset=offset, limit=limit, column=column)
+        page = read_lines(fs, fd, st, loc, resolved, ctx, offset=offset, limit=limit, column=column, numbered=numbered)
         if form == "text":
-            text = render_text(page, display=loc.display, offset=offset, column=column)
-            return ToolResult(text=fit_text(text, toolkit.result_limit(ctx)))
+            text = render_text(page, display=loc.display, offset=offset, column=column, numbered=numbered)
+            return ToolResult(text=fit_text(text, toolkit.result_limit(ctx), page=page))
         data: dict[str, Any] = {
             "path": loc.display,
             "total": page.total,
@@ -574,14 +615,15 @@ class ReadFiles(FilesystemTool):
         if len(paths) > MAX_FILES:
             raise ToolError("invalid_args", f"at most {MAX_FILES} paths per call; split them over several calls")
         limit = toolkit.integer(args, "limit", default=fs.settings.read_page_lines, minimum=1)
-        sections = []
+        numbered = toolkit.flag(args, "line_numbers", default=fs.settings.read_line_numbers)
         budget = page_budget(fs.settings.max_read_bytes, toolkit.result_limit(ctx))
-        for raw in paths:
-            share = max(4096, budget // len(paths))
-            sections.append(self._one(raw, ctx, limit, share=share, args=args))
-        return ToolResult(text=fit_text("\n\n".join(sections), toolkit.result_limit(ctx), several=True))
+        share = max(4096, budget // len(paths))
+        sections = [self._one(raw, ctx, limit, share=share, args=args, numbered=numbered) for raw in paths]
+        return ToolResult(text=fit_sections(sections, toolkit.result_limit(ctx)))
 
-    def _one(self, raw: str, ctx: CallContext, limit: int, *, share: int, args: dict[str, Any]) -> str:
+    def _one(
+        self, raw: str, ctx: CallContext, limit: int, *, share: int, args: dict[str, Any], numbered: bool
+    ) -> tuple[str, str, Page | None]:
         fs = self.fs
         try:
             resolved, loc = fs.resolve_value(raw, ctx, tool=self.name, access="read", argument="paths", args=args)
@@ -595,15 +637,16 @@ class ReadFiles(FilesystemTool):
                 raise
             if mime is not None:
                 os.close(fd)
-                return f"==> {loc.display} <==\n[{mime} file: read it alone with filesystem.read_file to see it]"
+                note = f"==> {loc.display} <==\n[{mime} file: read it alone with filesystem.read_file to see it]"
+                return loc.display, note, None
             settings = attrs.evolve(fs.settings, max_read_bytes=share)
-            page = read_lines(_With(fs, settings), fd, st, loc, resolved, ctx, offset=1, limit=limit)
+            page = read_lines(_With(fs, settings), fd, st, loc, resolved, ctx, offset=1, limit=limit, numbered=numbered)
         except ToolError as exc:
-            return f"==> {raw} <==\n[{exc.code}: {exc.message}]"
-        text = render_text(page, display=loc.display, offset=1, column=1)
+            return raw, f"==> {raw} <==\n[{exc.code}: {exc.message}]", None
+        text = render_text(page, display=loc.display, offset=1, column=1, numbered=numbered)
         # read_files has no offset: the continuation is a read_file call.
         text = text.replace("; more follow: call again with offset=", "; more follow: filesystem.read_file offset=")
-        return f"==> {loc.display} <==\n" + text
+        return loc.display, f"==> {loc.display} <==\n" + text, page
 
 
 class _With:

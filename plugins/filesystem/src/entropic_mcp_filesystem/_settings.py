@@ -26,6 +26,10 @@ class Limits:
     max_grep_matches: int = attrs.field(default=100, metadata={"min": 1})
     #: Lines read_file returns per page (text form).
     read_page_lines: int = attrs.field(default=2000, metadata={"min": 1})
+    #: read_file's and read_files' text form numbers each line (``N<TAB>line``) unless a call's
+    #: ``line_numbers`` says otherwise; off by default: numbers cost a 2,000-line file 7 % more
+    #: tokens than the file's own text (docs/decisions.md).
+    read_line_numbers: bool = False
     #: Characters of one line read_file shows before a continuation marker.
     max_line_chars: int = attrs.field(default=2000, metadata={"min": 80})
     #: Largest existing file write_file and edit_file replace (they read it whole to check it), and
