@@ -207,20 +207,16 @@ class Guards:
         if store is None:
             return
         from .._errors import StateConflict
+        from .._storage._update import update_document
 
         for identity in list(self._identities):
             name = conversation_id if identity is None else f"{conversation_id}\x1fidentity={identity}"
-            for _ in range(SAVE_ATTEMPTS):
-                try:
-                    version = store.load_state(NAMESPACE, name)[1]
-                    if version:
-                        store.save_state(NAMESPACE, name, None, version)
-                    break
-                except StateConflict:
-                    continue
-                except Exception as exc:
-                    log.warning("guard state of %s could not be deleted from the store: %s", name, exc)
-                    break
+            try:
+                update_document(store, NAMESPACE, name, lambda stored: None, attempts=SAVE_ATTEMPTS)
+            except StateConflict:
+                continue  # kept being saved by calls still running on other workers: theirs
+            except Exception as exc:
+                log.warning("guard state of %s could not be deleted from the store: %s", name, exc)
 
     # -- before the call runs ------------------------------------------------------------------
 
@@ -344,37 +340,41 @@ class Guards:
         """Write a shared state a call changed, guarded by its version; when another worker saved
         first, load theirs and apply the call to it again. A store that fails: not counted, logged."""
         from .._errors import StateConflict
+        from .._storage._update import UNCHANGED, update_document
 
         if state.pending is None or not state.shared:
             return
         (wire, name, text, failed, write, flag, code), before = state.pending
         state.pending = None
         store, shared = self._store, state.shared
-        for _ in range(SAVE_ATTEMPTS):
-            after = state.to_json()
-            if after == before or store is None:
-                return
+        after = state.to_json()
+        if after == before or store is None:
+            return
+        rounds = 0
+
+        def apply(value: Any) -> Any:
+            nonlocal rounds
+            rounds += 1
+            if rounds == 1:
+                return after  # the call applied to the document as loaded before it ran
+            state.load(value, state.version)
+            loaded = state.to_json()
+            state.shared = ""
             try:
-                state.version = store.save_state(NAMESPACE, shared, after, state.version)
-                return
-            except StateConflict:
-                try:
-                    state.load(*store.load_state(NAMESPACE, shared))
-                except Exception as exc:
-                    log.warning("guard state of %s could not be read again from the store: %s", shared, exc)
-                    return
-                before = state.to_json()
-                state.shared = ""
-                try:
-                    self.ran(state, wire, name, text, failed=failed, write=write, flag=flag, code=code)
-                finally:
-                    state.shared = shared
-            except Exception as exc:
-                log.warning(
-                    "guard state of %s could not be saved in the store (this call is not counted): %s", shared, exc
-                )
-                return
-        log.warning("guard state of %s kept changing in the store; this call is not counted", shared)
+                self.ran(state, wire, name, text, failed=failed, write=write, flag=flag, code=code)
+            finally:
+                state.shared = shared
+            changed = state.to_json()
+            return UNCHANGED if changed == loaded else changed
+
+        try:
+            _, state.version = update_document(
+                store, NAMESPACE, shared, apply, attempts=SAVE_ATTEMPTS, loaded=(before, state.version)
+            )
+        except StateConflict:
+            log.warning("guard state of %s kept changing in the store; this call is not counted", shared)
+        except Exception as exc:
+            log.warning("guard state of %s could not be saved in the store (this call is not counted): %s", shared, exc)
 
     async def load(self, conversation_id: str, identity: str | None) -> GuardState:
         """``state`` in a worker thread: store I/O never holds the event loop's other calls."""
