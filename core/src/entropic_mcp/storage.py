@@ -23,6 +23,7 @@ from ._storage import (
     validate_state,
 )
 from ._storage._checked import CheckedStorage
+from ._storage._options import check_options
 from ._storage._update import UNCHANGED, update_document
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "StorageConfig",
     "StorageError",
     "ToolCallRecord",
+    "check_options",
     "update_document",
     "validate_messages",
     "validate_prune",

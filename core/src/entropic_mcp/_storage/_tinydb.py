@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .._errors import ConfigError, StorageError
+from .._errors import StorageError
 from ._audit import AuditLog
 from ._files import atomic_write, fsync_dir, write_all
 from ._lock import StoreLock
+from ._options import check_options
 from ._records import DEFAULT_SCOPE, ToolCallRecord, check_record
 from ._segments import Segments
 from ._state import TABLES, StoreState, dumps
@@ -178,24 +179,7 @@ class TinyDBBackend:
     @classmethod
     def from_config(cls, config: Config) -> TinyDBBackend:
         """Open the store at ``config.storage_path`` with ``[storage] options``."""
-        options: dict[str, Any] = {}
-        for key, value in config.storage.options.items():
-            if key not in OPTIONS:
-                raise ConfigError(
-                    f"[storage] options.{key}: unknown option for the tinydb backend; expected one of: "
-                    + ", ".join(OPTIONS)
-                )
-            kind, _, meaning = OPTIONS[key]
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or value <= 0
-                or (kind is int and not isinstance(value, int))
-            ):
-                raise ConfigError(
-                    f"[storage] options.{key}: expected a positive {kind.__name__} ({meaning}), got {value!r}"
-                )
-            options[key] = value
+        options = check_options(config.storage.options, OPTIONS, "tinydb")
         return cls(config.storage_path, **options)
 
     def __repr__(self) -> str:

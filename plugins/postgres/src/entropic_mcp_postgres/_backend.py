@@ -35,6 +35,7 @@ from entropic_mcp.storage import (
     StateConflict,
     StorageError,
     ToolCallRecord,
+    check_options,
     validate_prune,
     validate_state,
 )
@@ -326,29 +327,7 @@ class PostgresBackend:
     @classmethod
     def from_config(cls, config: Config) -> PostgresBackend:
         """Open the store ``[storage] options`` describe; the DSN falls back to ``$ENTROPIC_MCP_POSTGRES_DSN``."""
-        options: dict[str, Any] = {}
-        for key, value in config.storage.options.items():
-            if key not in OPTIONS:
-                raise ConfigError(
-                    f"[storage] options.{key}: unknown option for the postgres backend; expected one of: "
-                    + ", ".join(OPTIONS)
-                )
-            kind, _, meaning = OPTIONS[key]
-            if kind is str:
-                if not isinstance(value, str) or not value.strip():
-                    raise ConfigError(
-                        f"[storage] options.{key}: expected a non-empty string ({meaning}), got {value!r}"
-                    )
-            elif (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or value < (0 if key == "pool_min" else 1e-9)
-                or (kind is int and not isinstance(value, int))
-            ):
-                raise ConfigError(
-                    f"[storage] options.{key}: expected a positive {kind.__name__} ({meaning}), got {value!r}"
-                )
-            options[key] = value
+        options = check_options(config.storage.options, OPTIONS, "postgres", zero_allowed=("pool_min",))
         dsn = options.pop("dsn", None) or os.environ.get(ENV_DSN, "").strip()
         if not dsn:
             raise ConfigError(
