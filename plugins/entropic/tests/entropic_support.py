@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import entropic_mcp_entropic
-from entropic_mcp import CallContext, CallOutcome, ServerManager, config_from_dict
+from entropic_mcp import CallOutcome, ServerManager, config_from_dict, testing
 from entropic_mcp.storage import StorageBackend
 from entropic_mcp.testing import fresh_plugins
 
@@ -38,8 +37,8 @@ def build(
 def call(
     manager: ServerManager, name: str, args: object = None, *, conversation: str = "c1", identity: str | None = None
 ) -> CallOutcome:
-    ctx = CallContext(conversation_id=conversation, identity=identity)
-    return anyio.run(manager.call, name, args, ctx)
+    """``entropic_mcp.testing.call`` in conversation ``c1`` unless told otherwise."""
+    return testing.call(manager, name, args, conversation=conversation, identity=identity)
 
 
 def directive_types(outcome: CallOutcome) -> list[str]:
