@@ -48,19 +48,13 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         {
             _M + m
             for m in [
-                "_assembly",
                 "_builtins",
                 "_calls",
                 "_context",
                 "_delegation",
                 "_external._server",
-                "_manager",
-                "_pipeline._batch",
-                "_pipeline._guards",
-                "_pipeline._hooks",
-                "_pipeline._permission",
-                "_pipeline._spine",
                 "_plugins",
+                "_protocols",
                 "_server",
                 "_services",
                 "_storage",
@@ -68,17 +62,13 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
                 "_storage._state",
                 "_storage._tinydb",
                 "_tools",
-                "_traced",
-                "_tracing",
                 "hookspecs",
             ]
         }
     ): (
-        "the types still run both ways: CallContext / ToolServices name ServerManager as the host behind "
-        "ctx.services, _pipeline/_batch runs its calls through the manager, _delegation and "
-        "_external._server find it through a context, _plugins / _builtins / _storage load one another, "
-        "and _storage._checked takes the argument rules from the _storage package that wraps every "
-        "backend in it"
+        "_storage names the plugin loader (backend_specs / open_storage take Plugins), which loads the "
+        "built-ins that name _storage; and _storage._checked / _state take the argument rules from "
+        "the _storage package that imports them"
     ),
 }
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from ._manager import ServerManager
+    from ._protocols import Host
     from ._services import ToolServices
 
 DEFAULT_CONVERSATION = "default"
@@ -41,7 +41,7 @@ class CallContext:
     progress: ProgressReporter | None = None
     #: The manager running the call (set by the pipeline). Core-internal: tools use ``services``;
     #: ``CallContext(manager=...)`` still builds one with a host.
-    _host: ServerManager | None = attrs.field(default=None, repr=False, alias="manager")
+    _host: Host | None = attrs.field(default=None, repr=False, alias="manager")
     _cancelled: threading.Event | None = attrs.field(default=None, repr=False, alias="cancelled")
     partial: str | None = attrs.field(default=None, repr=False)
     #: The running tool's ``result_budget_bytes``, set by the pipeline before it runs the tool.
@@ -56,12 +56,12 @@ class CallContext:
     @property
     def services(self) -> ToolServices:
         """The host's services for this call (settings, storage, limits, approvals, introspection)."""
-        from ._services import ToolServices
+        from ._services import ToolServices  # on first use: most calls never ask
 
         return ToolServices(self._host, self)
 
     @property
-    def manager(self) -> ServerManager | None:
+    def manager(self) -> Host | None:
         """Deprecated (removed in the next release): the manager running the call.
 
         Use ``ctx.services``; the manager is the core's internals and changes between versions.
@@ -74,7 +74,7 @@ class CallContext:
         return self._host
 
     @manager.setter
-    def manager(self, value: ServerManager | None) -> None:
+    def manager(self, value: Host | None) -> None:
         warnings.warn(
             "setting CallContext.manager is deprecated; pass manager= to CallContext() or let the pipeline set it",
             DeprecationWarning,
@@ -106,13 +106,13 @@ class CallContext:
             self.progress(progress, total, message)
 
 
-def host_of(ctx: object) -> ServerManager | None:
+def host_of(ctx: object) -> Host | None:
     """The manager behind a CallContext or DirectiveContext (None without one): core-internal."""
     if isinstance(ctx, CallContext):
         return ctx._host
     return getattr(ctx, "manager", None)
 
 
-def bind_host(ctx: CallContext, manager: ServerManager | None) -> None:
+def bind_host(ctx: CallContext, manager: Host | None) -> None:
     """Set the manager running ``ctx``'s call (the pipeline does, before any stage): core-internal."""
     ctx._host = manager

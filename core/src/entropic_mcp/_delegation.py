@@ -18,7 +18,7 @@ from ._directives import Complete, Delegate, DirectiveHandlerSpec, Pipeline
 from ._errors import StorageError
 
 if TYPE_CHECKING:
-    from ._manager import ServerManager
+    from ._protocols import Host
     from ._storage import StorageBackend
 
 STATUSES = ("completed", "failed")
@@ -45,7 +45,7 @@ class DirectiveContext:
     identity: str | None = None
     delegation_id: str | None = None
     storage: StorageBackend | None = None
-    manager: ServerManager | None = attrs.field(default=None, repr=False)
+    manager: Host | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(kw_only=True)

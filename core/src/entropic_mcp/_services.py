@@ -6,19 +6,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._definitions import result_cap
 from ._errors import ConfigError, StorageError, ToolError
 from ._storage import StateStore
-from ._tools import result_cap
 
 if TYPE_CHECKING:
     from ._access import AccessLevel
-    from ._calls import OutsideRootRequest
     from ._config import Config
-    from ._context import CallContext
-    from ._manager import ServerManager
-    from ._server import MCPServerBase
+    from ._outside import OutsideRootRequest
+    from ._protocols import CallFacts, Host, ServerView, ToolView
     from ._storage import StorageBackend
-    from ._tools import ToolBase
 
 
 class ToolServices:
@@ -34,7 +31,7 @@ class ToolServices:
         ctx: the call's context (its conversation scopes introspection).
     """
 
-    def __init__(self, manager: ServerManager | None, ctx: CallContext) -> None:
+    def __init__(self, manager: Host | None, ctx: CallFacts) -> None:
         self._manager = manager
         self._ctx = ctx
 
@@ -206,17 +203,17 @@ class ToolServices:
             return []
         return [(name, self._manager.providers.get(name, "host")) for name in self._manager.servers]
 
-    def server_objects(self) -> list[tuple[MCPServerBase, str]]:
+    def server_objects(self) -> list[tuple[ServerView, str]]:
         """(server, providing plugin) for every server of the host (empty without one)."""
         manager = self._manager
         if manager is None:
             return []
         return [(server, manager.providers.get(name, "host")) for name, server in manager.servers.items()]
 
-    def resolve(self, name: str) -> tuple[MCPServerBase, ToolBase] | None:
+    def resolve(self, name: str) -> tuple[ServerView, ToolView] | None:
         """The (server, tool) a ``server.tool`` name calls, or None (also without a host)."""
         return None if self._manager is None else self._manager.resolve(name)
 
-    def skip_duplicate_check(self, server: MCPServerBase, tool: str) -> bool:
+    def skip_duplicate_check(self, server: ServerView, tool: str) -> bool:
         """Whether the pipeline lets this tool repeat an identical call (False without a host)."""
         return False if self._manager is None else self._manager.skip_duplicate_check(server, tool)

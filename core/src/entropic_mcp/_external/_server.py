@@ -25,7 +25,7 @@ from ._loop import LocalLoop, PoolLoop, shared_loop
 from ._pool import Binding, PoolError
 
 if TYPE_CHECKING:
-    from .._manager import ServerManager
+    from .._protocols import Host
 
 log = logging.getLogger("entropic_mcp.external")
 
@@ -388,7 +388,7 @@ class ExternalServer(MCPServerBase):
 
         return remove
 
-    def attach(self, manager: ServerManager) -> None:
+    def attach(self, manager: Host) -> None:
         """Invalidate ``manager``'s cached listing whenever this server's tools change (idempotent)."""
         if manager in self._managers:
             return
@@ -528,7 +528,7 @@ class ToolDiscovery:
     failures: tuple[DiscoveryFailure, ...] = ()
 
 
-async def discover_tools(manager: ServerManager, ctx: CallContext | None = None) -> ToolDiscovery:
+async def discover_tools(manager: Host, ctx: CallContext | None = None) -> ToolDiscovery:
     """Every tool ``ctx``'s conversation may use this turn, external servers listed through the pool.
 
     A server whose listing fails or is refused is reported in ``failures`` (event
@@ -560,7 +560,7 @@ async def discover_tools(manager: ServerManager, ctx: CallContext | None = None)
     return ToolDiscovery(tools=tuple(tools), failures=tuple(failures))
 
 
-async def start_external_servers(manager: ServerManager) -> None:
+async def start_external_servers(manager: Host) -> None:
     """Adopt the running loop for every external server of ``manager`` and discover them together.
 
     For a host whose loop outlives the servers (``serve``); pair with ``close_external_servers``
@@ -572,7 +572,7 @@ async def start_external_servers(manager: ServerManager) -> None:
     await asyncio.gather(*(server.start_here() for server in servers))
 
 
-async def close_external_servers(manager: ServerManager) -> None:
+async def close_external_servers(manager: Host) -> None:
     """Close every external server's clients (and stop their processes) from async code."""
     servers = [s for s in manager.servers.values() if isinstance(s, ExternalServer)]
     await asyncio.gather(*(server.aclose() for server in servers), return_exceptions=True)

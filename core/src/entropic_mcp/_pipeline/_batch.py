@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
@@ -12,7 +12,32 @@ from ._outcome import BatchOutcome, CallOutcome
 from ._spine import stops_batch
 
 if TYPE_CHECKING:
-    from .._manager import ServerManager
+    from .._config import Config
+    from .._server import MCPServerBase
+    from .._tools import ToolBase
+    from ._guards import Guards
+
+
+class _Pipeline(Protocol):
+    @property
+    def guards(self) -> Guards: ...
+
+
+class BatchHost(Protocol):
+    """What a batch needs of the manager that runs it (``ServerManager`` is one): the batch sits
+    under the manager, which hands itself in, so neither imports the other."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def pipeline(self) -> _Pipeline: ...
+
+    def runs_last(self, name: str) -> bool: ...
+
+    def resolve(self, name: str) -> tuple[MCPServerBase, ToolBase] | None: ...
+
+    async def call(self, name: str, args: object = None, ctx: CallContext | None = None) -> CallOutcome: ...
 
 
 def _key(name: str, args: object) -> str:
@@ -22,7 +47,7 @@ def _key(name: str, args: object) -> str:
         return name + "\x00" + repr(args)
 
 
-async def run_batch(manager: ServerManager, calls: Sequence[tuple[str, object]], ctx: CallContext) -> BatchOutcome:
+async def run_batch(manager: BatchHost, calls: Sequence[tuple[str, object]], ctx: CallContext) -> BatchOutcome:
     """Run a turn's calls; every call that ran is in the outcome, the ones that never started in ``surplus``.
 
     Consecutive READ calls run concurrently, except that an identical call waits for the first
@@ -79,7 +104,7 @@ async def run_batch(manager: ServerManager, calls: Sequence[tuple[str, object]],
     return BatchOutcome(outcomes=tuple(outcomes), surplus=surplus)
 
 
-def _concurrent(manager: ServerManager, name: str) -> bool:
+def _concurrent(manager: BatchHost, name: str) -> bool:
     from .._access import AccessLevel
 
     found = manager.resolve(name)

@@ -12,7 +12,6 @@ from entropic_mcp import (
     AccessLevel,
     CallContext,
     ConfigError,
-    MCPServerBase,
     ToolBase,
     ToolError,
     ToolResult,
@@ -51,7 +50,6 @@ class _InspectionTool(ToolBase):
 
     def servers(self, ctx: CallContext) -> list[dict[str, Any]]:
         services = ctx.services
-        pairs: list[tuple[MCPServerBase, str]]
         pairs = services.server_objects() if services.hosted else [(self.server, "direct")]
         report = []
         for server, provider in pairs:
