@@ -347,6 +347,27 @@ async def test_idle_request_heads_are_closed_and_never_lock_a_client_out(tmp_pat
         stop(served.process)
 
 
+async def test_fifty_clients_of_one_address_connecting_at_once_are_all_served(tmp_path: Path, data_home: Path) -> None:
+    # One process's clients, or every client behind one load balancer, share an address: their
+    # connections wait for their heads together. Closing the oldest past 16 dropped 34 of 50.
+    project = make_project(tmp_path, HTTP_CONFIG)
+    served = start_http(project, env={"XDG_DATA_HOME": str(data_home)})
+    answers: list[str] = []
+    try:
+        with anyio.fail_after(120):
+
+            async def one(index: int) -> None:
+                async with connect(served.url, ERA) as peer:
+                    answers.append(text(await peer.call("probe.echo", {"text": f"client {index}"})))
+
+            async with anyio.create_task_group() as group:
+                for index in range(50):
+                    group.start_soon(one, index)
+    finally:
+        stop(served.process)
+    assert sorted(answers) == sorted(f"client {index}" for index in range(50))
+
+
 # -- "always allow" on a pattern with glob characters ----------------------------------------------
 
 
