@@ -1,8 +1,6 @@
 """The import contract: plugins use only the core's public API, the core imports no plugin, and
-the core's import graph (type-only imports counted) gains no cycle.
-
-The core still has cycles (issue 23): they are listed below, each with its reason, and the test
-fails when a cycle grows, a new one appears, or a listed one shrinks (then shrink the list).
+the core's import graph has no cycle — type-only imports and imports inside functions counted
+(docs/architecture.md, "Which module owns what", says how the layers are arranged).
 """
 
 from __future__ import annotations
@@ -42,35 +40,6 @@ PUBLIC = frozenset(
 )
 
 _M = "entropic_mcp."
-#: The cycles the core has today, each a strongly connected component of its import graph.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset(
-        {
-            _M + m
-            for m in [
-                "_builtins",
-                "_calls",
-                "_context",
-                "_delegation",
-                "_external._server",
-                "_plugins",
-                "_protocols",
-                "_server",
-                "_services",
-                "_storage",
-                "_storage._checked",
-                "_storage._state",
-                "_storage._tinydb",
-                "_tools",
-                "hookspecs",
-            ]
-        }
-    ): (
-        "_storage names the plugin loader (backend_specs / open_storage take Plugins), which loads the "
-        "built-ins that name _storage; and _storage._checked / _state take the argument rules from "
-        "the _storage package that imports them"
-    ),
-}
 
 
 def cycles(graph: object) -> set[frozenset[str]]:
@@ -141,16 +110,12 @@ def test_the_cycle_finder_finds_cycles_and_nothing_else():
     assert cycles(Graph()) == {frozenset("abc"), frozenset("de")}
 
 
-def test_the_core_gains_no_import_cycle(graph):
+def test_the_core_has_no_import_cycle(graph):
     core = {m for m in graph.modules if m == "entropic_mcp" or m.startswith(_M)}
-    found = cycles(graph)
-    found = {c for c in found if c <= core}
-    new = {c for c in found if c not in KNOWN_CYCLES}
-    assert not new, "new or grown import cycles in the core:\n" + "\n".join(
-        f"{sorted(c)} (known cycles it overlaps: {[sorted(k) for k in KNOWN_CYCLES if k & c]})" for c in new
+    found = sorted(sorted(c) for c in cycles(graph) if c <= core)
+    assert not found, "import cycles in the core (a lower layer names a higher one):\n" + "\n".join(
+        " <-> ".join(c) for c in found
     )
-    gone = [sorted(k) for k in KNOWN_CYCLES if k not in found]
-    assert not gone, f"listed cycles that changed or no longer exist (update KNOWN_CYCLES): {gone}"
 
 
 def test_plugins_import_only_the_core_public_api(graph):

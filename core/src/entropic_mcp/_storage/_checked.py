@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import StorageError
+from ._protocols import StateStore
 from ._records import DEFAULT_SCOPE, ToolCallRecord, check_scope
+from ._rules import validate_messages, validate_prune, validate_state
 
 STATUSES = ("completed", "failed")
 
@@ -71,8 +73,6 @@ class CheckedStorage:
         return self.backend.scope_of(_text(conversation_id, "conversation_id"))  # type: ignore[no-any-return]
 
     def save_messages(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
-        from . import validate_messages
-
         _text(conversation_id, "save_messages: conversation_id")
         self.backend.save_messages(conversation_id, validate_messages(messages, "save_messages"))
 
@@ -86,8 +86,6 @@ class CheckedStorage:
         self.backend.delete_conversation(_text(conversation_id, "conversation_id"))
 
     def save_snapshot(self, conversation_id: str, messages: Sequence[Mapping[str, Any]]) -> str:
-        from . import validate_messages
-
         _text(conversation_id, "save_snapshot: conversation_id")
         return self.backend.save_snapshot(conversation_id, validate_messages(messages, "save_snapshot"))  # type: ignore[no-any-return]
 
@@ -156,20 +154,14 @@ class CheckedStateStorage(CheckedStorage):
     """``CheckedStorage`` of a backend that is also a ``StateStore``."""
 
     def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
-        from . import validate_state
-
         validate_state(namespace, key)
         return self.backend.load_state(namespace, key)  # type: ignore[no-any-return]
 
     def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
-        from . import validate_state
-
         validate_state(namespace, key, value, version)
         return self.backend.save_state(namespace, key, value, version)  # type: ignore[no-any-return]
 
     def prune_states(self, namespace: str, older_than: float) -> int:
-        from . import validate_prune
-
         return self.backend.prune_states(namespace, validate_prune(namespace, older_than))  # type: ignore[no-any-return]
 
 
@@ -177,6 +169,4 @@ def checked(backend: Any) -> CheckedStorage:
     """``backend`` behind the argument rules (as it is, when it already is)."""
     if isinstance(backend, CheckedStorage):
         return backend
-    from . import StateStore
-
     return CheckedStateStorage(backend) if isinstance(backend, StateStore) else CheckedStorage(backend)

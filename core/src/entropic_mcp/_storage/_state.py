@@ -18,6 +18,8 @@ import orjson
 
 from .._errors import StateConflict, StorageError
 from ._records import DEFAULT_SCOPE
+from ._rules import checked_copy, validate_messages, validate_prune, validate_state
+from ._rules import dumps as dumps
 from ._search import SearchIndex, query_words
 
 #: ``states`` holds the StateStore documents (plugin state under a namespace and a key).
@@ -29,22 +31,9 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def dumps(value: Any, what: str) -> bytes:
-    try:
-        return orjson.dumps(value)
-    except TypeError as exc:
-        raise StorageError(
-            f"{what} is not JSON-serialisable ({exc}); pass plain dicts, lists, strings and numbers"
-        ) from None
-
-
 def copy(value: Any) -> Any:
     """A deep copy of JSON data, so callers never share our documents."""
     return orjson.loads(orjson.dumps(value))
-
-
-def checked_copy(value: Any, what: str) -> Any:
-    return orjson.loads(dumps(value, what))
 
 
 # -- tables in TinyDB's layout, changed in place ---------------------------------------------------
@@ -105,21 +94,6 @@ class _DocTable:
 
 
 # -- argument checks -----------------------------------------------------------------------------
-
-
-def _messages(value: Any, what: str) -> list[Any]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise StorageError(f"{what}: messages must be a list of message objects, got {type(value).__name__}")
-    out = []
-    for index, message in enumerate(value):
-        if not isinstance(message, Mapping):
-            raise StorageError(
-                f"{what}: message {index} is a {type(message).__name__}, expected an object with a 'role'"
-            )
-        if not isinstance(message.get("role"), str) or not message["role"]:
-            raise StorageError(f"{what}: message {index} has no 'role' string")
-        out.append(dict(message))
-    return checked_copy(out, what + ": messages")
 
 
 def _now(last: str) -> str:
@@ -330,8 +304,6 @@ class StoreState:
         return found
 
     def load_state(self, namespace: Any, key: Any) -> tuple[Any, int]:
-        from . import validate_state
-
         validate_state(namespace, key)
         doc_id = self._state_docs.get((namespace, key))
         if doc_id is None:
@@ -367,7 +339,7 @@ class StoreState:
         return {
             "op": "save_messages",
             "conversation_id": conversation_id,
-            "messages": _messages(messages, "save_messages"),
+            "messages": validate_messages(messages, "save_messages"),
             "at": _now(self.last_time),
         }
 
@@ -381,7 +353,7 @@ class StoreState:
             "op": "save_snapshot",
             "snapshot_id": new_id(),
             "conversation_id": conversation_id,
-            "messages": _messages(messages, "save_snapshot"),
+            "messages": validate_messages(messages, "save_snapshot"),
             "at": _now(self.last_time),
         }
 
@@ -419,8 +391,6 @@ class StoreState:
         }
 
     def prepare_save_state(self, namespace: Any, key: Any, value: Any, version: Any) -> dict[str, Any]:
-        from . import validate_state
-
         text = validate_state(namespace, key, value, version)
         doc_id = self._state_docs.get((namespace, key))
         current = 0 if doc_id is None else int(self._memory["states"][doc_id]["version"])
@@ -439,8 +409,6 @@ class StoreState:
         }
 
     def prepare_prune_states(self, namespace: Any, older_than: Any) -> dict[str, Any]:
-        from . import validate_prune
-
         cutoff = (datetime.now(UTC) - timedelta(seconds=validate_prune(namespace, older_than))).isoformat(
             timespec="microseconds"
         )
