@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.integration]
 
 TASKS = "io.modelcontextprotocol/tasks"
 VERSION = "2026-07-28"
+IDEMPOTENCY = "entropic-mcp/idempotency-key"
 #: Far above any call here: a task still working then is stuck.
 HANG = 60.0
 
@@ -40,13 +41,13 @@ def deployment(tmp_path: Path, workers: int) -> Iterator[tuple[str, list[HTTPSer
                     tmp_path / f"worker{n}",
                     f"""\
 [entropic_mcp]
-plugins = ["probe", "postgres"]
+plugins = ["probe", "entropic", "postgres"]
 [storage]
 backend = "postgres"
 options = {{ dsn = {json.dumps(dsn)}, schema = {json.dumps(schema)} }}
 [permissions]
 default = "ask"
-allow = ["probe.*"]
+allow = ["probe.*", "entropic.*"]
 """,
                 )
             )
@@ -71,7 +72,9 @@ class Rpc:
         self.tasks = tasks
         self.ids = 0
 
-    def __call__(self, url: str, method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
+    def __call__(
+        self, url: str, method: str, params: dict[str, Any], name: str, extra: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         import urllib.error
         import urllib.request
 
@@ -82,6 +85,7 @@ class Rpc:
             "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": capabilities,
             "entropic-mcp/conversation": self.conversation,
+            **(extra or {}),
         }
         body = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": {**params, "_meta": meta}}
         headers = {
@@ -103,8 +107,10 @@ class Rpc:
             return next(m for m in messages if m.get("id") == self.ids)
         return dict(json.loads(text))
 
-    def call(self, url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self(url, "tools/call", {"name": tool, "arguments": arguments}, tool)
+    def call(self, url: str, tool: str, arguments: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        """``tools/call``; ``key`` is its idempotency key."""
+        extra = {IDEMPOTENCY: key} if key is not None else None
+        return self(url, "tools/call", {"name": tool, "arguments": arguments}, tool, extra)
 
     def task(self, url: str, method: str, task_id: str) -> dict[str, Any]:
         return self(url, method, {"taskId": task_id}, task_id)
@@ -192,3 +198,63 @@ def test_a_task_started_on_one_worker_is_polled_and_cancelled_on_the_other(tmp_p
         assert _acknowledged(rpc.task(other, "tasks/cancel", task_id))
         assert rpc.until_terminal(other, task_id)["status"] == "cancelled"
         assert wait_until(lambda: not group_alive(pgid), timeout=HANG)
+
+
+def test_tasks_result_and_tasks_list_are_not_methods_of_this_revision(tmp_path: Path) -> None:
+    """2026-07-28 moved the result into ``tasks/get`` and dropped the list (SEP-2663): -32601."""
+    with deployment(tmp_path, 1) as (url, _, _):
+        rpc = Rpc("no-result-method")
+        created = rpc.call(url, "probe_sleep", {"seconds": 1.5})["result"]
+        assert created["resultType"] == "task"
+        for method, params in (("tasks/result", {"taskId": created["taskId"]}), ("tasks/list", {})):
+            answer = rpc(url, method, params, "")
+            assert answer["error"]["code"] == -32601, (method, answer)
+        assert rpc.until_terminal(url, created["taskId"])["status"] == "completed"
+
+
+def _text(answer: dict[str, Any]) -> str:
+    return str(answer["result"]["content"][0]["text"])
+
+
+def _todo_retries(rpc: Rpc, urls: list[str]) -> list[Any]:
+    """A todo add retried with its key on each worker in turn, the key reused, the list."""
+    turn = iter(urls * 10)
+    add = {"action": "add", "content": "buy milk"}
+    seen = [_text(rpc.call(next(turn), "entropic_todo", add, key="add-1")) for _ in range(4)]
+    reused = rpc.call(next(turn), "entropic_todo", {"action": "add", "content": "buy eggs"}, key="add-1")
+    # A todo answer shows the whole list: add-2's shows what add-1 left.
+    listed = _text(rpc.call(next(turn), "entropic_todo", add, key="add-2"))
+    return [seen, json.loads(_text(reused))["error"], listed]
+
+
+def test_a_retried_todo_add_is_applied_once_on_one_worker_and_on_two(tmp_path: Path) -> None:
+    with deployment(tmp_path / "one", 1) as (url, _, _):
+        alone = _todo_retries(Rpc("idem"), [url])
+    with deployment(tmp_path / "two", 2) as (balanced, workers, _):
+        urls = [worker.url for worker in workers]
+        pair = _todo_retries(Rpc("idem"), urls)
+        through = _todo_retries(Rpc("idem-balanced"), [balanced])
+    seen, reused, listed = alone
+    assert len(set(seen)) == 1 and "buy milk" in seen[0]
+    assert reused == "idempotency_key_reused"
+    assert listed.count("buy milk") == 2 and "buy eggs" not in listed  # add-1 once, add-2 once
+    assert pair == alone == through
+
+
+def test_an_in_flight_retry_on_the_other_worker_waits_for_the_first(tmp_path: Path) -> None:
+    import threading
+
+    with deployment(tmp_path, 2) as (_, workers, _):
+        one, other = (worker.url for worker in workers)
+        marker = tmp_path / "pgid"
+        rpc, retry = Rpc("in-flight", tasks=False), Rpc("in-flight", tasks=False)
+        answers: dict[str, Any] = {}
+        arguments = {"seconds": 3, "pgid_file": str(marker)}
+        first = threading.Thread(target=lambda: answers.update(first=rpc.call(one, "probe_sleep", arguments, "k")))
+        first.start()
+        assert wait_until(lambda: marker.exists() and marker.read_text().strip() != "", timeout=HANG)
+        started = marker.read_text()
+        answers["retry"] = retry.call(other, "probe_sleep", arguments, "k")
+        first.join(HANG)
+        assert _text(answers["retry"]) == _text(answers["first"]) == "slept 3 s"
+        assert marker.read_text() == started  # the retry started no second sleep

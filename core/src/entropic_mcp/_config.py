@@ -43,6 +43,10 @@ class PipelineConfig:
     same_tool_limit: int = 50
     history_size: int = 200
     tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)
+    #: How long an idempotency key's outcome is kept after its call started (a retry within it
+    #: gets the outcome), and how long a retry waits for a first call still running.
+    idempotency_seconds: float = 600.0
+    idempotency_wait_seconds: float = 30.0
 
 
 @attrs.frozen(kw_only=True)
@@ -91,6 +95,9 @@ class ServeConfig:
     #: Signs 2026-07-28 request states; the same on every worker of a deployment ("": the
     #: ENTROPIC_MCP_STATE_KEY environment variable, else a key kept in a shared store).
     state_key: str = attrs.field(default="", repr=False)
+    #: A ``tools/call`` of a client declaring the tasks extension still running this long
+    #: becomes a task (answered with a handle to poll); a quicker one answers as usual.
+    task_after_seconds: float = 1.0
 
 
 @attrs.frozen(kw_only=True)
@@ -536,6 +543,8 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "same_tool_limit": _int(1),
         "history_size": _int(1),
         "tool_timeouts": _timeouts,
+        "idempotency_seconds": _positive,
+        "idempotency_wait_seconds": _positive,
     },
     "serve": {
         "transport": _choice("stdio", "http"),
@@ -552,6 +561,7 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "max_pending_per_client": _int(1),
         "max_pending_connections": _int(1),
         "state_key": _str,
+        "task_after_seconds": _positive,
     },
     "sandbox": {
         "mode": _choice(*SANDBOX_MODES),

@@ -47,6 +47,9 @@ class CallContext:
     #: The running tool's ``result_budget_bytes``, set by the pipeline before it runs the tool.
     result_budget: int | None = attrs.field(default=None, repr=False)
     meta: dict[str, Any] = attrs.field(factory=dict, repr=False)
+    #: The caller's name for this call (``serve``: ``_meta["entropic-mcp/idempotency-key"]``): a
+    #: retry with the same key, tool and arguments gets the first call's outcome, not a second run.
+    idempotency_key: str | None = attrs.field(default=None, repr=False)
     #: Set by the pipeline once the arguments passed the tool's schema, before the tool runs: a
     #: server's ``execute`` then trusts them; a call without the pipeline is checked there.
     validated: bool = attrs.field(default=False, repr=False)

@@ -33,6 +33,7 @@ from ._server import MCPServerBase
 from ._tools import ToolBase
 
 if TYPE_CHECKING:
+    from ._pipeline._idempotency import Idempotency
     from ._pipeline._spine import CallPipeline
     from ._storage import StorageBackend
 
@@ -76,6 +77,7 @@ class ServerManager:
         self._tool_list: list[dict[str, Any]] | None = None
         self._closed = False
         self.pipeline = self._pipeline()  # the traced one when a tracer provider is set
+        self.idempotency = self._idempotency()
         for server in servers:
             self.add_server(server)
 
@@ -93,6 +95,17 @@ class ServerManager:
             delegation_tool=self.delegation_tool,
             store=(lambda: self.storage) if config.storage.shares_state else None,
             host=self,
+        )
+
+    def _idempotency(self) -> Idempotency:
+        """Keys' records where guard state is: in the store several workers share, else in memory."""
+        from ._pipeline._idempotency import Idempotency
+
+        config = self.config
+        return Idempotency(
+            (lambda: self.storage) if config.storage.shares_state else None,
+            keep_seconds=config.pipeline.idempotency_seconds,
+            wait_seconds=config.pipeline.idempotency_wait_seconds,
         )
 
     # -- building ----------------------------------------------------------------------------
@@ -277,8 +290,11 @@ class ServerManager:
     # -- calls ---------------------------------------------------------------------------------------
 
     async def call(self, name: str, args: object = None, ctx: CallContext | None = None) -> CallOutcome:
-        """Run one call through the whole pipeline."""
-        return await self.pipeline.run(name, args, ctx if ctx is not None else CallContext())
+        """Run one call through the whole pipeline (once per ``ctx.idempotency_key``, when it has one)."""
+        ctx = ctx if ctx is not None else CallContext()
+        if ctx.idempotency_key is None:
+            return await self.pipeline.run(name, args, ctx)
+        return await self.idempotency.run(self.pipeline.run, name, args, ctx)
 
     async def execute(self, name: str, args: object = None, ctx: CallContext | None = None) -> ServerResponse:
         return (await self.call(name, args, ctx)).response

@@ -21,6 +21,7 @@ from .._context import CallContext
 from .._envelope import dumps
 from .._manager import ServerManager
 from .._pipeline import CallOutcome
+from .._pipeline._idempotency import key_in_meta
 from .._version import __version__
 from ._approval import (
     APPROVAL_MESSAGE,
@@ -94,7 +95,7 @@ class ServeApp:
         self.server.add_request_handler("tools/list", PaginatedRequestParams, self.list_tools)
         self.server.add_request_handler("tools/call", CallToolRequestParams, self.call_tool)
         # MCP Tasks: records in the store, so any worker answers for a task another one runs.
-        self.tasks = Tasks(lambda: manager.storage)
+        self.tasks = Tasks(lambda: manager.storage, after=settings.task_after_seconds)
         self.server.extensions[TASKS_EXTENSION] = {}
         self.server.add_request_handler("tasks/get", TaskParams, self.task_get)
         self.server.add_request_handler("tasks/cancel", TaskParams, self.task_cancel)
@@ -544,6 +545,7 @@ class ServeApp:
             scope=principal.conversation_scope if principal is not None else None,
             progress=progress,
             tool_names=self.display,
+            idempotency_key=key_in_meta(ctx.params),
         )
 
     def conversation(self, ctx: Any) -> str:

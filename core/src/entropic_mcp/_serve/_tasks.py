@@ -4,8 +4,12 @@ The extension lets the server answer a ``tools/call`` with a task handle (``resu
 "task"``) instead of the result; the client polls ``tasks/get`` (the result comes inline once
 ``completed``), may ``tasks/cancel``, and answers ``input_required`` tasks with ``tasks/update``.
 The server decides per request: only for a client that declares the extension on that request,
-and here only for a call still running ``TASK_AFTER`` seconds after it started — a quick call
-answers as usual, a long one becomes a task and goes on running in this worker.
+and here only for a call still running ``[serve] task_after_seconds`` after it started — a quick
+call answers as usual, a long one becomes a task and goes on running in this worker.
+
+The revision has no ``tasks/result`` (the final result rides on ``tasks/get``) and no
+``tasks/list`` (SEP-2663: a list cannot be scoped safely): both answer -32601, Method not found,
+as the extension requires of the first — no handler is registered for them.
 
 The task's record lives in the store (namespace ``serve.tasks``, one document per task), so any
 worker of a deployment answers ``tasks/get``; the worker running the call writes the outcome
@@ -26,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -39,7 +42,8 @@ log = logging.getLogger("entropic_mcp.serve")
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 NAMESPACE = "serve.tasks"
-#: Seconds a call runs before it becomes a task (a quicker one answers as a plain result).
+#: Seconds a call runs before it becomes a task (a quicker one answers as a plain result): the
+#: default of ``[serve] task_after_seconds``.
 TASK_AFTER = 1.0
 #: Seconds between the owning worker's looks for cancellations another worker received.
 CANCEL_POLL = 0.5
@@ -87,27 +91,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class _Memory:
-    """The records of a process without a store (``[storage] backend = "none"``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._records: dict[str, tuple[Any, int]] = {}
-
-    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
-        with self._lock:
-            return self._records.get(key, (None, 0))
-
-    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
-        from .._errors import StateConflict
-
-        with self._lock:
-            if self._records.get(key, (None, 0))[1] != version:
-                raise StateConflict(f"task {key} changed meanwhile")
-            self._records[key] = (value, version + 1)
-            return version + 1
-
-
 class Tasks:
     """Task records in the store, and the calls of this worker that run as tasks."""
 
@@ -125,13 +108,14 @@ class Tasks:
     def store(self) -> Any:
         if self._store is None:
             from .._storage import StateStore
+            from .._storage._memory import MemoryStates
 
             try:
                 candidate = self._store_of()
             except Exception as exc:  # no store to open: this process's memory holds the tasks
                 log.warning("tasks kept in this process's memory: the store could not be opened: %s", exc)
                 candidate = None
-            self._store = candidate if isinstance(candidate, StateStore) else _Memory()
+            self._store = candidate if isinstance(candidate, StateStore) else MemoryStates()
         return self._store
 
     # -- records (store I/O: called in a worker thread) -------------------------------------------
