@@ -52,7 +52,7 @@ async def _exercise(peer: object, repo: Path) -> None:
     assert written.is_error is False and json.loads(written.content[0].text)["created"] is True
     assert written.structured_content is None  # no outputSchema: the result is sent once, as text
     read = await call("filesystem.read_file", {"path": "a.txt"})
-    assert read.content[0].text == "1\talpha"  # numbered lines, cat -n style
+    assert read.content[0].text == "alpha"  # the file's own lines, unnumbered by default
     status = await call("git.status", {})
     assert "a.txt" in json.loads(status.content[0].text)["untracked"]
     echoed = await call("bash.execute", {"command": "echo served-by-bash"})
