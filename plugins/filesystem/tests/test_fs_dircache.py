@@ -66,8 +66,8 @@ def cached(make):
 
 
 def fresh_glob(make, pattern: str = "**/*"):
-    """The same glob by a new server (empty caches): what the cached answer must equal."""
-    return make().ok("glob", {"pattern": pattern})
+    """The same glob by a new server (empty caches, none on disk): what the cached answer must equal."""
+    return make({"listing_cache": False}).ok("glob", {"pattern": pattern})
 
 
 def listings(harness) -> ListingCache:

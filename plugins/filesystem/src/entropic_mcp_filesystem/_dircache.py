@@ -15,7 +15,8 @@ removing or renaming an entry changes both. Two rules keep that sound:
 The cache never replaces opening a directory: walks still open every directory relative to its
 verified parent with ``O_NOFOLLOW`` and validate the listing with one ``fstat`` of that
 descriptor. Memory is bounded by names held (LRU); the cache lives in the server's
-``IgnoreCache`` and is dropped with it (``set_working_dir``, ``close``).
+``IgnoreCache`` and is dropped with it (``set_working_dir``, ``close``). ``records`` and
+``seed`` carry it to and from the store on disk (``_dirstore``) that a new server starts from.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class ListingCache:
         self._lock = threading.Lock()
         self._mountinfo: bytes | None = None
         self._fs_types: dict[int, str] = {}
+        #: A listing was stored since the last ``records`` (the store on disk is behind).
+        self.dirty = False
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -109,6 +112,7 @@ class ListingCache:
             listing.key = key
             self._entries[key] = listing
             self._names += listing.weight
+            self.dirty = True
             self._evict()
 
     def view(self, listing: Listing, key: Hashable, compute: Callable[[], Any], weight: Callable[[Any], int]) -> Any:
@@ -144,8 +148,66 @@ class ListingCache:
             _, old = self._entries.popitem(last=False)
             self._names -= old.weight
 
+    # -- to and from the store on disk ------------------------------------------------------
+
+    def records(self) -> list[tuple[int, int, int, int, int, str, str]]:
+        """Every listing held, least recently used first, as the store writes it; clears ``dirty``."""
+        with self._lock:
+            self.dirty = False
+            return [
+                (
+                    dev,
+                    ino,
+                    listing.mtime,
+                    listing.ctime,
+                    listing.count,
+                    "\0".join(listing.files),
+                    "\0".join(listing.dirs),
+                )
+                for (dev, ino), listing in self._entries.items()
+            ]
+
+    def seed(self, records: list[Any], written_ns: int) -> None:
+        """Hold the listings of ``records`` (read from a store written at ``written_ns``).
+
+        Each is still checked against the directory's ``fstat`` on use (``get``). Records that
+        are malformed, racy against the write time or on a filesystem not trusted now are dropped.
+        """
+        trusted = self.trust_checker()
+        newest_allowed = written_ns - self.margin_ns
+        kept: list[tuple[tuple[int, int], Listing]] = []
+        for record in records:
+            try:
+                dev, ino, mtime, ctime, count, files, dirs = record
+                if not (type(dev) is type(ino) is type(mtime) is type(ctime) is type(count) is int):
+                    continue
+                if not (type(files) is str and type(dirs) is str):
+                    continue
+            except (TypeError, ValueError):
+                continue
+            if max(mtime, ctime) > newest_allowed or not trusted(dev):
+                continue
+            listing = Listing(
+                mtime=mtime,
+                ctime=ctime,
+                count=count,
+                files=files.split("\0") if files else [],
+                dirs=dirs.split("\0") if dirs else [],
+            )
+            kept.append(((dev, ino), listing))
+        with self._lock:
+            for key, listing in reversed(kept):  # older than anything this server read: the LRU's front
+                if key in self._entries:
+                    continue  # read by this server already: at least as current
+                listing.key = key
+                self._entries[key] = listing
+                self._entries.move_to_end(key, last=False)
+                self._names += listing.weight
+            self._evict()
+
     def clear(self) -> None:
         with self._lock:
+            self.dirty = False
             self._entries.clear()
             self._names = 0
             self._fs_types.clear()

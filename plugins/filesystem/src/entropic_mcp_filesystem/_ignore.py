@@ -12,8 +12,12 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._fsio import FILE_FLAGS, read_all
+
+if TYPE_CHECKING:
+    from ._dirstore import ListingStore
 
 GITIGNORE = ".gitignore"
 ENTROPICIGNORE = ".entropicignore"
@@ -32,9 +36,9 @@ class IgnoreFile:
     one expression and broke on lines ending in ``/**``, which carry no such group.
     """
 
-    __slots__ = ("_check", "_names", "count", "name_only")
+    __slots__ = ("_check", "_names", "count", "name_only", "source")
 
-    def __init__(self, lines: Sequence[str]) -> None:
+    def __init__(self, lines: Sequence[str], source: bytes | None = None) -> None:
         from pathspec import GitIgnoreSpec
 
         active = [line for line in (_clean(raw) for raw in lines) if line]
@@ -45,6 +49,8 @@ class IgnoreFile:
         #: ``**/gen``, directory-only ``build/``): a file's verdict then depends on its name alone.
         self.name_only = all(_name_only(line) for line in active)
         self._names: dict[str, bool | None] = {}
+        #: The bytes compiled (kept for the store on disk when they are shared by text).
+        self.source = source
 
     def verdict(self, path: str) -> bool | None:
         """``path`` is relative to the ignore file's directory, with a trailing ``/`` for directories."""
@@ -93,6 +99,9 @@ class IgnoreCache:
     the same timestamp tick would keep the key): it keeps the bytes it was compiled from and is
     re-read and compared on every use until it is old enough. The server's directory listing
     cache (``listings``) lives here too, so that both are dropped together.
+
+    With a ``store`` (``_dirstore.ListingStore``), both start from what an earlier server wrote:
+    seeded on first use, written back after a walk that read something new (``save``).
     """
 
     def __init__(self, max_entries: int = MAX_CACHED) -> None:
@@ -106,21 +115,90 @@ class IgnoreCache:
         self._by_text: OrderedDict[bytes, IgnoreFile] = OrderedDict()
         self._lock = threading.Lock()
         self.listings = ListingCache()
+        self.store: ListingStore | None = None
+        #: Ignore-file texts from the store by key, compiled when a file with that key is loaded.
+        self._stored: dict[tuple[int, ...], bytes] = {}
+        self._seeded = False
+        self._dirty = False  # an ignore file was compiled since the last save
+
+    def persist_to(self, store: ListingStore | None) -> None:
+        """Seed from, and save to, ``store`` from now on (None: keep nothing on disk)."""
+        self.clear()
+        self.store = store
+
+    def prepare(self) -> None:
+        """Seed both caches from the store once (a walk calls this before its first directory)."""
+        if self._seeded:
+            return
+        with self._lock:
+            if self._seeded:
+                return
+            self._seeded = True
+            store = self.store
+        snapshot = store.read() if store is not None else None
+        if snapshot is None:
+            return
+        self.listings.seed(snapshot.listings, snapshot.written_ns)
+        texts = snapshot.texts
+        stored: dict[tuple[int, ...], bytes] = {}
+        newest_allowed = snapshot.written_ns - self.listings.margin_ns
+        for record in snapshot.ignores:
+            try:
+                dev, ino, size, mtime, ctime, index = record
+                text = texts[index]
+            except (TypeError, ValueError, IndexError):
+                continue
+            key = (dev, ino, size, mtime, ctime)
+            well_formed = all(type(v) is int for v in key) and type(text) is bytes and len(text) == size
+            if well_formed and max(mtime, ctime) <= newest_allowed:
+                stored[key] = text
+        with self._lock:
+            self._stored = stored
+
+    def save(self) -> None:
+        """Write both caches to the store if either learnt something since the last save."""
+        store = self.store
+        if store is None or not (self._dirty or self.listings.dirty):
+            return
+        from ._dirstore import Snapshot
+
+        written_ns = self.listings.clock()
+        listings = self.listings.records()
+        with self._lock:
+            self._dirty = False
+            texts: dict[bytes, int] = {}
+            ignores: list[Any] = []
+            for key, entry in self._files.items():
+                source = entry.rules.source
+                if entry.data is None and source is not None:  # racy ones are re-read, never stored
+                    ignores.append((*key, texts.setdefault(source, len(texts))))
+            for key, text in self._stored.items():  # seeded and not used by this server yet
+                if key not in self._files:
+                    ignores.append((*key, texts.setdefault(text, len(texts))))
+        store.write(Snapshot(written_ns=written_ns, listings=listings, texts=list(texts), ignores=ignores))
 
     def load(self, dir_fd: int, name: str) -> IgnoreFile | None:
         """The ignore file ``name`` in the directory ``dir_fd`` (never through a link); None if absent."""
+        if not self._seeded:
+            self.prepare()
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
             return None
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_FILE_BYTES:
             return None
+        key = _key(st)
         with self._lock:
-            cached = self._files.get(_key(st))
+            cached = self._files.get(key)
+            text = self._stored.pop(key, None) if cached is None and self._stored else None
         if cached is not None and cached.data is None:
             with self._lock:
-                self._files.move_to_end(_key(st))
+                self._files.move_to_end(key)
             return cached.result()
+        if text is not None:  # the store's copy of a file whose key (ctime included) is unchanged
+            entry = _Entry(self._compiled(text), None)
+            self._remember(key, entry)
+            return entry.result()
         return self._read(dir_fd, name)
 
     def _read(self, dir_fd: int, name: str) -> IgnoreFile | None:
@@ -150,12 +228,17 @@ class IgnoreCache:
         else:
             compiled = self._compiled(data)
         entry = _Entry(compiled, data if racy else None)
+        self._remember(key, entry)
+        if not racy:
+            self._dirty = True
+        return entry.result()
+
+    def _remember(self, key: tuple[int, ...], entry: _Entry) -> None:
         with self._lock:
             self._files[key] = entry
             self._files.move_to_end(key)
             while len(self._files) > self.max_entries:
                 self._files.popitem(last=False)
-        return entry.result()
 
     def _compiled(self, data: bytes) -> IgnoreFile:
         with self._lock:
@@ -163,8 +246,9 @@ class IgnoreCache:
             if found is not None:
                 self._by_text.move_to_end(data)
                 return found
-        compiled = IgnoreFile(data.decode("utf-8", "replace").splitlines())
-        if len(data) <= MAX_SHARED_TEXT_BYTES:
+        shared = len(data) <= MAX_SHARED_TEXT_BYTES
+        compiled = IgnoreFile(data.decode("utf-8", "replace").splitlines(), data if shared else None)
+        if shared:
             with self._lock:
                 self._by_text[data] = compiled
                 while len(self._by_text) > self.max_entries:
@@ -175,6 +259,9 @@ class IgnoreCache:
         with self._lock:
             self._files.clear()
             self._by_text.clear()
+            self._stored = {}
+            self._seeded = False
+            self._dirty = False
         self.listings.clear()
 
 

@@ -62,6 +62,7 @@ class FilesystemServer(MCPServerBase):
         self.settings = Settings()
         self.tracker = ReadTracker()
         self.ignore_cache = IgnoreCache()
+        self._persist_listings()
         from ._read import LineIndex
 
         self.line_index = LineIndex()
@@ -95,7 +96,13 @@ class FilesystemServer(MCPServerBase):
     def configure(self, config: Mapping[str, Any]) -> None:
         super().configure(config)
         self.settings = read_settings(self.name, config)
+        self._persist_listings()
         self.describe()
+
+    def _persist_listings(self) -> None:
+        from ._dirstore import ListingStore
+
+        self.ignore_cache.persist_to(ListingStore(self.root) if self.settings.listing_cache else None)
 
     def describe(self) -> None:
         """Render the tools' descriptions with the configured values (``${key}`` in the JSON)."""
@@ -113,7 +120,7 @@ class FilesystemServer(MCPServerBase):
         if not candidate.is_dir():
             return False
         self.root = candidate
-        self.ignore_cache.clear()
+        self._persist_listings()  # the new root's store (and empty caches)
         return True
 
     def end_conversation(self, conversation_id: str) -> None:

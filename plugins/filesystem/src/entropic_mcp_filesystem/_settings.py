@@ -41,6 +41,10 @@ class Limits:
     max_grep_line_bytes: int = attrs.field(default=1024 * KIB, metadata={"min": 1 * KIB})
     #: A regular file with more than one name may be a hard link to a file outside the root.
     allow_hard_links: bool = False
+    #: Keep glob's directory listings and compiled ignore files on disk between servers (in the
+    #: user's cache directory, validated by stat on use), so a new server's first glob does not
+    #: re-read the whole tree.
+    listing_cache: bool = True
 
 
 @attrs.frozen(kw_only=True)

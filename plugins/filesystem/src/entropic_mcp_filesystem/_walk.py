@@ -242,9 +242,13 @@ class Walk:
 
         Directory listings come from the server's listing cache when the directory's timestamps
         prove them current (see ``_dircache``); directories are opened exactly as in ``walk``.
+        That cache starts from the store on disk (``_dirstore``) and is written back to it when
+        the walk is over, if it read something new.
         """
+        self.cache.prepare()
         self._started = self.cache.listings.clock()  # before any directory of this walk is stat'ed
         yield from self._visit_names(top_fd, top_rel, stack, entropic, 1, max_depth)
+        self.cache.save()
 
     def _visit_names(
         self,
