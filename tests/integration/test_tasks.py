@@ -258,3 +258,85 @@ def test_an_in_flight_retry_on_the_other_worker_waits_for_the_first(tmp_path: Pa
         first.join(HANG)
         assert _text(answers["retry"]) == _text(answers["first"]) == "slept 3 s"
         assert marker.read_text() == started  # the retry started no second sleep
+
+
+@contextmanager
+def bash_deployment(tmp_path: Path, workers: int) -> Iterator[list[str]]:
+    """``workers`` serve processes with bash on one fresh PostgreSQL store (their URLs)."""
+    from test_workers import _bash_project
+
+    with fresh_store() as (dsn, schema):
+        served = [start_http(_bash_project(tmp_path / f"worker{n}", dsn, schema)) for n in range(workers)]
+        try:
+            yield [worker.url for worker in served]
+        finally:
+            for worker in served:
+                stop(worker.process)
+
+
+def _sleeper_group(marker: str) -> int | None:
+    import os
+
+    import psutil
+
+    for process in psutil.process_iter(["cmdline"]):
+        if process.info["cmdline"] == ["sleep", marker]:
+            return os.getpgid(process.pid)
+    return None
+
+
+def _bash_tasks(urls: list[str], tag: str) -> list[Any]:
+    """A background run as a task: started on the first worker, polled, killed and cancelled on the last."""
+    import secrets
+
+    one, other = urls[0], urls[-1]
+    rpc = Rpc(f"bash-{tag}-{uuid.uuid4().hex[:6]}")
+    seen: list[Any] = []
+
+    def final(task_id: str) -> dict[str, Any]:
+        done = rpc.until_terminal(other, task_id)
+        if done["status"] != "completed":
+            return {"task": done["status"]}
+        data = json.loads(done["result"]["content"][0]["text"])
+        return {key: data[key] for key in ("status", "exit_code", "output") if key in data}
+
+    # Followed to its end: the task completes with the run's exit status and output.
+    command = {"command": "echo one; sleep 1.5; echo two; exit 3", "run_in_background": True, "format": "json"}
+    created = rpc.call(one, "bash_execute", command)["result"]
+    seen.append(created["resultType"])
+    seen.append(final(created["taskId"]))
+    # Stopped by bash.kill on the other worker (found with bash.list): the task ends with it.
+    marker = f"300.{secrets.randbelow(10**6)}"
+    long = {"command": f"echo started; sleep {marker}", "run_in_background": True, "format": "json"}
+    created = rpc.call(one, "bash_execute", long)["result"]
+    assert wait_until(lambda: _sleeper_group(marker) is not None, timeout=HANG)
+    listed = json.loads(_text(rpc.call(other, "bash_list", {"format": "json"})))
+    running = [run["run_id"] for run in listed["runs"] if run["status"] == "running"]
+    seen.append(json.loads(_text(rpc.call(other, "bash_kill", {"run_id": running[0], "format": "json"})))["status"])
+    seen.append(final(created["taskId"]))
+    # Cancelled on the other worker: the run's whole process group goes.
+    marker = f"300.{secrets.randbelow(10**6)}"
+    long = {"command": f"sleep {marker}", "run_in_background": True, "format": "json"}
+    created = rpc.call(one, "bash_execute", long)["result"]
+    assert wait_until(lambda: _sleeper_group(marker) is not None, timeout=HANG)
+    pgid = _sleeper_group(marker)
+    seen.append(_acknowledged(rpc.task(other, "tasks/cancel", created["taskId"])))
+    seen.append(final(created["taskId"]))
+    seen.append(wait_until(lambda: not group_alive(pgid), timeout=HANG))  # type: ignore[arg-type]
+    # Without the extension a background start answers at once with its run id, as before.
+    plain = Rpc(rpc.conversation, tasks=False).call(one, "bash_execute", {**command, "command": "sleep 1.5"})
+    seen.append(sorted(json.loads(_text(plain)))[:3])
+    return seen
+
+
+def test_a_background_run_is_a_task_any_worker_polls_kills_or_cancels(tmp_path: Path) -> None:
+    with bash_deployment(tmp_path / "one", 1) as urls:
+        alone = _bash_tasks(urls, "one")
+    with bash_deployment(tmp_path / "two", 2) as urls:
+        pair = _bash_tasks(urls, "two")
+    assert alone[0] == "task"
+    assert alone[1] == {"status": "exited", "exit_code": 3, "output": "one\ntwo\n"}
+    assert alone[2] == "killed" and alone[3]["status"] == "killed" and alone[3]["output"] == ""
+    assert alone[4] is True and alone[5] == {"task": "cancelled"} and alone[6] is True
+    assert alone[7] == ["message", "run_id", "status"]
+    assert pair == alone

@@ -50,6 +50,10 @@ class CallContext:
     #: The caller's name for this call (``serve``: ``_meta["entropic-mcp/idempotency-key"]``): a
     #: retry with the same key, tool and arguments gets the first call's outcome, not a second run.
     idempotency_key: str | None = attrs.field(default=None, repr=False)
+    #: The caller takes an MCP task handle for a long call (``serve``: the client declared the
+    #: ``io.modelcontextprotocol/tasks`` extension): a tool that starts long work may follow it to
+    #: its end and answer its outcome, rather than answer at once with a handle of its own.
+    as_task: bool = attrs.field(default=False, repr=False)
     #: Set by the pipeline once the arguments passed the tool's schema, before the tool runs: a
     #: server's ``execute`` then trusts them; a call without the pipeline is checked there.
     validated: bool = attrs.field(default=False, repr=False)

@@ -546,6 +546,7 @@ class ServeApp:
             progress=progress,
             tool_names=self.display,
             idempotency_key=key_in_meta(ctx.params),
+            as_task=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and declares_tasks(ctx),
         )
 
     def conversation(self, ctx: Any) -> str:

@@ -71,10 +71,17 @@ class ExecuteTool(ToolBase):
         if background:
             shared = shared_store(ctx)
             if shared is not None:  # a few store round trips: not on the event loop
-                return await asyncio.to_thread(
+                started = await asyncio.to_thread(
                     self._start_background, command, cwd, env, timeout, ctx, as_json=as_json, store=shared
                 )
-            return self._start_background(command, cwd, env, timeout, ctx, as_json=as_json)
+            else:
+                started = self._start_background(command, cwd, env, timeout, ctx, as_json=as_json)
+            if not ctx.as_task:
+                return started
+            # The caller holds an MCP task handle: the call follows the run to its end (_follow).
+            from ._follow import follow
+
+            return await follow(self.server, started, ctx, shared, as_json=as_json, margin=DEADLINE_MARGIN)
         # Only bash's cd, pushd and popd change its directory; a command that names none of them
         # cannot move (a computed one, ``eval "c""d" x``, is not followed), and skipping the
         # trailer saves a third of a trivial call.
