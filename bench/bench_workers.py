@@ -14,8 +14,12 @@ a fresh schema per run), in interleaved rounds (ABAB):
 
 The load is a lean 2026-07-28 generator (one keep-alive connection per conversation, the
 conversation in ``_meta``), so the workers, not the client, set the pace. Reported: the median
-per-call latency of each setup and their difference (target <= 0.5 ms), and the throughput ratio
-(target >= 0.95x).
+per-call latency of each setup and their difference (target <= 0.5 ms), the throughput ratio
+(target >= 0.95x), the CPU per call of the workers and of their PostgreSQL server processes, and,
+as a third side of the same interleaved rounds, the **floor**: what the shared state needs per call
+at the least, measured from this process on the same server — the two statements of the guard
+state (a ``SELECT`` by key and the lax guarded ``UPDATE`` of a 1 KB document), one after another,
+alone and each from a worker thread as the pipeline runs them.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -106,6 +111,85 @@ def _worker(project: Path) -> tuple[subprocess.Popen[bytes], int]:
             break
         time.sleep(0.05)
     raise SystemExit(f"a worker did not start:\n{log.read_text(errors='replace')}")
+
+
+FLOOR_PAIRS = 400
+
+
+def _floor(dsn: str, schema: str) -> tuple[Callable[[], float], list[tuple[float, float, float]]]:
+    """A side measuring the guard state's two statements per call: median ms alone, with hops, and
+    alone with a durable commit (what the guards paid before their namespace was made lax)."""
+    import anyio
+    import anyio.to_thread
+    import psycopg
+    from entropic_mcp_postgres._backend import PostgresBackend
+
+    lax, durable = PostgresBackend._SAVE_STATEMENTS[False]["update"], PostgresBackend._SAVE_STATEMENTS[True]["update"]
+    conn = psycopg.connect(dsn, autocommit=True)
+    conn.execute(f"SET search_path = {schema}")
+    value = json.dumps({"seen": "A" * 1024, "last_key": "probe.echo#0123456789abcdef", "repeats": 0})
+    conn.execute(
+        "INSERT INTO states (namespace, key, version, value, updated_at) VALUES ('bench.floor', 'k', 1, %s, now()) "
+        "ON CONFLICT DO NOTHING",
+        (value,),
+    )
+    params = {"namespace": "bench.floor", "key": "k", "value": value, "version": 0}
+    found: list[tuple[float, float, float]] = []
+
+    def load() -> None:
+        row = conn.execute(
+            "SELECT value::text, version FROM states WHERE namespace = %s AND key = %s", ("bench.floor", "k")
+        ).fetchone()
+        assert row is not None
+        params["version"] = row[1]
+
+    def save(update: str = lax) -> None:
+        assert conn.execute(update, params).fetchone() is not None
+
+    async def pairs() -> tuple[list[float], list[float], list[float]]:
+        alone, hopped, flushed = [], [], []
+        for _ in range(FLOOR_PAIRS):
+            started = time.perf_counter()
+            load()
+            save(durable)
+            flushed.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            load()
+            save()
+            alone.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await anyio.to_thread.run_sync(load)
+            await anyio.to_thread.run_sync(save)
+            hopped.append(time.perf_counter() - started)
+        return alone, hopped, flushed
+
+    def run() -> float:
+        started = time.perf_counter()
+        alone, hopped, flushed = anyio.run(pairs)
+        found.append(tuple(statistics.median(t) * 1000 for t in (alone, hopped, flushed)))  # type: ignore[arg-type]
+        return time.perf_counter() - started
+
+    return run, found
+
+
+def _store_processes(dsn: str, workers: list[psutil.Process]) -> list[psutil.Process]:
+    """The PostgreSQL server processes serving ``workers``' connections (matched by client port)."""
+    import psycopg
+
+    ports = [c.laddr.port for w in workers for c in w.net_connections("tcp") if c.raddr and c.raddr.port == 5432]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", (ports,))]
+    return [psutil.Process(pid) for pid in pids]
+
+
+def _cpu(processes: list[psutil.Process]) -> dict[int, float]:
+    out = {}
+    for process in processes:
+        try:
+            out[process.pid] = sum(process.cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
 def _haproxy(where: Path, ports: list[int], balance: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -187,29 +271,38 @@ def main(argv: list[str] | None = None) -> int:
                 processes.append(proxy)
                 setups[name] = {"port": port, "workers": [psutil.Process(p.pid) for p, _ in workers]}
             time.sleep(1.5)  # the first health checks
-            results: dict[str, list[tuple[float, float, float, int]]] = {name: [] for name in setups}
+            results: dict[str, list[tuple[float, float, float, int, float]]] = {name: [] for name in setups}
             counter = iter(range(1_000_000))
 
             def side(name: str):
                 def run() -> float:
                     setup = setups[name]
                     procs = setup["workers"]
+                    store = _store_processes(dsn, procs)  # type: ignore[arg-type]
                     before = sum(sum(p.cpu_times()[:2]) for p in procs)  # type: ignore[attr-defined]
+                    store_before = _cpu(store)
                     tag = f"{name}-{next(counter)}-{secrets.token_hex(3)}"
                     latencies, elapsed, errors = asyncio.run(
                         _load(setup["port"], args.conversations, args.calls, tag)  # type: ignore[arg-type]
                     )
                     after = sum(sum(p.cpu_times()[:2]) for p in procs)  # type: ignore[attr-defined]
+                    store_after = _cpu(store)
                     cpu_ms = (after - before) / len(latencies) * 1000
-                    results[name].append((statistics.median(latencies), len(latencies) / elapsed, cpu_ms, errors))
+                    store_ms = sum(store_after[pid] - store_before[pid] for pid in store_after) / len(latencies) * 1000
+                    results[name].append(
+                        (statistics.median(latencies), len(latencies) / elapsed, cpu_ms, errors, store_ms)
+                    )
                     return elapsed
 
                 return run
 
+            floor, floors = _floor(dsn, schema)
             for name in setups:  # one warm-up round each, not counted
                 side(name)()
+            floor()
             results = {name: [] for name in setups}
-            interleaved({name: side(name) for name in setups}, args.rounds)
+            floors.clear()
+            interleaved({**{name: side(name) for name in setups}, "floor": floor}, args.rounds)
     finally:
         for process in processes:
             process.terminate()
@@ -227,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     latency = {name: med(name, 0) * 1000 for name in results}
     rate = {name: med(name, 1) for name in results}
     cpu = {name: med(name, 2) for name in results}
+    store_cpu = {name: med(name, 4) for name in results}
+    floor_alone = statistics.median(f[0] for f in floors)
+    floor_hopped = statistics.median(f[1] for f in floors)
+    floor_durable = statistics.median(f[2] for f in floors)
     diffs = [(s[0] - a[0]) * 1000 for s, a in zip(results["stateless"], results["affinity"], strict=True)]
     ratios = [s[1] / a[1] for s, a in zip(results["stateless"], results["affinity"], strict=True)]
     overhead = latency["stateless"] - latency["affinity"]
@@ -239,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
         f"  throughput: stateless {rate['stateless']:.0f} call/s, affinity {rate['affinity']:.0f} call/s -> "
         f"{throughput:.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f}x); target >= 0.95x\n"
         f"  worker CPU per call: stateless {cpu['stateless']:.2f} ms, affinity {cpu['affinity']:.2f} ms\n"
+        f"  PostgreSQL CPU per call: stateless {store_cpu['stateless']:.2f} ms, affinity {store_cpu['affinity']:.2f} ms\n"
+        f"  floor: the guard state's SELECT + lax UPDATE {floor_alone:.3f} ms; each from a worker thread "
+        f"{floor_hopped:.3f} ms; with a durable commit {floor_durable:.3f} ms\n"
         f"  errors: {errors}"
     )
     if errors:
@@ -258,8 +358,9 @@ def main(argv: list[str] | None = None) -> int:
                     "what": f"per-call latency, round robin with the conversation state in the store, against affinity "
                     f"(`balance hdr`) with it in each worker's memory; {what}",
                     "peer": f"affinity {latency['affinity']:.2f} ms median",
-                    "ours": f"stateless {latency['stateless']:.2f} ms; worker CPU per call "
-                    f"{cpu['stateless']:.2f} against {cpu['affinity']:.2f} ms",
+                    "ours": f"stateless {latency['stateless']:.2f} ms; CPU per call: workers "
+                    f"{cpu['stateless']:.2f} against {cpu['affinity']:.2f} ms, their PostgreSQL processes "
+                    f"{store_cpu['stateless']:.2f} against {store_cpu['affinity']:.2f} ms",
                     "ratio": f"+{overhead:.2f} ms (rounds {min(diffs):+.2f} to {max(diffs):+.2f} ms)",
                     "target": "≤ +0.5 ms",
                     "met": "yes" if overhead <= 0.5 else "**no**",
@@ -272,6 +373,18 @@ def main(argv: list[str] | None = None) -> int:
                     "ratio": f"{throughput:.2f}× ({min(ratios):.2f}–{max(ratios):.2f}×)",
                     "target": "≥ 0.95×",
                     "met": "yes" if throughput >= 0.95 else "**no**",
+                },
+                {
+                    "id": "P17",
+                    "what": "floor, the same rounds: what the shared state needs per call at the least — the guard "
+                    "state's two statements (a `SELECT` by key, the lax guarded `UPDATE` of a 1 KB document) one "
+                    f"after another from one client on the same server, {FLOOR_PAIRS} pairs a round",
+                    "peer": "—",
+                    "ours": f"{floor_alone:.3f} ms alone; {floor_hopped:.3f} ms with each from a worker thread; "
+                    f"{floor_durable:.3f} ms alone with a durable commit",
+                    "ratio": f"the latency difference is {overhead / floor_hopped:.1f}× that floor",
+                    "target": "—",
+                    "met": "—",
                 },
             ],
             script="bench/bench_workers.py",
