@@ -258,6 +258,28 @@ def test_a_text_page_cut_afterwards_continues_at_the_first_line_not_shown():
     assert only_note_cut.endswith("call again with offset=43]")
 
 
+def test_read_files_cut_in_its_first_file_continues_at_the_first_line_not_shown(make, root, small_cap):
+    # A 3,000-byte cap: the first file's page fills it less 240 bytes, and its 400-byte path in the
+    # header and the note overrun it, so the result is cut inside the first file.
+    fs = make(result_cap=3000)
+    path = "/".join(("d" * 100, "e" * 100, "g" * 100, "f" * 100 + ".txt"))
+    (root / path).parent.mkdir(parents=True)
+    body = [f"{n}: " + ("" if n % 5 == 0 else "x" * 40) for n in range(1, 201)]
+    (root / path).write_text("\n".join(body) + "\n")
+    (root / "b.txt").write_text("b\n")
+    for numbered in (False, True):
+        text = fs.ok("read_files", {"paths": [path, "b.txt"], "line_numbers": numbered})
+        assert len(text.encode()) <= 3000
+        header, *shown, note = text.split("\n")
+        assert header == f"==> {path} <==" and "b.txt" not in text
+        if numbered:
+            shown = [row.split("\t", 1)[1] for row in shown]
+        assert shown == body[: len(shown)]
+        assert note.endswith(
+            f"continue {path} with filesystem.read_file offset={len(shown) + 1}; read the other files alone]"
+        )
+
+
 def test_one_line_bigger_than_the_result_cap(make, root, small_cap):
     fs = make(result_cap=1000)
     (root / "one.txt").write_text("z" * 5000 + "\nnext\n")

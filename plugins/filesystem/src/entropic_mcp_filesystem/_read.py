@@ -458,16 +458,17 @@ def fit_sections(sections: list[tuple[str, str, Page | None]], cap: int) -> str:
     joined = "\n\n".join(text for _, text, _ in sections)
     if not cap or len(joined.encode("utf-8")) <= cap:
         return joined
-    room = cap - 200
+    room = cap - 200 - max(len(display.encode("utf-8")) for display, _, _ in sections)  # the note names one
     out: list[str] = []
     hint = "read fewer files per call, or fewer lines with 'limit'"
     for display, text, page in sections:
         lines = text.split("\n")
+        header = 1  # the lines before the page's: its header, after the blank line between sections
         if out:
-            lines = ["", *lines]  # the blank line between sections
+            lines = ["", *lines]
+            header = 2
         kept = kept_lines(lines, room)
         room -= sum(len(line.encode("utf-8")) + 1 for line in lines[:kept])
-        header = 2 if out else 1  # the header, after the blank line
         out.extend(lines[:kept])
         if kept == len(lines):
             continue
