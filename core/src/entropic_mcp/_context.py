@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from ._services import ToolServices
 
 DEFAULT_CONVERSATION = "default"
+#: ToolServices, imported on the first ``ctx.services`` (most calls never ask) and kept: an import
+#: statement run on every call cost 3 µs of the 3.3 µs ``ctx.services`` took.
+_SERVICES: type[ToolServices] | None = None
 _CREATE_LOCK = threading.Lock()
 
 ProgressReporter = Callable[[float, "float | None", "str | None"], None]
@@ -63,9 +66,7 @@ class CallContext:
     @property
     def services(self) -> ToolServices:
         """The host's services for this call (settings, storage, limits, approvals, introspection)."""
-        from ._services import ToolServices  # on first use: most calls never ask
-
-        return ToolServices(self._host, self)
+        return (_SERVICES or _services_type())(self._host, self)
 
     @property
     def manager(self) -> Host | None:
@@ -123,3 +124,11 @@ def host_of(ctx: object) -> Host | None:
 def bind_host(ctx: CallContext, manager: Host | None) -> None:
     """Set the manager running ``ctx``'s call (the pipeline does, before any stage): core-internal."""
     ctx._host = manager
+
+
+def _services_type() -> type[ToolServices]:
+    global _SERVICES
+    from ._services import ToolServices
+
+    _SERVICES = ToolServices
+    return ToolServices
