@@ -98,3 +98,54 @@ async def test_a_call_that_wanted_to_ask_the_client_completes_with_a_tool_error(
     done = await _until_settled(tasks, handle["taskId"], "a")
     assert done["status"] == "completed" and done["result"]["isError"] is True
     assert "without the tasks extension" in done["result"]["content"][0]["text"]
+
+
+async def _until_status(tasks: Tasks, task_id: str, owner: str, status: str) -> dict[str, Any]:
+    for _ in range(500):
+        found = await tasks.get(task_id, owner)
+        if found["status"] == status:
+            return found
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"task {task_id} never reached {status}")
+
+
+async def _asks() -> dict[str, Any]:
+    await asyncio.sleep(0.1)
+    question = {"method": "elicitation/create", "params": {"message": "go on?"}}
+    return {"resultType": "input_required", "inputRequests": {"q1": question}, "requestState": "state-1"}
+
+
+async def test_a_task_that_asks_waits_in_input_required_and_any_worker_resumes_it_with_the_answers() -> None:
+    store = MemoryStorage()
+    owner, other_worker = Tasks(lambda: store, after=0.01), Tasks(lambda: store)
+    handle = await owner.run(_asks, "a", resume={"name": "probe_ask", "arguments": {"n": 1}})
+    waiting = await _until_status(other_worker, handle["taskId"], "a", "input_required")
+    assert waiting["inputRequests"] == {"q1": {"method": "elicitation/create", "params": {"message": "go on?"}}}
+    assert "requestState" not in waiting and "resume" not in waiting
+    resumed: list[Any] = []
+
+    async def resume(what: dict[str, Any], state: str, responses: Any) -> dict[str, Any]:
+        resumed.append((what, state, responses))
+        return await _result("answered", 0.05)
+
+    assert await other_worker.update(handle["taskId"], "a", None, resume) == {}  # no answers: ignored
+    assert (await other_worker.get(handle["taskId"], "a"))["status"] == "input_required"
+    answers = {"q1": {"action": "accept"}}
+    with pytest.raises(MCPError, match="Task not found"):
+        await other_worker.update(handle["taskId"], "b", answers, resume)
+    assert await other_worker.update(handle["taskId"], "a", answers, resume) == {}
+    assert await other_worker.update(handle["taskId"], "a", answers, resume) == {}  # a second answer: ignored
+    done = await _until_settled(other_worker, handle["taskId"], "a")
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "answered"
+    assert "inputRequests" not in done
+    assert resumed == [({"name": "probe_ask", "arguments": {"n": 1}}, "state-1", answers)]
+
+
+async def test_a_task_waiting_for_answers_is_cancelled_at_once() -> None:
+    store = MemoryStorage()
+    tasks = Tasks(lambda: store, after=0.01)
+    handle = await tasks.run(_asks, "a", resume={"name": "probe_ask", "arguments": {}})
+    await _until_status(tasks, handle["taskId"], "a", "input_required")
+    assert await tasks.cancel(handle["taskId"], "a") == {}
+    done = await tasks.get(handle["taskId"], "a")
+    assert done["status"] == "cancelled" and "inputRequests" not in done

@@ -319,7 +319,9 @@ class ServeApp:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             if declares_tasks(ctx):
                 return await self.tasks.run(
-                    lambda: self._call_modern(ctx, params, internal, arguments, conversation), conversation
+                    lambda: self._call_modern(ctx, params, internal, arguments, conversation),
+                    conversation,
+                    resume={"name": params.name, "arguments": arguments},
                 )
             return await self._call_modern(ctx, params, internal, arguments, conversation)
         session = ctx.session
@@ -485,7 +487,27 @@ class ServeApp:
     async def task_update(self, ctx: Any, params: UpdateTaskParams) -> dict[str, Any]:
         if not declares_tasks(ctx):
             raise missing_capability()
-        return await self.tasks.update(params.task_id, self.conversation(ctx))
+        return await self.tasks.update(
+            params.task_id,
+            self.conversation(ctx),
+            params.input_responses,
+            lambda resume, state, responses: self._resume_task(ctx, resume, state, responses),
+        )
+
+    async def _resume_task(self, ctx: Any, resume: dict[str, Any], state: str, responses: Any) -> dict[str, Any]:
+        """A task's call again with the answers a ``tasks/update`` brought, as a retry with its request state."""
+        params = CallToolRequestParams.model_validate(
+            {
+                "name": resume["name"],
+                "arguments": resume["arguments"],
+                "requestState": state,
+                "inputResponses": responses,
+            }
+        )
+        internal = self.names.internal(params.name)
+        if internal is None:
+            return self._unknown_tool(ctx, params.name)
+        return await self._call_modern(ctx, params, internal, resume["arguments"], self.conversation(ctx))
 
     def _start_modern(self, ctx: Any, internal: str, arguments: dict[str, Any], conversation: str) -> SamplingCall:
         """A 2026-07-28 call started in its own task, able to pause for the client's answers."""

@@ -19,10 +19,14 @@ record belongs to the conversation that created it (the conversation key, which 
 lies inside the caller's own scope): a task of another conversation is "not found", exactly as
 an unknown id. Task ids are 128 random bits.
 
-Not done: a call that asks the client something (an approval, a sampled delegation turn) after
-it became a task cannot ask (no ``input_required`` tasks yet); it completes with a tool error
-saying so. An approval asked in the first ``TASK_AFTER`` seconds is asked as usual, before any
-task exists (the extension's advice: resolve such rounds before creating the task).
+A call that asks the client something (an approval, a sampled delegation turn) after it became a
+task moves the task to ``input_required`` with the question in ``inputRequests`` (its request
+state stays in the record, server-side); the first ``tasks/update`` carrying ``inputResponses``,
+on any worker, marks it ``working`` again and resumes the call there with the answers, as a
+``tools/call`` retry with that request state would be (resumed where it waits when that worker
+holds it; how other workers reach a call paused elsewhere is ``_approval.py``'s). A question
+asked in the first ``task_after_seconds`` is asked as usual, before any task exists (the
+extension's advice: resolve such rounds before creating the task).
 """
 
 from __future__ import annotations
@@ -63,9 +67,13 @@ _WIRE = (
     "lastUpdatedAt",
     "ttlMs",
     "pollIntervalMs",
+    "inputRequests",
     "result",
     "error",
 )
+#: A resumption: ``(what to call again, its request state, the client's responses)`` → the
+#: next piece of the call's work (its result, or another ``input_required`` round).
+Resume = Callable[[dict[str, Any], str, Any], Awaitable[dict[str, Any]]]
 
 
 class TaskParams(RequestParams):
@@ -103,6 +111,8 @@ class Tasks:
         self._writes: set[asyncio.Task[None]] = set()
         #: Tasks whose cancellation a client asked for (a call cancelled otherwise: serve stopping).
         self._cancel_asked: set[str] = set()
+        #: Tasks of this worker whose call can be resumed after an input_required round.
+        self._resumable: set[str] = set()
         self._pruned = 0.0
 
     def store(self) -> Any:
@@ -126,7 +136,7 @@ class Tasks:
             return None, version
         return value, version
 
-    def create(self, owner: str) -> dict[str, Any]:
+    def create(self, owner: str, resume: dict[str, Any] | None = None) -> dict[str, Any]:
         now = _now()
         record = {
             "taskId": secrets.token_urlsafe(16),
@@ -138,6 +148,8 @@ class Tasks:
             "pollIntervalMs": POLL_INTERVAL_MS,
             "cancel": False,
         }
+        if resume is not None:  # what a tasks/update on any worker calls again with the answers
+            record["resume"] = resume
         store = self.store()
         now_s = time.monotonic()
         if now_s - self._pruned >= PRUNE_EVERY and hasattr(store, "prune_states"):
@@ -170,6 +182,9 @@ class Tasks:
         def apply(record: dict[str, Any]) -> bool:
             if record["status"] in TERMINAL:
                 return False
+            if fields.get("status") != "input_required":  # the question, if any, was answered
+                record.pop("inputRequests", None)
+                record.pop("requestState", None)
             record.update(fields)
             return True
 
@@ -185,8 +200,13 @@ class Tasks:
 
     # -- tools/call as a task -------------------------------------------------------------------
 
-    async def run(self, call: Callable[[], Awaitable[dict[str, Any]]], owner: str) -> dict[str, Any]:
-        """The call's own result when it ends within ``after`` seconds, else a task handle."""
+    async def run(
+        self, call: Callable[[], Awaitable[dict[str, Any]]], owner: str, resume: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The call's own result when it ends within ``after`` seconds, else a task handle.
+
+        With ``resume`` (what to call again), a task whose call asks the client something moves
+        to ``input_required``; ``update`` carries the answers back."""
         work = asyncio.ensure_future(call())
         try:
             done, _ = await asyncio.wait({work}, timeout=self.after)
@@ -196,16 +216,21 @@ class Tasks:
         if done:
             return work.result()
         try:
-            record = await _off_loop(self.create, owner)
+            record = await _off_loop(self.create, owner, resume)
         except BaseException:
             work.cancel()
             raise
         task_id = record["taskId"]
+        if resume is not None:
+            self._resumable.add(task_id)
+        self._track(task_id, work)
+        return {"resultType": "task", **_wire(record)}
+
+    def _track(self, task_id: str, work: asyncio.Task[Any]) -> None:
         self.running[task_id] = work
         work.add_done_callback(lambda finished: self._finished(task_id, finished))
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.get_running_loop().create_task(self._watch_cancels())
-        return {"resultType": "task", **_wire(record)}
 
     def _finished(self, task_id: str, work: asyncio.Task[Any]) -> None:
         self.running.pop(task_id, None)
@@ -228,7 +253,16 @@ class Tasks:
                 "statusMessage": "the call failed inside the server",
                 "error": {"code": INTERNAL_ERROR, "message": "Internal error"},
             }
+        elif work.result().get("resultType") == "input_required" and task_id in self._resumable:
+            result = work.result()
+            # Kept server-side: the request state is what the resumption presents, never shown.
+            fields = {
+                "status": "input_required",
+                "inputRequests": result.get("inputRequests", {}),
+                "requestState": result.get("requestState"),
+            }
         else:
+            self._resumable.discard(task_id)
             fields = {"status": "completed", "result": _completed(work.result())}
         write = asyncio.get_running_loop().create_task(self._write(task_id, fields))
         self._writes.add(write)
@@ -269,6 +303,10 @@ class Tasks:
         def apply(record: dict[str, Any]) -> bool:
             if record.get("owner") != owner or record["status"] in TERMINAL or record.get("cancel"):
                 return False
+            if record["status"] == "input_required":  # nothing runs while it waits: cancelled now
+                record.pop("inputRequests", None)
+                record.pop("requestState", None)
+                record.update(status="cancelled", statusMessage="cancelled by tasks/cancel")
             record["cancel"] = True
             return True
 
@@ -281,10 +319,36 @@ class Tasks:
             work.cancel()
         return {}
 
-    async def update(self, task_id: str, owner: str) -> dict[str, Any]:
-        # No task of this server asks for input, so no response is outstanding: ignored, as the
-        # extension says of responses to keys that are not outstanding.
-        await self.get(task_id, owner)
+    async def update(
+        self, task_id: str, owner: str, responses: Any = None, resume: Resume | None = None
+    ) -> dict[str, Any]:
+        """Answer an ``input_required`` task: the first update with responses resumes its call in
+        this worker (the record says how); others, and updates of a task not waiting, are
+        acknowledged and ignored, as the extension says of responses that are not outstanding."""
+        taken: dict[str, Any] = {}
+
+        def apply(record: dict[str, Any]) -> bool:
+            taken.clear()
+            if (
+                record.get("owner") != owner
+                or record["status"] != "input_required"
+                or not responses
+                or "resume" not in record
+                or resume is None
+            ):
+                return False
+            taken["state"] = record.pop("requestState", None)
+            record.pop("inputRequests", None)
+            record["status"] = "working"
+            return True
+
+        record = await _off_loop(self.change, task_id, apply)
+        if record is None or record.get("owner") != owner:
+            raise _not_found()
+        state = taken.get("state")
+        if isinstance(state, str) and resume is not None:
+            self._resumable.add(task_id)
+            self._track(task_id, asyncio.ensure_future(resume(record["resume"], state, responses)))
         return {}
 
     async def close(self) -> None:
