@@ -67,9 +67,10 @@ allow = ["probe.*", "entropic.*"]
 class Rpc:
     """JSON-RPC requests of one 2026-07-28 client and conversation; ``tasks`` declares the extension."""
 
-    def __init__(self, conversation: str, *, tasks: bool = True) -> None:
+    def __init__(self, conversation: str, *, tasks: bool = True, elicitation: bool = False) -> None:
         self.conversation = conversation
         self.tasks = tasks
+        self.elicitation = elicitation
         self.ids = 0
 
     def __call__(
@@ -80,6 +81,8 @@ class Rpc:
 
         self.ids += 1
         capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if self.tasks else {}
+        if self.elicitation:
+            capabilities["elicitation"] = {"form": {}}
         meta = {
             "io.modelcontextprotocol/protocolVersion": VERSION,
             "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
@@ -120,7 +123,7 @@ class Rpc:
         while True:
             answer = self.task(url, "tasks/get", task_id)
             result = answer["result"]
-            if result["status"] in ("completed", "failed", "cancelled"):
+            if result["status"] in ("completed", "failed", "cancelled", "input_required"):
                 return result
             assert result["status"] == "working" and time.monotonic() < end, answer
             time.sleep(result.get("pollIntervalMs", 500) / 1000)
@@ -340,3 +343,26 @@ def test_a_background_run_is_a_task_any_worker_polls_kills_or_cancels(tmp_path: 
     assert alone[4] is True and alone[5] == {"task": "cancelled"} and alone[6] is True
     assert alone[7] == ["message", "run_id", "status"]
     assert pair == alone
+
+
+def test_a_question_asked_after_the_call_became_a_task_is_answered_through_tasks_update(tmp_path: Path) -> None:
+    """The task waits in input_required with the question; tasks/update's answer resumes the call."""
+    with deployment(tmp_path, 1) as (url, _, _):
+        rpc = Rpc("asks-mid-call", elicitation=True)
+        outside = "/etc/hostname"
+        outcomes = []
+        for decision in ("allow_once", "deny_once"):
+            created = rpc.call(url, "probe_slow_ask", {"seconds": 1.5, "path": outside})["result"]
+            assert created["resultType"] == "task", created
+            waiting = rpc.until_terminal(url, created["taskId"])
+            assert waiting["status"] == "input_required", waiting
+            (key, asked), *_ = waiting["inputRequests"].items()
+            assert asked["method"] == "elicitation/create" and outside in asked["params"]["message"]
+            assert "requestState" not in waiting
+            answer = {key: {"action": "accept", "content": {"decision": decision}}}
+            updated = rpc(url, "tasks/update", {"taskId": created["taskId"], "inputResponses": answer}, "")
+            assert _acknowledged(updated), updated
+            done = rpc.until_terminal(url, created["taskId"])
+            assert done["status"] == "completed", done
+            outcomes.append(_text({"result": done["result"]}))
+        assert outcomes == ["allowed", "refused"]

@@ -90,6 +90,29 @@ class Sleep(ToolBase):
         return f"slept {seconds:g} s"
 
 
+class SlowAsk(ToolBase):
+    """Sleeps, then asks about a path outside the root: a question asked after the call began."""
+
+    definition = load_tool_definition(__package__, "slow_ask")
+    required_access_level = AccessLevel.READ
+
+    def execute(self, args: dict[str, Any], ctx: Any) -> str:
+        import time
+
+        from entropic_mcp import OutsideRootRequest
+
+        time.sleep(float(args["seconds"]))
+        request = OutsideRootRequest(
+            path=Path(args["path"]),
+            tool="probe.slow_ask",
+            access="read",
+            root=Path(ctx.services.root),
+            conversation_id=ctx.conversation_id,
+        )
+        answer = ctx.services.approve_outside_root(request)
+        return {True: "allowed", False: "refused", None: "unanswered"}[answer]
+
+
 class Ended(ToolBase):
     """The conversations this server was told to release, as JSON."""
 
@@ -111,7 +134,7 @@ class ProbeServer(MCPServerBase):
     def __init__(self, root: Any = None) -> None:
         super().__init__(root=root)
         self.ended: list[str] = []
-        for tool in (Echo(), Info(), Note(), Fail(), Sleep(), Ended(self)):
+        for tool in (Echo(), Info(), Note(), Fail(), Sleep(), SlowAsk(), Ended(self)):
             self.register_tool(tool)
 
     def end_conversation(self, conversation_id: str) -> None:
