@@ -67,10 +67,13 @@ allow = ["probe.*", "entropic.*"]
 class Rpc:
     """JSON-RPC requests of one 2026-07-28 client and conversation; ``tasks`` declares the extension."""
 
-    def __init__(self, conversation: str, *, tasks: bool = True, elicitation: bool = False) -> None:
+    def __init__(
+        self, conversation: str, *, tasks: bool = True, elicitation: bool = False, sampling: bool = False
+    ) -> None:
         self.conversation = conversation
         self.tasks = tasks
         self.elicitation = elicitation
+        self.sampling = sampling
         self.ids = 0
 
     def __call__(
@@ -83,6 +86,8 @@ class Rpc:
         capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if self.tasks else {}
         if self.elicitation:
             capabilities["elicitation"] = {"form": {}}
+        if self.sampling:
+            capabilities["sampling"] = {"tools": {}}
         meta = {
             "io.modelcontextprotocol/protocolVersion": VERSION,
             "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
@@ -366,3 +371,62 @@ def test_a_question_asked_after_the_call_became_a_task_is_answered_through_tasks
             assert done["status"] == "completed", done
             outcomes.append(_text({"result": done["result"]}))
         assert outcomes == ["allowed", "refused"]
+
+
+DELEGATION = """\
+[entropic_mcp]
+plugins = ["entropic", "probe"]
+[storage]
+backend = "tinydb"
+[permissions]
+default = "allow"
+[servers.entropic]
+tiers = ["lead", "researcher"]
+[servers.entropic.profiles.researcher]
+system_prompt = "You are the researcher."
+tools = ["probe.sleep"]
+[identities.researcher.keys]
+"probe.sleep" = "WRITE"
+"entropic.complete" = "WRITE"
+"""
+SAMPLING = "entropic-mcp/sampling"
+
+
+def _turn(call_id: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A scripted model's sampling answer: one tool call."""
+    use = {"type": "tool_use", "id": call_id, "name": tool, "input": arguments}
+    return {"role": "assistant", "content": [use], "model": "scripted", "stopReason": "toolUse"}
+
+
+def test_a_sampled_delegation_that_runs_long_is_a_task_whose_turns_come_through_tasks_update(
+    tmp_path: Path,
+) -> None:
+    """Each child turn is an input request; a round that runs long (the child's 1.5 s tool) turns
+    the call into a task, whose next turn is asked as input_required and answered by tasks/update."""
+    served = start_http(write_project(tmp_path / "project", DELEGATION))
+    try:
+        url = served.url
+        rpc = Rpc("delegates", sampling=True)
+        arguments = {"target": "researcher", "task": "Sleep a little, then report."}
+        first = rpc.call(url, "entropic_delegate", arguments)["result"]
+        assert first["resultType"] == "input_required" and SAMPLING in first["inputRequests"], first
+        retry = {
+            "name": "entropic_delegate",
+            "arguments": arguments,
+            "requestState": first["requestState"],
+            "inputResponses": {SAMPLING: _turn("s1", "probe_sleep", {"seconds": 1.5})},
+        }
+        created = rpc(url, "tools/call", retry, "entropic_delegate")["result"]
+        assert created["resultType"] == "task", created
+        waiting = rpc.until_terminal(url, created["taskId"])
+        assert waiting["status"] == "input_required" and SAMPLING in waiting["inputRequests"], waiting
+        asked = waiting["inputRequests"][SAMPLING]
+        assert asked["method"] == "sampling/createMessage"
+        answer = {SAMPLING: _turn("s2", "entropic_complete", {"summary": "slept 1.5 s"})}
+        assert _acknowledged(rpc(url, "tasks/update", {"taskId": created["taskId"], "inputResponses": answer}, ""))
+        done = rpc.until_terminal(url, created["taskId"])
+        assert done["status"] == "completed", done
+        body = json.loads(done["result"]["content"][0]["text"])
+        assert body["status"] == "completed" and body["summary"] == "slept 1.5 s", body
+    finally:
+        stop(served.process)
