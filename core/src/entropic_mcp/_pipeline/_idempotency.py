@@ -149,13 +149,13 @@ class Idempotency:
         try:
             outcome = await run(name, args, ctx)
         except BaseException:
-            await asyncio.shield(self._settle(document, claim["claim"], None))
+            await asyncio.shield(self._settle(document, claim, None))
             raise
         kept = None if outcome.kind in _NOT_KEPT else _kept(outcome)
-        await asyncio.shield(self._settle(document, claim["claim"], kept))
+        await asyncio.shield(self._settle(document, claim, kept))
         return outcome
 
-    async def _settle(self, document: str, claim: str, kept: dict[str, Any] | None) -> None:
+    async def _settle(self, document: str, claim: dict[str, Any], kept: dict[str, Any] | None) -> None:
         """Store the outcome under the claim (``kept`` None: drop the claim, so a retry runs)."""
         for attempt in range(5):
             try:
@@ -168,7 +168,7 @@ class Idempotency:
     def _drop_if_claimed(self, document: str) -> Callable[[asyncio.Future[Any]], None]:
         def drop(claiming: asyncio.Future[Any]) -> None:
             if not claiming.cancelled() and claiming.exception() is None and claiming.result()[0] == "claimed":
-                claim = claiming.result()[1]["claim"]
+                claim = claiming.result()[1]
                 asyncio.get_running_loop().create_task(self._settle(document, claim, None))
 
         return drop
@@ -181,8 +181,14 @@ class Idempotency:
 
         store = self.store()
         self._prune(store)
+        # A key is usually new: the first round saves as if nothing were stored (one round trip;
+        # a conflict says something is, and the next rounds load it).
+        record, version = None, 0
+        first = True
         while True:
-            record, version = store.load_state(NAMESPACE, document)
+            if not first:
+                record, version = store.load_state(NAMESPACE, document)
+            first = False
             now = time.time()
             if isinstance(record, dict) and now - float(record.get("started", 0)) < self.keep_seconds:
                 if record.get("fingerprint") != fingerprint:
@@ -196,23 +202,25 @@ class Idempotency:
                 "started": now,
             }
             try:
-                store.save_state(NAMESPACE, document, claim, version)
+                saved = store.save_state(NAMESPACE, document, claim, version)
             except StateConflict:
                 continue  # another call claimed (or settled) it first: look again
-            return "claimed", claim
+            return "claimed", {**claim, "version": saved}
 
-    def _store_outcome(self, document: str, claim: str, kept: dict[str, Any] | None) -> None:
+    def _store_outcome(self, document: str, claim: dict[str, Any], kept: dict[str, Any] | None) -> None:
         from .._errors import StateConflict, StorageError
 
         store = self.store()
+        # First from the version the claim saved (one round trip); after a conflict, as stored.
+        record, version = {key: value for key, value in claim.items() if key != "version"}, claim["version"]
         for _ in range(20):
-            record, version = store.load_state(NAMESPACE, document)
-            if not isinstance(record, dict) or record.get("claim") != claim:
+            if not isinstance(record, dict) or record.get("claim") != claim["claim"]:
                 return  # pruned and claimed again meanwhile: that call's record is not ours
             value = None if kept is None else {**record, "state": "done", "outcome": kept}
             try:
                 store.save_state(NAMESPACE, document, value, version)
             except StateConflict:
+                record, version = store.load_state(NAMESPACE, document)
                 continue
             except StorageError as exc:  # over the size a document may have: keep that it ran
                 log.warning("idempotency record %s: the outcome is not kept whole: %s", document, exc)
