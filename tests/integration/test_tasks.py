@@ -31,7 +31,7 @@ HANG = 60.0
 
 
 @contextmanager
-def deployment(tmp_path: Path, workers: int) -> Iterator[tuple[str, list[HTTPServe], None]]:
+def deployment(tmp_path: Path, workers: int, extra: str = "") -> Iterator[tuple[str, list[HTTPServe], None]]:
     """``workers`` serve processes on one fresh PostgreSQL store (behind haproxy when two), as in
     test_workers, with the probe's tools allowed."""
     with fresh_store() as (dsn, schema):
@@ -48,7 +48,7 @@ options = {{ dsn = {json.dumps(dsn)}, schema = {json.dumps(schema)} }}
 [permissions]
 default = "ask"
 allow = ["probe.*", "entropic.*"]
-""",
+{extra}""",
                 )
             )
             for n in range(workers)
@@ -430,3 +430,13 @@ def test_a_sampled_delegation_that_runs_long_is_a_task_whose_turns_come_through_
         assert body["status"] == "completed" and body["summary"] == "slept 1.5 s", body
     finally:
         stop(served.process)
+
+
+def test_how_long_a_call_runs_before_it_becomes_a_task_is_a_setting(tmp_path: Path) -> None:
+    with deployment(tmp_path, 1, "[serve]\ntask_after_seconds = 4.0\n") as (url, _, _):
+        rpc = Rpc("after-setting")
+        answered = rpc.call(url, "probe_sleep", {"seconds": 2})["result"]
+        assert answered["resultType"] == "complete" and _text({"result": answered}) == "slept 2 s"
+        created = rpc.call(url, "probe_sleep", {"seconds": 5})["result"]
+        assert created["resultType"] == "task"
+        assert rpc.until_terminal(url, created["taskId"])["status"] == "completed"
