@@ -3,7 +3,8 @@
 ``_spine`` runs the stages in order (``CallPipeline.run``); ``_permission`` works out a call's
 permission parts and verdict, ``_rules`` holds the rules and verdict records it judges with,
 ``_keys`` the access keys, ``_guards`` the duplicate and loop guards, ``_deadlines`` the per-call
-deadlines, ``_hooks`` the hook calls, ``_batch`` a model turn's calls, ``_outcome`` what a call
+deadlines, ``_hooks`` the hook calls, ``_batch`` a model turn's calls, ``_idempotency`` a call run once
+per idempotency key (around the whole run, at the manager's ``call``), ``_outcome`` what a call
 and a batch came to.
 
 Only the outcome records are named here: importing them (storage, serve, hookspecs do) must
