@@ -643,6 +643,7 @@ async def p12(project: Path) -> None:
         ("official clients, 1 process", in_this_process),
         ("lean generator, server-bound", lean),
     )
+    rows: list[dict[str, object]] = []
     for label, load in loads:
         runs: dict[str, list[tuple[float, float, int, float]]] = {"peer": [], "ours": []}
         for name, command, tool, ours in rounds * (
@@ -665,10 +666,31 @@ async def p12(project: Path) -> None:
         row(f"throughput ({label})", peer_rate, ours_rate, "call/s", ">= 1.0")
         row(f"p99 latency ({label})", peer_p99, ours_p99, "ms", "<= 1.0")
         row(f"server CPU per call ({label})", peer_cpu, ours_cpu, "ms", "-")
+        per_round = [o[0] / p[0] for p, o in zip(runs["peer"], runs["ours"], strict=True)]
+        errors = sum(r[2] for r in runs["peer"]), sum(r[2] for r in runs["ours"])
         print(
-            f"  errors: peer {sum(r[2] for r in runs['peer'])}, ours {sum(r[2] for r in runs['ours'])} (target 0); "
-            f"per round throughput ratio {', '.join(f'{o[0] / p[0]:.2f}' for p, o in zip(runs['peer'], runs['ours'], strict=True))}"
+            f"  errors: peer {errors[0]}, ours {errors[1]} (target 0); "
+            f"per round throughput ratio {', '.join(f'{r:.2f}' for r in per_round)}"
         )
+        first = not rows
+        rows.append(
+            {
+                "id": "P12",
+                "what": (
+                    f"Streamable HTTP, 50 conversations, {calls:,} calls, {label} (median of {rounds} interleaved "
+                    "rounds); server CPU per call in brackets"
+                    if first
+                    else f"same, {label}"
+                ),
+                "peer": f"`MCPServer` over HTTP {peer_rate:,.0f} call/s, p99 {peer_p99:.0f} ms ({peer_cpu:.2f} ms CPU)",
+                "ours": f"{ours_rate:,.0f} call/s, p99 {ours_p99:.0f} ms ({ours_cpu:.2f} ms CPU)",
+                "ratio": f"throughput {ours_rate / peer_rate:.2f}× (rounds {min(per_round):.2f}–{max(per_round):.2f}×), "
+                f"p99 {ours_p99 / peer_p99:.2f}×, CPU {ours_cpu / peer_cpu:.2f}×",
+                "target": "≥ 1.0×, ≤ 1.0×" if first else "—",
+                "met": _met(ours_rate >= peer_rate and ours_p99 <= peer_p99 and errors[1] == 0) if first else "—",
+            }
+        )
+    _record("serve-p12", rows)
 
 
 # -- P13 ---------------------------------------------------------------------------------------------
