@@ -18,7 +18,7 @@ from pathlib import Path
 
 import attrs
 from entropic_mcp import ToolError
-from entropic_mcp.toolkit.paths import ResolvedPath
+from entropic_mcp.toolkit.paths import ResolvedPath, is_within
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO must not hang the call; it has no effect on regular files.
@@ -50,6 +50,42 @@ def printable(path: str) -> str:
         return path
     except UnicodeEncodeError:
         return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def on_disk(path: Path, root: Path) -> Path:
+    """``path`` (below ``root``, already canonical) with each missing component that holds U+FFFD
+    replaced by the one entry of its directory whose ``printable`` form it is, so a name the
+    tools showed with U+FFFD names the same file when the model sends it back; links followed.
+
+    Raises ``ToolError("ambiguous_path")`` when several entries print the same way. A path that
+    exists as written, or with no such entry, is returned unchanged (the tool then says not_found).
+    """
+    if os.path.lexists(path) or not is_within(path, root) or path == root:
+        return path
+    current = root
+    parts = path.relative_to(root).parts
+    for index, part in enumerate(parts):
+        nxt = current / part
+        if "\ufffd" in part and not os.path.lexists(nxt):
+            try:
+                names = [n for n in os.listdir(current) if not n.isascii() and n != part and printable(n) == part]
+            except OSError:
+                return path
+            if len(names) > 1:
+                shown = ", ".join(repr(os.fsencode(n))[1:] for n in sorted(names))
+                raise ToolError(
+                    "ambiguous_path",
+                    f"{printable(str(nxt.relative_to(root)))} matches {len(names)} names that are not UTF-8 "
+                    f"on disk ({shown}: U+FFFD stands for any byte that is not UTF-8); rename them with "
+                    "the bash tool (mv with $'\\xNN' escapes) to tell them apart",
+                )
+            if not names:
+                return path
+            nxt = Path(os.path.realpath(current / names[0]))
+            if not is_within(nxt, root):
+                return Path(os.path.realpath(nxt.joinpath(*parts[index + 1 :])))
+        current = nxt
+    return Path(os.path.realpath(current))
 
 
 def locate(resolved: ResolvedPath, root: Path) -> Location:

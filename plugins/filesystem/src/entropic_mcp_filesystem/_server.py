@@ -13,7 +13,7 @@ from entropic_mcp import CallContext, MCPServerBase, ToolError
 from entropic_mcp.storage import StateStore
 from entropic_mcp.toolkit.paths import PermissionPart, ResolvedPath, confine, is_within, path_part
 
-from ._fsio import Location, locate
+from ._fsio import Location, locate, on_disk, printable
 from ._ignore import ENTROPICIGNORE, IgnoreCache
 from ._pins import PinKey, pin, take
 from ._settings import CONFIG_KEYS, Settings, read_settings
@@ -160,8 +160,8 @@ class FilesystemServer(MCPServerBase):
                 if canonical is None:
                     continue  # the tool refuses it with invalid_args before touching anything
                 pins[(root, tool_name, argument, raw)] = canonical
-                display = self.display_of(canonical)
-                also = (str(canonical),) if display != str(canonical) else ()
+                display = printable(self.display_of(canonical))  # a name not UTF-8 on disk: U+FFFD
+                also = (printable(str(canonical)),) if display != printable(str(canonical)) else ()
                 part = path_part(access, display, tool=tool_name, also=also, neutral=neutral)
                 if tool_name in PATTERN_TOOLS and isinstance(args.get("pattern"), str) and args["pattern"]:
                     part = attrs.evolve(part, names=(*part.names, f"{full}:{args['pattern']}"))
@@ -186,7 +186,10 @@ class FilesystemServer(MCPServerBase):
         try:
             os.fsencode(raw)
             raw.encode("utf-8")
-            return Path(os.path.realpath(self.root / raw))
+            path = Path(os.path.realpath(self.root / raw))
+            return on_disk(path, self.root) if "\ufffd" in raw else path
+        except ToolError:  # several names shown alike: the tool refuses it when it resolves
+            return path
         except (ValueError, OSError, UnicodeEncodeError):
             return None
 
@@ -251,6 +254,12 @@ class FilesystemServer(MCPServerBase):
         if pinned is not None and is_within(pinned, self.root):
             # The permission stage judged this canonical path: operate on exactly it (opened
             # component by component without following links), never on a fresh resolution.
+            if "\ufffd" in raw and on_disk(pinned, self.root) != pinned:  # raises ambiguous_path
+                raise ToolError(
+                    "unsafe_path",
+                    f"{raw!r} names a file that is not UTF-8 on disk and appeared after its permission "
+                    "was checked; nothing was read or written. Call again",
+                )
             resolved = ResolvedPath(path=pinned, inside=True, display=self.display_of(pinned))
             return resolved, locate(resolved, self.root)
         resolved = confine(
@@ -262,6 +271,16 @@ class FilesystemServer(MCPServerBase):
             ctx=ctx,
             argument=argument,
         )
+        if "\ufffd" in raw and resolved.inside:  # a name shown with U+FFFD names its file on disk
+            found = on_disk(resolved.path, self.root)
+            if found != resolved.path:
+                if not is_within(found, self.root):
+                    raise ToolError(
+                        "outside_root",
+                        f"{raw!r} names a symbolic link whose target {printable(str(found))} is outside the "
+                        "project root; use a path inside it",
+                    )
+                resolved = ResolvedPath(path=found, inside=True, display=self.display_of(found))
         if pinned is not None and resolved.path != pinned:
             raise ToolError(
                 "unsafe_path",
