@@ -87,6 +87,39 @@ def canonicalize(raw: str, root: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def printable(path: str) -> str:
+    """``path`` as JSON-safe text: a name that is not UTF-8 on disk shows U+FFFD where bytes are bad
+    (one U+FFFD per byte; Python holds such a byte as a lone surrogate, which JSON cannot carry)."""
+    if path.isascii():
+        return path
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def shown_entry(directory: Path, part: str, *, display: str) -> str | None:
+    """The entry of ``directory`` that ``printable`` shows as ``part`` (which holds U+FFFD and is
+    not itself an entry), so a name a tool showed names the same file when a model sends it back;
+    None when no entry prints so (or the directory cannot be listed).
+
+    Raises ``ToolError("ambiguous_path")`` naming each candidate's bytes when several print alike.
+    """
+    try:
+        names = [n for n in os.listdir(directory) if n != part and not n.isascii() and printable(n) == part]
+    except OSError:
+        return None
+    if len(names) > 1:
+        shown = ", ".join(repr(os.fsencode(n))[2:-1] for n in sorted(names))
+        raise ToolError(
+            "ambiguous_path",
+            f"{display} matches {len(names)} names that are not UTF-8 on disk ({shown}; U+FFFD stands "
+            "for one byte that is not UTF-8); rename them apart with a shell (mv with $'\\xNN' escapes)",
+        )
+    return names[0] if names else None
+
+
 def relative_display(path: Path, root: Path) -> str:
     if path == root:
         return "."

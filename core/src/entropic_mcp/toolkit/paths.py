@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
-from .._paths import PathPolicy, ResolvedPath, confine, is_within
+from .._paths import PathPolicy, ResolvedPath, confine, is_within, printable, relative_display, shown_entry
 from .._pipeline._rules import (
     POLICY_FILES,
     READ_PATH_TOOLS,
@@ -31,6 +31,9 @@ __all__ = [
     "is_within",
     "path_part",
     "path_refused",
+    "printable",
+    "relative_display",
+    "shown_entry",
 ]
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import attrs
 from entropic_mcp import ToolError
-from entropic_mcp.toolkit.paths import ResolvedPath, is_within
+from entropic_mcp.toolkit.paths import ResolvedPath, is_within, shown_entry
+from entropic_mcp.toolkit.paths import printable as printable  # re-exported: the tools import it from here
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO must not hang the call; it has no effect on regular files.
@@ -41,17 +42,6 @@ class Location:
         return self.parts[-1] if self.parts else ""
 
 
-def printable(path: str) -> str:
-    """``path`` as JSON-safe text: a name that is not UTF-8 on disk shows U+FFFD where bytes are bad."""
-    if path.isascii():
-        return path
-    try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
 def on_disk(path: Path, root: Path) -> Path:
     """``path`` (below ``root``, already canonical) with each missing component that holds U+FFFD
     replaced by the one entry of its directory whose ``printable`` form it is, so a name the
@@ -67,21 +57,10 @@ def on_disk(path: Path, root: Path) -> Path:
     for index, part in enumerate(parts):
         nxt = current / part
         if "\ufffd" in part and not os.path.lexists(nxt):
-            try:
-                names = [n for n in os.listdir(current) if not n.isascii() and n != part and printable(n) == part]
-            except OSError:
+            entry = shown_entry(current, part, display=printable(str(nxt.relative_to(root))))
+            if entry is None:
                 return path
-            if len(names) > 1:
-                shown = ", ".join(repr(os.fsencode(n))[1:] for n in sorted(names))
-                raise ToolError(
-                    "ambiguous_path",
-                    f"{printable(str(nxt.relative_to(root)))} matches {len(names)} names that are not UTF-8 "
-                    f"on disk ({shown}: U+FFFD stands for any byte that is not UTF-8); rename them with "
-                    "the bash tool (mv with $'\\xNN' escapes) to tell them apart",
-                )
-            if not names:
-                return path
-            nxt = Path(os.path.realpath(current / names[0]))
+            nxt = Path(os.path.realpath(current / entry))
             if not is_within(nxt, root):
                 return Path(os.path.realpath(nxt.joinpath(*parts[index + 1 :])))
         current = nxt

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from entropic_mcp import ToolError, toolkit
-from entropic_mcp.toolkit.paths import PathPolicy, confine, is_within
+from entropic_mcp.toolkit.paths import (
+    PathPolicy,
+    ResolvedPath,
+    confine,
+    is_within,
+    printable,
+    relative_display,
+    shown_entry,
+)
 
 #: git has no approval path: a path outside the work tree is simply refused.
 POLICY = PathPolicy(allow_outside_root=False, approvable=False)
@@ -138,6 +146,12 @@ def pathspecs(raws: list[Any], *, root: Path, top: Path, tool: str, access: str,
         candidate = raw if root == top or os.path.isabs(raw) else os.path.join(root, raw)
         resolved = confine(candidate, root=top, policy=POLICY, tool=tool, access=access, argument=name)  # type: ignore[arg-type]
         lexical = Path(candidate if os.path.isabs(candidate) else os.path.join(top, candidate))
+        if "\ufffd" in raw and not os.path.lexists(lexical):
+            lexical = _on_disk(lexical, resolved.display, top)
+            real = Path(os.path.realpath(lexical))  # confine refuses the surrogates the name holds now
+            if not is_within(real, top):
+                raise ToolError("outside_root", f"{raw!r} is a link outside the work tree {top}; use a path inside it")
+            resolved = ResolvedPath(path=real, inside=True, display=relative_display(real, top))
         if lexical.name in ("", ".", "..") or not os.path.islink(lexical):
             out.append(resolved.display)
             continue
@@ -146,3 +160,19 @@ def pathspecs(raws: list[Any], *, root: Path, top: Path, tool: str, access: str,
             raise ToolError("outside_root", f"{raw!r} is a link outside the work tree {top}; use a path inside it")
         out.append(link.relative_to(top).as_posix())
     return out
+
+
+def _on_disk(lexical: Path, display: str, top: Path) -> Path:
+    """``lexical`` with each missing component holding U+FFFD replaced by the one entry of its
+    directory that shows so (a name git printed for a file not UTF-8 on disk: status, diff and
+    log print such bytes as U+FFFD), links kept as links; unchanged when nothing matches."""
+    current = Path(lexical.anchor)
+    for part in lexical.parts[1:]:
+        nxt = current / part
+        if "\ufffd" in part and not os.path.lexists(nxt):
+            entry = shown_entry(current, part, display=printable(display))
+            if entry is None:
+                return lexical
+            nxt = current / entry
+        current = nxt
+    return current

@@ -8,6 +8,7 @@ from typing import Any
 
 from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_tool_definition
 from entropic_mcp.toolkit import choice, flag, integer
+from entropic_mcp.toolkit.paths import printable
 
 from ._args import pathspecs, revision, text
 from ._tool import JSON_READ_LIMIT, GitTool, check
@@ -197,7 +198,7 @@ class Restore(GitTool):
             command.append("--worktree")
         out = await self.git(ctx, tree, [*command, "--", *paths])
         check(out, "restore", "Check the paths with git.status (a path must exist in the source).")
-        restored = [p[len(":(literal)") :] for p in paths]
+        restored = [printable(p[len(":(literal)") :]) for p in paths]  # a name not UTF-8 on disk: U+FFFD
         return ToolResult.json({"restored": restored, "staged": staged, "worktree": worktree, "source": source})
 
 
