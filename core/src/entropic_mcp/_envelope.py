@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,8 +24,43 @@ def _blocks(value: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]
 
 
 def dumps(data: Any) -> str:
-    """Compact JSON text as tools return it (non-ASCII kept)."""
-    return orjson.dumps(data).decode()
+    """Compact JSON text as tools return it (non-ASCII kept). A lone surrogate in a string (a file
+    name not UTF-8 on disk, decoded with ``surrogateescape``) shows as U+FFFD, as ``printable``
+    renders it, rather than failing the call: JSON cannot carry it."""
+    try:
+        return orjson.dumps(data).decode()
+    except orjson.JSONEncodeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        return orjson.dumps(_without_surrogates(data)).decode()
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_safe_text(text: Any) -> Any:
+    """``text`` with each lone surrogate shown as U+FFFD (non-strings unchanged, for the validator)."""
+    if not isinstance(text, str) or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:  # the bytes the surrogates stand for, decoded as ``printable`` shows a name
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte (from a JSON escape)
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def _without_surrogates(data: Any) -> Any:
+    if isinstance(data, str):
+        return json_safe_text(data)
+    if isinstance(data, Mapping):
+        return {json_safe_text(key): _without_surrogates(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_without_surrogates(item) for item in data]
+    return data
 
 
 def first_leaf(
@@ -105,7 +141,9 @@ def error_code_of(text: str) -> str:
 class ToolResult:
     """A tool's result: text, directives, an error flag, and optional structured content."""
 
-    text: str = attrs.field(validator=attrs.validators.instance_of(str))
+    #: a lone surrogate (bytes not UTF-8 decoded with ``surrogateescape``) becomes U+FFFD here:
+    #: no transport can carry it (see ``json_safe_text``)
+    text: str = attrs.field(converter=json_safe_text, validator=attrs.validators.instance_of(str))
     directives: tuple[Directive, ...] = attrs.field(default=(), converter=_directives)
     is_error: bool = False
     structured: Mapping[str, Any] | None = None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from ._calls import OutsideRootRequest
+from ._envelope import json_safe_text
 from ._errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
@@ -88,15 +89,10 @@ def canonicalize(raw: str, root: Path) -> Path:
 
 
 def printable(path: str) -> str:
-    """``path`` as JSON-safe text: a name that is not UTF-8 on disk shows U+FFFD where bytes are bad
-    (one U+FFFD per byte; Python holds such a byte as a lone surrogate, which JSON cannot carry)."""
-    if path.isascii():
-        return path
-    try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """``path`` as JSON-safe text: a name that is not UTF-8 on disk (Python holds each bad byte as
+    a lone surrogate, which JSON cannot carry) shows U+FFFD where its bytes are not UTF-8, as
+    ``bytes.decode("utf-8", "replace")`` shows them; ``shown_entry`` finds the name again."""
+    return json_safe_text(path)  # type: ignore[no-any-return]
 
 
 def shown_entry(directory: Path, part: str, *, display: str) -> str | None:
@@ -115,7 +111,7 @@ def shown_entry(directory: Path, part: str, *, display: str) -> str | None:
         raise ToolError(
             "ambiguous_path",
             f"{display} matches {len(names)} names that are not UTF-8 on disk ({shown}; U+FFFD stands "
-            "for one byte that is not UTF-8); rename them apart with a shell (mv with $'\\xNN' escapes)",
+            "for bytes that are not UTF-8); rename them apart with a shell (mv with $'\\xNN' escapes)",
         )
     return names[0] if names else None
 
