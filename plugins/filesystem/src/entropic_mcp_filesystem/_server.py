@@ -254,7 +254,8 @@ class FilesystemServer(MCPServerBase):
         if pinned is not None and is_within(pinned, self.root):
             # The permission stage judged this canonical path: operate on exactly it (opened
             # component by component without following links), never on a fresh resolution.
-            if "\ufffd" in raw and on_disk(pinned, self.root) != pinned:  # raises ambiguous_path
+            # a name shown with U+FFFD: on_disk raises ambiguous_path when several entries show so
+            if isinstance(raw, str) and "\ufffd" in raw and on_disk(pinned, self.root) != pinned:
                 raise ToolError(
                     "unsafe_path",
                     f"{raw!r} names a file that is not UTF-8 on disk and appeared after its permission "
@@ -271,7 +272,7 @@ class FilesystemServer(MCPServerBase):
             ctx=ctx,
             argument=argument,
         )
-        if "\ufffd" in raw and resolved.inside:  # a name shown with U+FFFD names its file on disk
+        if isinstance(raw, str) and "\ufffd" in raw and resolved.inside:  # a name shown with U+FFFD: its file
             found = on_disk(resolved.path, self.root)
             if found != resolved.path:
                 if not is_within(found, self.root):
