@@ -2,7 +2,9 @@
 
 Peers, measured in the same run: ``mcp`` 2.x ``MCPServer.call_tool`` on an async and a sync echo,
 and ``mcp`` 1.x ``FastMCP.call_tool`` (in a separate venv, since 1.x and 2.x cannot share one).
-Target: median ≤ 0.5× the 2.x async peer and ≤ 1.0× the 1.x peer.
+Target: median ≤ 0.5× the 2.x async peer and ≤ 1.0× the 1.x peer. ``--callgrind`` counts
+instructions per call instead (valgrind; what a loaded machine cannot stretch), ours and the 2.x
+peer, and records them in bench/results/P1-instructions.toml.
 """
 
 from __future__ import annotations
@@ -121,7 +123,12 @@ def ours() -> Callable[[], dict[str, float]]:
         return {"async": await measure("bench.echo", N), "sync": await measure("bench.echo_sync", N // 10)}
 
     loop.run_until_complete(measure("bench.echo", 2000))  # warm-up
-    return lambda: loop.run_until_complete(one_round())
+
+    def run_round() -> dict[str, float]:
+        return loop.run_until_complete(one_round())
+
+    run_round.calls = lambda n: loop.run_until_complete(measure("bench.echo", n))  # type: ignore[attr-defined]
+    return run_round
 
 
 def peer(python: str) -> dict[str, float]:
@@ -130,9 +137,101 @@ def peer(python: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+PEER_CALLS_CODE = """
+import asyncio, sys
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("echo")
+
+@server.tool()
+async def echo(text: str) -> str:
+    return text
+
+async def main(n):
+    for i in range(2000):  # the same warm-up as ours
+        await server.call_tool("echo", {"text": f"warm {i}"})
+    for i in range(n):
+        await server.call_tool("echo", {"text": f"hi {i}"})
+asyncio.run(main(int(sys.argv[1])))
+"""
+
+CALLGRIND_CALLS = 2000
+
+
+def _instructions(command: list[str]) -> int:
+    import os
+    import re
+
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={Path(tmp) / 'out'}", *command],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(done.stderr[-2000:])
+    return int(found.group(1))
+
+
+def callgrind() -> None:
+    """Instructions per call, ours and the 2.x peer: (setup + warm-up + N calls) - (setup + warm-up)."""
+    import os
+
+    loads = [os.getloadavg()[0]]
+    sides = {
+        "ours": lambda n: [sys.executable, __file__, "--calls", str(n)],
+        "v2": lambda n: [sys.executable, "-c", PEER_CALLS_CODE, str(n)],
+    }
+    per_call = {
+        name: (_instructions(command(CALLGRIND_CALLS)) - _instructions(command(0))) / CALLGRIND_CALLS
+        for name, command in sides.items()
+    }
+    loads.append(os.getloadavg()[0])
+    ratio = per_call["ours"] / per_call["v2"]
+    report(
+        "P1-instructions",
+        [
+            (
+                "P1 instructions per async call vs mcp 2.x",
+                f"{per_call['ours']:,.0f}",
+                f"{per_call['v2']:,.0f}",
+                f"{ratio:.3f}×",
+                "≤ 0.5×",
+            )
+        ],
+    )
+    record(
+        "P1-instructions",
+        [
+            {
+                "id": "P1",
+                "what": f"instructions per call (callgrind, {CALLGRIND_CALLS:,} calls minus none, after the same "
+                "2,000-call warm-up), full pipeline, trivial async tool, the bench's config",
+                "peer": f"`mcp` 2.x `MCPServer.call_tool` async echo {per_call['v2']:,.0f}",
+                "ours": f"{per_call['ours']:,.0f}",
+                "ratio": f"{ratio:.2f}×",
+                "target": "≤ 0.5×",
+                "met": "yes" if ratio <= 0.5 else "**no**",
+                "load": f"{min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores",
+            }
+        ],
+        script="bench/bench_pipeline.py --callgrind",
+    )
+
+
 def main() -> None:
     import os
     import statistics
+
+    if "--calls" in sys.argv:  # a worker of --callgrind: build, warm up, make the calls, exit
+        run, calls = ours(), int(sys.argv[sys.argv.index("--calls") + 1])
+        if calls:
+            run.calls(calls)  # type: ignore[attr-defined]
+        return
+    if "--callgrind" in sys.argv:
+        callgrind()
+        return
 
     ours_round = ours()
     v1_python = peer_python("mcp1", "mcp>=1.9,<2")
