@@ -320,6 +320,15 @@ def _bash_tasks(urls: list[str], tag: str) -> list[Any]:
     assert wait_until(lambda: _sleeper_group(marker) is not None, timeout=HANG)
     listed = json.loads(_text(rpc.call(other, "bash_list", {"format": "json"})))
     running = [run["run_id"] for run in listed["runs"] if run["status"] == "running"]
+    # Its first line read on the other worker first: output reaches the store in chunks (every
+    # 0.25 s), so how much a kill or the task's result still finds unread is a matter of timing.
+    shown: list[str] = []
+
+    def read_started() -> bool:
+        shown.append(_text(rpc.call(other, "bash_output", {"run_id": running[0], "format": "json"})))
+        return "started" in "".join(shown)
+
+    assert wait_until(read_started, timeout=HANG)
     seen.append(json.loads(_text(rpc.call(other, "bash_kill", {"run_id": running[0], "format": "json"})))["status"])
     seen.append(final(created["taskId"]))
     # Cancelled on the other worker: the run's whole process group goes.
