@@ -19,6 +19,15 @@ import pytest
 
 HERE = Path(__file__).parent
 PROBE_SITE = HERE / "probe_site"
+#: The probe plugin's tools, by their canonical names, in listing order.
+PROBE_TOOLS = ("probe.echo", "probe.ended", "probe.fail", "probe.info", "probe.note", "probe.sleep", "probe.slow_ask")
+
+
+def served_names(separator: str) -> list[str]:
+    """The probe tools as serve lists them with ``separator`` between server and tool."""
+    return [name.replace(".", separator, 1) for name in PROBE_TOOLS]
+
+
 ENTROPIC_MCP = Path(sys.executable).with_name("entropic-mcp")
 ERAS = ("2026-07-28", "2025-11-25", "2025-06-18")
 

@@ -17,6 +17,7 @@ from conftest import (
     connect,
     group_alive,
     serve_env,
+    served_names,
     start_http,
     stop,
     wait_until,
@@ -34,15 +35,7 @@ TOKEN = "t0k3n-for-the-integration-tests"
 async def test_list_and_call_over_http(http_serve: HTTPServe, era: str) -> None:
     async with connect(http_serve.url, era) as peer:
         names = [tool.name for tool in await peer.list_all()]
-        assert names == [
-            "probe_echo",
-            "probe_ended",
-            "probe_fail",
-            "probe_info",
-            "probe_note",
-            "probe_sleep",
-            "probe_slow_ask",
-        ]
+        assert names == served_names("_")
         echoed = await peer.call("probe.echo", {"text": "over http"})
         assert echoed.content[0].text == "over http" and echoed.meta[KIND] == "ok"
         failed = await peer.call("probe.fail")

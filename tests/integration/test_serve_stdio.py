@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import BASE_CONFIG, ERAS, connect, group_alive, stdio_params, wait_until, write_project
+from conftest import BASE_CONFIG, ERAS, connect, group_alive, served_names, stdio_params, wait_until, write_project
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -31,15 +31,7 @@ async def test_listing_is_paginated_sorted_and_annotated(tmp_path: Path, era: st
         tools = await peer.list_all()
     names = [tool.name for tool in tools]
     # The default names match what every model API accepts (^[a-zA-Z0-9_-]{1,64}$).
-    assert names == [
-        "probe_echo",
-        "probe_ended",
-        "probe_fail",
-        "probe_info",
-        "probe_note",
-        "probe_sleep",
-        "probe_slow_ask",
-    ]
+    assert names == served_names("_")
     by_name = {tool.name: tool for tool in tools}
     assert by_name["probe_echo"].annotations.read_only_hint is True
     assert by_name["probe_echo"].annotations.open_world_hint is False
@@ -210,15 +202,7 @@ async def test_underscored_names_map_back_through_the_table(tmp_path: Path) -> N
     project = write_project(tmp_path, BASE_CONFIG + '[serve]\ntool_names = "underscored"\n')
     async with connect(stdio_params(project), "2026-07-28") as peer:
         names = [tool.name for tool in await peer.list_all()]
-        assert names == [
-            "probe__echo",
-            "probe__ended",
-            "probe__fail",
-            "probe__info",
-            "probe__note",
-            "probe__sleep",
-            "probe__slow_ask",
-        ]
+        assert names == served_names("__")
         echoed = await peer.call("probe__echo", {"text": "u"})
         assert text_of(echoed) == "u"
 
