@@ -24,6 +24,7 @@ from .._pipeline import CallOutcome
 from .._pipeline._idempotency import key_in_meta
 from .._version import __version__
 from ._approval import (
+    ANSWER_TIMEOUT,
     APPROVAL_MESSAGE,
     CURRENT,
     ElicitingChannel,
@@ -36,6 +37,7 @@ from ._listing import LIST_TTL_MS, InvalidCursor, Listing
 from ._names import ToolNames, exposed_name
 from ._oauth import PRINCIPAL_KEY, Principal
 from ._progress import ProgressRelay, progress_token
+from ._relay import Relay, wire_responses
 from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
 from ._sampling import Delegations, SamplingCall, SessionSampler, answer_for, declares_directives, sampling_of
 from ._sampling import input_required as input_request_result
@@ -83,6 +85,9 @@ class ServeApp:
         # several workers share, so the retry may reach any of them.
         shared = manager.config.storage.shares_state
         self.paused = PausedCalls((lambda: manager.storage) if shared else (lambda: None), settings.state_key)
+        # Questions asked mid-call, answered through whichever worker the retry reaches.
+        self.relay = Relay((lambda: manager.storage) if shared else (lambda: None), ANSWER_TIMEOUT)
+        self.watchers: set[asyncio.Task[None]] = set()
         self.server: Server[Any] = Server(
             "entropic-mcp",
             version=__version__,
@@ -411,19 +416,26 @@ class ServeApp:
         state = params.request_state
         if state is not None:
             rerun = False
-            call = self.suspended.pop(state, None)
-            if call is None:
+            call = self.suspended.get(state)
+            if call is not None and (
+                call.name != internal or call.arguments != arguments or call.conversation != conversation
+            ):
+                call = None
+            if call is not None and call.relayed and not await _off_loop(self.relay.claim, _nonce(state)):
+                call = None  # another worker's retry answered it first: this worker resumes it with that
+            if call is not None:
+                self.suspended.pop(state, None)
+            else:
                 message = await _off_loop(self.paused.take, state, internal, arguments, conversation)
                 if message is not None:  # paused on another worker: run it here, with this answer
                     call = self._start_modern(ctx, internal, arguments, conversation)
                     call.preanswer = (message, answer_from(params.input_responses))
                     waiting, rerun = call.round, True
-            if (
-                call is None
-                or call.name != internal
-                or call.arguments != arguments
-                or call.conversation != conversation
-            ):
+                else:  # asked mid-call by another worker: that one resumes it, this one relays
+                    relayed = await self._hand_over(state, internal, arguments, conversation, params.input_responses)
+                    if relayed is not None:
+                        return relayed
+            if call is None:
                 raise MCPError(
                     code=INVALID_PARAMS,
                     message="Invalid or expired requestState: call the tool again",
@@ -442,6 +454,10 @@ class ServeApp:
         else:
             call = self._start_modern(ctx, internal, arguments, conversation)
             waiting = call.round
+        return await self._settle(call, waiting)
+
+    async def _settle(self, call: SuspendedCall, waiting: Any) -> dict[str, Any]:
+        """The wire answer once ``waiting`` resolves: the call's next question, or its result."""
         try:
             asked = await waiting
         except BaseException:
@@ -453,7 +469,7 @@ class ServeApp:
             # The first question, a tool-call approval: nothing has run yet, so any worker can run it again.
             first = isinstance(asked, tuple) and call.questions == 1 and asked[0].startswith(APPROVAL_MESSAGE)
             state, call.stored = await _off_loop(
-                self.paused.pause, internal, arguments, conversation, asked if first else None
+                self.paused.pause, call.name, call.arguments, call.conversation, asked if first else None
             )
             if call.stored:
                 # Whichever worker the answer reaches runs it again from the start (nothing of it
@@ -465,12 +481,61 @@ class ServeApp:
             self.suspended[state] = call
             assert call.task is not None
             call.task.add_done_callback(self._forget(state))
+            # Asked mid-call: the call waits here; the question is kept in a shared store too, so
+            # the worker the retry reaches can hand the answer over (_relay.py).
+            call.relayed = await _off_loop(self.relay.open, _nonce(state), call.name, call.arguments, call.conversation)
+            if call.relayed:
+                watcher = asyncio.get_running_loop().create_task(self._watch(state, call))
+                self.watchers.add(watcher)
+                watcher.add_done_callback(self.watchers.discard)
             return input_request_result(asked, state)
         assert call.task is not None
         outcome = call.task.result()
         if call.relay is not None:
             await call.relay.close()
-        return {**self._result(outcome, internal), "resultType": "complete"}
+        return {**self._result(outcome, call.name), "resultType": "complete"}
+
+    async def _watch(self, state: str, call: SuspendedCall) -> None:
+        """The owner's side of a relayed question: resume the call with the answer another worker got."""
+        nonce = _nonce(state)
+        answer = await self.relay.answer(nonce, lambda: self.suspended.get(state) is call)
+        if answer is None or self.suspended.pop(state, None) is not call:
+            return
+        if call.relay is not None:
+            call.relay.abort()  # its progress has no request to go out on from here
+        waiting = call.next_round()
+        call.answer(answer_for(call, answer))
+        try:
+            result = await self._settle(call, waiting)
+        except asyncio.CancelledError:
+            await _off_loop(self.relay.publish, nonce, _stopped(call.name))
+            raise
+        except Exception as exc:
+            log.warning("a call resumed with a relayed answer failed", exc_info=True)
+            result = _stopped(call.name, f"{type(exc).__name__}: {exc}")
+        await _off_loop(self.relay.publish, nonce, result)
+
+    async def _hand_over(
+        self, state: str, internal: str, arguments: dict[str, Any], conversation: str, responses: Any
+    ) -> dict[str, Any] | None:
+        """Relay a retry's answers to the worker that asked (None: no question of this deployment's)."""
+        nonce = await _off_loop(self.paused.verify, state, internal, conversation)
+        if nonce is None:
+            return None
+        answer = wire_responses(responses)
+        if not await _off_loop(self.relay.hand_over, nonce, internal, arguments, conversation, answer):
+            return None
+        result = await self.relay.wait(nonce)
+        if result is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=(
+                    "Invalid or expired requestState: the worker that asked this question stopped before it took "
+                    "the answer; call the tool again"
+                ),
+                data={"reason": "asking_worker_gone"},
+            )
+        return result
 
     # -- tasks (the io.modelcontextprotocol/tasks extension; _tasks.py) ----------------------------
 
@@ -621,6 +686,21 @@ class ServeApp:
         connection.exit_stack.callback(self.manager.end_conversation, key)
 
 
+def _nonce(state: str) -> str:
+    return state.partition(".")[0]
+
+
+def _stopped(name: str, why: str = "the worker running it stopped") -> dict[str, Any]:
+    """The tool error a relay answers with when the resumed call ended without an outcome."""
+    message = f"'{name}' did not finish after the answer was handed over ({why}); call it again"
+    return {
+        "content": [{"type": "text", "text": dumps({"error": "call_stopped", "message": message})}],
+        "isError": True,
+        "_meta": {KIND_KEY: "error", DIRECTIVES_KEY: []},
+        "resultType": "complete",
+    }
+
+
 def _declared(tools: list[dict[str, Any]]) -> frozenset[str]:
     """The (internal) names of the tools that declare an ``outputSchema``."""
     return frozenset(tool["name"] for tool in tools if tool.get("outputSchema") is not None)
@@ -643,6 +723,11 @@ async def _off_loop(function: Any, *args: Any) -> Any:
 async def cancel_suspended(app: ServeApp) -> None:
     """Cancel calls still waiting for an answer, and those running as tasks (serve is stopping)."""
     await app.tasks.close()
+    watchers = list(app.watchers)
+    for watcher in watchers:  # a call resumed for another worker's relay: that relay is told
+        watcher.cancel()
+    if watchers:
+        await asyncio.wait(watchers, timeout=5)
     calls = list(app.suspended.values())
     app.suspended.clear()
     for call in calls:

@@ -202,6 +202,9 @@ class SuspendedCall:
         #: Whether its pause is kept in the store (then the call is not kept waiting here: the
         #: worker the answer reaches runs it again from the store's copy).
         self.stored = False
+        #: Whether its current question is kept in the store for another worker to hand the
+        #: answer over (a question asked mid-call: _relay.py).
+        self.relayed = False
 
     def start(self, coroutine: Any) -> None:
         self.task = asyncio.get_running_loop().create_task(coroutine)
@@ -328,14 +331,21 @@ class PausedCalls:
             return state, True
         return state, False
 
+    def verify(self, state: str, name: str, conversation: str) -> str | None:
+        """The nonce of ``state`` when this deployment signed it for this tool and conversation."""
+        nonce, _, mac = state.partition(".")
+        if not nonce or not hmac.compare_digest(mac.encode(), self._mac(nonce, name, conversation).encode()):
+            return None
+        return nonce
+
     def take(self, state: str, name: str, arguments: Any, conversation: str) -> str | None:
         """The question a paused call kept in the store was asked, if ``state`` is this
         deployment's, for this very call, not expired, and not taken before; the record is
         deleted (None: no such call)."""
         from .._errors import StateConflict
 
-        nonce, _, mac = state.partition(".")
-        if not nonce or not hmac.compare_digest(mac.encode(), self._mac(nonce, name, conversation).encode()):
+        nonce = self.verify(state, name, conversation)
+        if nonce is None:
             return None
         store = self._state_store()
         if store is None:
