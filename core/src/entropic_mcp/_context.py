@@ -62,6 +62,9 @@ class CallContext:
     validated: bool = attrs.field(default=False, repr=False)
     #: How the caller names tools (``serve`` with ``tool_names = "underscored"``): messages use it.
     tool_names: Callable[[str], str] | None = attrs.field(default=None, repr=False)
+    #: (the argument dict judged, what the server's ``permission_parts`` prepared for it): set by
+    #: the permission stage, read through ``prepared_for``. One slot for both keeps the call's cost.
+    _prepared: tuple[object, Any] | None = attrs.field(default=None, repr=False, init=False)
 
     @property
     def services(self) -> ToolServices:
@@ -89,6 +92,28 @@ class CallContext:
             stacklevel=2,
         )
         self._host = value
+
+    @property
+    def prepared(self) -> Any:
+        """What the server's ``permission_parts`` found for this call (``PreparedParts.prepared``), or None.
+
+        Set by the permission stage before the tool runs; None when the server prepared nothing
+        or the call did not go through the pipeline. A tool should ask ``prepared_for(args)``,
+        which also checks that it was prepared for these very arguments.
+        """
+        kept = self._prepared
+        return None if kept is None else kept[1]
+
+    def prepared_for(self, args: object) -> Any:
+        """``prepared`` when the permission stage judged exactly ``args`` (the same dict), else None.
+
+        A tool that uses what its permission check found (a canonical path, an environment)
+        uses what was judged rather than working it out again, so nothing can change in between;
+        a context reused for another call, or a call made without the pipeline, gets None and
+        works it out itself.
+        """
+        kept = self._prepared
+        return kept[1] if kept is not None and kept[0] is args else None
 
     def display(self, name: str) -> str:
         """``name`` (``server.tool``) as the caller knows it."""
@@ -124,6 +149,11 @@ def host_of(ctx: object) -> Host | None:
 def bind_host(ctx: CallContext, manager: Host | None) -> None:
     """Set the manager running ``ctx``'s call (the pipeline does, before any stage): core-internal."""
     ctx._host = manager
+
+
+def set_prepared(ctx: CallContext, args: object, prepared: Any) -> None:
+    """Hand the tool what the permission stage found for ``args`` (None: nothing): core-internal."""
+    ctx._prepared = None if prepared is None else (args, prepared)
 
 
 def _services_type() -> type[ToolServices]:

@@ -58,6 +58,24 @@ class PermissionPart:
     contained: bool = False
 
 
+class PreparedParts(list[PermissionPart]):
+    """A server's ``permission_parts`` answer, with what working the parts out found.
+
+    ``permission_parts`` may return one in place of a plain list when the tool will need what
+    the check computed (a canonical path, an environment): the permission stage hands
+    ``prepared`` to the tool as ``ctx.prepared_for(args)``, so the tool uses what was judged
+    instead of working it out a second time (and a link flipped in between changes nothing).
+
+    Args:
+        parts: the parts, as a plain ``permission_parts`` list.
+        prepared: any value; the tool receives it unchanged.
+    """
+
+    def __init__(self, parts: Iterable[PermissionPart] = (), prepared: object = None) -> None:
+        super().__init__(parts)
+        self.prepared = prepared
+
+
 @attrs.frozen(kw_only=True)
 class PartVerdict:
     """How the rules answered one part: the decision and the rule that decided it (None: default)."""
@@ -315,8 +333,23 @@ class PermissionRules:
             self._judged[key] = judged
         return judged
 
-    def _judge(self, parts: Sequence[PermissionPart], *, read_only: bool) -> Verdict:
+    def refusal(self, parts: Sequence[PermissionPart], *, read_only: bool) -> Verdict | None:
+        """The deny verdict of ``parts`` when a deny rule or a shield (protected, private) refuses
+        one of them, else None; a default ``deny`` does not count.
+
+        What holds a plugin's pattern answer (the hook) to the server's own parts: each part is
+        looked at once, and the verdict is only built for a refusal, so the call is judged once,
+        on the parts its answer names.
+        """
         verdicts = tuple(self.verdict(part, read_only=read_only) for part in parts)
+        if any(v.kind in RULE_REFUSALS for v in verdicts):
+            return self._combine(verdicts)
+        return None
+
+    def _judge(self, parts: Sequence[PermissionPart], *, read_only: bool) -> Verdict:
+        return self._combine(tuple(self.verdict(part, read_only=read_only) for part in parts))
+
+    def _combine(self, verdicts: tuple[PartVerdict, ...]) -> Verdict:
         denied = tuple(v.part for v in verdicts if v.decision == "deny")
         if denied:
             return Verdict(decision="deny", asking=denied, verdicts=verdicts)
@@ -366,6 +399,8 @@ REFUSALS = {
     "protected": "a protected policy file",
     "private": "entropic-mcp's store or data directory",
 }
+#: The kinds of part verdict that refuse a call whatever a plugin's pattern answer says.
+RULE_REFUSALS = frozenset({"deny", "protected", "private"})
 FILE_SERVER = "filesystem"
 _GLOB_SPECIAL = re.compile(r"([*?\[])")
 

@@ -385,17 +385,20 @@ class CallPipeline:
                 plan.verdict, plan.rules_version = rules.judge(plan.parts, read_only=not call.write), rules.version
             return self._decided(call, plan.verdict)
         try:
-            if call.snap.impls[PATTERN_HOOK]:
-                parts, call.pattern = self.permission.parts(call.server, call.tool_name, call.args)
-            else:
-                parts = self.permission.own_parts(call.server, call.tool_name, call.args)
-                call.pattern = parts[0].store
+            verdict, call.pattern = self.permission.judge(
+                call.server,
+                call.tool_name,
+                call.args,
+                call.ctx,
+                hooked=call.snap.impls[PATTERN_HOOK],
+                read_only=not call.write,
+            )
         except HookRefusal as refusal:
             if refusal.fault is not None:
                 call.faults.append(refusal.fault)
             call.permission = "deny"
             raise _Refused(ResultKind.REJECTED_HOOK, "refused_by_hook", refusal.message) from None
-        return self._decided(call, rules.judge(parts, read_only=not call.write))
+        return self._decided(call, verdict)
 
     def _decided(self, call: _Call, verdict: Verdict) -> Verdict | None:
         if verdict.decision == "allow":
