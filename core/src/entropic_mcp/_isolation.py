@@ -9,9 +9,9 @@ real SIGINT reached the host (``watch_interrupts`` counts them).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
+import sys
 import threading
 import types
 from collections.abc import Iterator
@@ -66,7 +66,13 @@ def stops_host(exc: BaseException) -> bool:
         return False
     if isinstance(exc, BaseExceptionGroup):
         return any(stops_host(inner) for inner in exc.exceptions)
-    if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+    if isinstance(exc, GeneratorExit):
+        return True
+    # Not imported for this: asyncio costs a listing its biggest import, and no CancelledError
+    # can exist before its module is loaded.
+    exceptions = sys.modules.get("asyncio.exceptions")
+    cancelled = getattr(exceptions, "CancelledError", None)
+    if cancelled is not None and isinstance(exc, cancelled):
         return True
     if isinstance(exc, KeyboardInterrupt):
         return _interrupts > 0

@@ -12,6 +12,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
+from ._entrypoints import FoundEntryPoint, entry_points
 from ._errors import ConfigError, PluginError
 from ._isolation import describe, note_plugin_module, reraise_host_stop, watching_interrupts
 from ._markers import hookimpl as hookimpl
@@ -89,14 +90,24 @@ def _distribution(ep: Any) -> tuple[str | None, str | None]:
     Read from the ``<name>-<version>.dist-info`` directory name when there is one: parsing the
     METADATA file (what ``dist.name`` does) costs more than the rest of start-up together.
     """
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return None, None
-    folder = getattr(getattr(dist, "_path", None), "name", "")
+    if isinstance(ep, FoundEntryPoint):
+        folder = os.path.basename(ep.folder)
+        dist = None
+    else:
+        dist = getattr(ep, "dist", None)
+        if dist is None:
+            return None, None
+        folder = getattr(getattr(dist, "_path", None), "name", "")
     stem = folder.removesuffix(".dist-info")
     if stem != folder and stem.count("-") == 1:
         name, version = stem.split("-")
         return name.replace("_", "-").lower(), version  # the normalised project name
+    if dist is None:  # read from the path, in a folder not named ``<name>-<version>.dist-info``
+        import pathlib
+
+        import importlib_metadata
+
+        dist = importlib_metadata.PathDistribution(pathlib.Path(ep.folder))
     return dist.name, dist.version
 
 
@@ -210,12 +221,10 @@ class Plugins:
 
     def load_entry_points(self, enabled: Iterable[str] | None = None) -> None:
         """Load installed plugins one at a time; ``enabled`` (config) limits which."""
-        import importlib_metadata
-
         disabled = disabled_from_env()
         wanted = None if enabled is None else list(enabled)
         found: dict[str, Any] = {}
-        for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for ep in entry_points(ENTRY_POINT_GROUP):
             found.setdefault(ep.name, ep)
         if wanted is not None:
             missing = [name for name in wanted if name not in found and name not in disabled]

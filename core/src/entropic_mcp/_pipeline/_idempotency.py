@@ -17,7 +17,6 @@ annotation): the key is an entropic-mcp ``_meta`` field, as the conversation key
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import secrets
@@ -32,6 +31,8 @@ from .._kinds import ResultKind
 from ._outcome import CallOutcome
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .._context import CallContext
 
 log = logging.getLogger("entropic_mcp")
@@ -100,6 +101,8 @@ class Idempotency:
 
     async def run(self, run: Run, name: str, args: object, ctx: CallContext) -> CallOutcome:
         """``run(name, args, ctx)`` once for ``ctx.idempotency_key``; a retry gets the first outcome."""
+        import asyncio  # not at import: a listing that never calls must not load it
+
         started = time.perf_counter()
         key = ctx.idempotency_key
         problem = key_error(key)
@@ -146,6 +149,8 @@ class Idempotency:
     async def _first(
         self, run: Run, name: str, args: object, ctx: CallContext, document: str, claim: dict[str, Any]
     ) -> CallOutcome:
+        import asyncio
+
         try:
             outcome = await run(name, args, ctx)
         except BaseException:
@@ -157,6 +162,8 @@ class Idempotency:
 
     async def _settle(self, document: str, claim: dict[str, Any], kept: dict[str, Any] | None) -> None:
         """Store the outcome under the claim (``kept`` None: drop the claim, so a retry runs)."""
+        import asyncio
+
         for attempt in range(5):
             try:
                 await _off_loop(self._store_outcome, document, claim, kept)
@@ -167,6 +174,8 @@ class Idempotency:
 
     def _drop_if_claimed(self, document: str) -> Callable[[asyncio.Future[Any]], None]:
         def drop(claiming: asyncio.Future[Any]) -> None:
+            import asyncio
+
             if not claiming.cancelled() and claiming.exception() is None and claiming.result()[0] == "claimed":
                 claim = claiming.result()[1]
                 asyncio.get_running_loop().create_task(self._settle(document, claim, None))
