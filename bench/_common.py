@@ -82,6 +82,24 @@ def load_average() -> str:
     return f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
 
 
+def load_span(loads: list[float]) -> str:
+    """The lowest and highest 1-minute load average sampled during a run, e.g. ``1.4–1.9 on 2 cores``."""
+    return f"{min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
+
+
+def ratio_spread(ratios: list[float]) -> str:
+    """``median× (min–max×)`` of per-round ratios, the form the rows give a ratio in."""
+    return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}×)"
+
+
+def tree_commit() -> str:
+    """The commit the benchmarked tree is at (short hash), for a results file's header; "" outside git."""
+    done = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def today() -> str:
     return time.strftime("%Y-%m-%d", time.gmtime())
 
