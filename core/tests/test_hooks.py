@@ -183,19 +183,58 @@ def test_a_pattern_hook_answers_only_for_its_own_plugins_servers(tmp_path):
     assert "does not name this tool" in outcome.response.result
 
 
-def test_deny_rules_still_see_the_servers_own_parts_under_a_pattern_hook(tmp_path):
-    from entropic_mcp.testing import call
+def _broad_pattern_manager(tmp_path):
+    """A plugin answering the tool-level pattern for demo.write, under a deny rule on its own parts."""
 
     class Broad:
         @hookimpl
         def entropic_mcp_permission_pattern(self, server, tool, args):
             return "demo.write" if tool == "write" else None
 
-    manager = make_manager(
+    return make_manager(
         tmp_path,
         plugins=[Broad()],
         servers=[DemoServer(root=tmp_path)],
         config={"permissions": {"default": "deny", "allow": ["demo.write"], "deny": ["demo.write:secret*"]}},
     )
+
+
+def test_deny_rules_still_see_the_servers_own_parts_under_a_pattern_hook(tmp_path):
+    manager = _broad_pattern_manager(tmp_path)
     assert call(manager, "demo.write", {"path": "open"}).kind == "ok"
     assert call(manager, "demo.write", {"path": "secret.txt"}).kind == "rejected_permission"
+
+
+def test_a_pattern_hook_answer_is_judged_once(tmp_path, monkeypatch):
+    """The server's own parts are only held against deny rules (each looked at once); the call
+    gets one verdict: its answer's, or the refusal its own parts met."""
+    manager = _broad_pattern_manager(tmp_path)
+    rules = manager.permissions
+    verdicts: list[object] = []
+    looked: list[str] = []
+    judge, refusal, verdict = rules.judge, rules.refusal, rules.verdict
+
+    def judged(parts, **kw):
+        verdicts.append(judge(parts, **kw))
+        return verdicts[-1]
+
+    def refused(parts, **kw):
+        found = refusal(parts, **kw)
+        if found is not None:
+            verdicts.append(found)
+        return found
+
+    monkeypatch.setattr(rules, "judge", judged)
+    monkeypatch.setattr(rules, "refusal", refused)
+    monkeypatch.setattr(rules, "verdict", lambda part, **kw: looked.append(part.store) or verdict(part, **kw))
+    for path, kind in [
+        ("open", "ok"),
+        ("secret.txt", "rejected_permission"),
+        ("open2", "ok"),
+        ("secret2", "rejected_permission"),
+    ]:
+        verdicts.clear()
+        looked.clear()
+        assert call(manager, "demo.write", {"path": path}).kind == kind
+        assert len(verdicts) == 1, (path, verdicts)
+        assert looked.count(f"demo.write:{path}") == 1, (path, looked)

@@ -141,6 +141,7 @@ def confine(
     access: Literal["read", "write"],
     ctx: CallContext | None = None,
     argument: str = "path",
+    resolved: ResolvedPath | None = None,
 ) -> ResolvedPath:
     """Resolve a tool's path argument or raise ``ToolError`` with a code saying how to recover.
 
@@ -156,11 +157,22 @@ def confine(
         access: ``"read"`` or ``"write"``, passed to the approver.
         ctx: the call context (conversation, and the manager that asks the approver).
         argument: the argument's name, for error messages.
+        resolved: ``raw`` as already resolved (by the permission check, with another policy, and
+            handed to the tool as ``ctx.prepared_for``): only the policy is applied, so the tool
+            uses the path that was judged rather than a second look at the tree.
 
     Raises:
         ToolError: ``invalid_args``, ``outside_root`` (``approvable=False``),
             ``outside_root_denied``, ``outside_root_rejected``, ``outside_root_approval_required``.
     """
+    root = Path(os.path.realpath(root))
+    path = _canonical(raw, root, argument) if resolved is None else resolved.path
+    if is_within(path, root):
+        return ResolvedPath(path=path, inside=True, display=relative_display(path, root))
+    return _outside(ResolvedPath(path=path, inside=False, display=str(path)), raw, root, policy, tool, access, ctx)
+
+
+def _canonical(raw: object, root: Path, argument: str) -> Path:
     if not isinstance(raw, str) or not raw:
         raise ToolError("invalid_args", f"'{argument}' must be a non-empty string path relative to the project root")
     if "\x00" in raw:
@@ -178,7 +190,6 @@ def confine(
             "invalid_args",
             f"'{argument}' is {len(raw)} characters long; paths are limited to {MAX_PATH_CHARS}. Use a shorter path",
         )
-    root = Path(os.path.realpath(root))
     path = None
     for _attempt in range(3):
         try:
@@ -192,9 +203,20 @@ def confine(
         raise ToolError(
             "invalid_args", f"'{argument}' could not be resolved: its symbolic links kept changing; call again"
         )
-    if is_within(path, root):
-        return ResolvedPath(path=path, inside=True, display=relative_display(path, root))
-    resolved = ResolvedPath(path=path, inside=False, display=str(path))
+    return path
+
+
+def _outside(
+    resolved: ResolvedPath,
+    raw: object,
+    root: Path,
+    policy: PathPolicy,
+    tool: str,
+    access: Literal["read", "write"],
+    ctx: CallContext | None,
+) -> ResolvedPath:
+    """``resolved`` (outside the root) if the policy lets a tool use it: its lists, then the approver."""
+    path = resolved.path
     if not policy.approvable:
         raise ToolError(
             "outside_root",
