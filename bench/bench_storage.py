@@ -14,6 +14,11 @@ P15: per durable operation <= 2x SQLite full-sync; search <= 5 ms at 100,000 del
 loaded with COPY in the backend's own layout, then searched through the backend). Each run uses a
 schema of its own, dropped at the end.
 
+The tinydb figures (P6, P7) are recorded in bench/results/storage.toml, the rows of
+docs/benchmarks.md, with the load sampled before and after each part; a run with ``--count`` below
+10,000 is a trial and records nothing. The PostgreSQL figures are printed (storage-p15.toml is
+kept by hand from them).
+
 Usage: python bench/bench_storage.py [--count 10000] [--dir DIR] [--postgres-dsn DSN] [--only-postgres]
 """
 
@@ -25,6 +30,7 @@ import re
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -35,6 +41,9 @@ from entropic_mcp import CallOutcome, ServerResponse
 from entropic_mcp._storage._tinydb import TinyDBBackend
 from entropic_mcp.storage import ToolCallRecord
 from tinydb import TinyDB
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import load_span, record, spread, tree_commit
 
 WINDOW = 500  # operations per measuring window
 WORD = re.compile(r"\w+")
@@ -195,21 +204,32 @@ def p6_naive(directory: Path, count: int, texts: list[tuple[str, str, str]]) -> 
 
 
 def p7(backend: TinyDBBackend, sqlite: sqlite3.Connection, directory: Path, queries: list[str]) -> dict[str, float]:
+    """The three searches query by query, their order flipping each query (the naive scan, at
+    ≈ 40 ms a query, on the first 50 only)."""
     clock = time.perf_counter
-    ours = []
+    # Naive TinyDB: the snapshot of our store is a TinyDB file; scan it with a Query.
+    naive_db = TinyDB(directory / "naive-search.json")
+    naive_db.table("delegations").insert_multiple(backend.list_delegations(limit=1_000_000))
+    table = naive_db.table("delegations")
+    sqlite.executescript(
+        """
+        CREATE VIRTUAL TABLE delegations_fts USING fts5(task, summary, content='delegations', content_rowid='rowid');
+        INSERT INTO delegations_fts(rowid, task, summary) SELECT rowid, task, summary FROM delegations WHERE status='completed';
+        """
+    )
+    ours: list[float] = []
+    naive: list[float] = []
+    fts: list[float] = []
     hits = 0
-    for query in queries:
+
+    def run_ours(query: str) -> None:
+        nonlocal hits
         t0 = clock()
         found = backend.search_delegations(query, 3)
         ours.append(clock() - t0)
         hits += bool(found)
 
-    # Naive TinyDB: the snapshot of our store is a TinyDB file; scan it with a Query.
-    naive_db = TinyDB(directory / "naive-search.json")
-    naive_db.table("delegations").insert_multiple(backend.list_delegations(limit=1_000_000))
-    table = naive_db.table("delegations")
-    naive = []
-    for query in queries[:50]:
+    def run_naive(query: str) -> None:
         words = query.lower().split()
 
         def matches(doc: dict, words: list[str] = words) -> bool:
@@ -221,16 +241,8 @@ def p7(backend: TinyDBBackend, sqlite: sqlite3.Connection, directory: Path, quer
         results = table.search(matches)
         results.sort(key=lambda d: (sum(w in d["summary"].lower() for w in words), d["completed_at"]), reverse=True)
         naive.append(clock() - t0)
-    naive_db.close()
 
-    sqlite.executescript(
-        """
-        CREATE VIRTUAL TABLE delegations_fts USING fts5(task, summary, content='delegations', content_rowid='rowid');
-        INSERT INTO delegations_fts(rowid, task, summary) SELECT rowid, task, summary FROM delegations WHERE status='completed';
-        """
-    )
-    fts = []
-    for query in queries:
+    def run_fts(query: str) -> None:
         match = " AND ".join('"' + word.replace('"', '""') + '"' for word in query.split())
         t0 = clock()
         sqlite.execute(
@@ -240,6 +252,12 @@ def p7(backend: TinyDBBackend, sqlite: sqlite3.Connection, directory: Path, quer
             (match,),
         ).fetchall()
         fts.append(clock() - t0)
+
+    for i, query in enumerate(queries):
+        sides = [run_ours, run_fts] + ([run_naive] if i < 50 else [])
+        for run in sides if i % 2 == 0 else reversed(sides):
+            run(query)
+    naive_db.close()
     return {
         "ours": median_ms(ours),
         "ours_p95": sorted(ours)[int(len(ours) * 0.95)] * 1000,
@@ -618,17 +636,21 @@ def main() -> None:
         # Interleaved in chunks, so both see the same moments of a shared, noisy machine.
         ours: list[float] = []
         peer: list[float] = []
-        ours_total = peer_total = 0.0
+        loads = [os.getloadavg()[0]]
         ours_steps = p6_ours(directory, texts[:count], ours)
         peer_steps = p6_sqlite(directory, texts[:count], peer)
-        for _ in range(0, count, CHUNK):
-            t0 = time.perf_counter()
-            backend = next(ours_steps)
-            t1 = time.perf_counter()
-            sqlite = next(peer_steps)
-            t2 = time.perf_counter()
-            ours_total += t1 - t0
-            peer_total += t2 - t1
+        steps: dict[str, Iterator[object]] = {"ours": ours_steps, "peer": peer_steps}
+        totals = {"ours": 0.0, "peer": 0.0}
+        last: dict[str, object] = {}
+        for chunk in range(0, count // CHUNK + bool(count % CHUNK)):
+            for name in ("ours", "peer") if chunk % 2 == 0 else ("peer", "ours"):  # ABAB: the first side flips
+                t0 = time.perf_counter()
+                last[name] = next(steps[name])
+                totals[name] += time.perf_counter() - t0
+        backend, sqlite = last["ours"], last["peer"]
+        assert isinstance(backend, TinyDBBackend) and isinstance(sqlite, sqlite3.Connection)
+        ours_total, peer_total = totals["ours"], totals["peer"]
+        loads.append(os.getloadavg()[0])
         naive, naive_total, naive_10k = p6_naive(directory, args.naive_count, texts)
         first = min(2 * 1000, len(ours))
         o1, o1_mean = window_stats(ours, first)
@@ -651,7 +673,7 @@ def main() -> None:
             f"extrapolated to {count:,}: O(n) per op)"
         )
 
-        def spread(times: list[float]) -> str:
+        def tail(times: list[float]) -> str:
             ordered = sorted(times)
             slow = sum(t for t in times if t > 0.01)
             return (
@@ -659,13 +681,17 @@ def main() -> None:
                 f"max {ordered[-1] * 1000:.0f} ms, {slow:.1f} s in operations over 10 ms"
             )
 
-        print(f"  all ops, ours:   {spread(ours)}")
-        print(f"  all ops, SQLite: {spread(peer)}")
+        print(f"  all ops, ours:   {tail(ours)}")
+        print(f"  all ops, SQLite: {tail(peer)}")
         print(
             f"  total ratio ours/SQLite: {ours_total / peer_total:.2f}x (the absolute total follows the disk's fsync "
             "latency, which both pay once per operation)"
         )
         ratio = o10 / s10
+        windows = [
+            median_ms(ours[at : at + WINDOW]) / median_ms(peer[at : at + WINDOW])
+            for at in range(0, min(len(ours), len(peer)) - WINDOW + 1, WINDOW)
+        ]
         # Flatness against the peer measured in the same moments (the disk's latency drifts during a
         # run on a shared machine), and of the CPU part alone (no fsync), which only size can change.
         flat = (o10 / s10) / (o1 / s1)
@@ -683,7 +709,7 @@ def main() -> None:
         reopened = TinyDBBackend(directory / "ours")
         reopen_ms = (time.perf_counter() - t0) * 1000
         reopened.close()
-        record = ToolCallRecord.from_outcome(
+        audit = ToolCallRecord.from_outcome(
             CallOutcome(
                 name="demo.echo",
                 response=ServerResponse(result="ok"),
@@ -695,12 +721,13 @@ def main() -> None:
         )
         t0 = time.perf_counter()
         for _ in range(10_000):
-            backend.record_tool_call(record)
+            backend.record_tool_call(audit)
         audit_us = (time.perf_counter() - t0) / 10_000 * 1e6
         backend.flush()
         print(f"  (reopening the {end} store: {reopen_ms:.0f} ms; record_tool_call: {audit_us:.1f} µs per call)")
 
-        print(f"P7: search_delegations over {backend.stats()['completed_delegations']:,} completed delegations")
+        completed = backend.stats()["completed_delegations"]
+        print(f"P7: search_delegations over {completed:,} completed delegations")
         queries = [" ".join(rng.sample(vocabulary, rng.choice([1, 1, 2, 2, 3]))) for _ in range(300)]
         result = p7(backend, sqlite, directory, queries)
         print(
@@ -713,6 +740,57 @@ def main() -> None:
         print(f"  ours <= 5 ms: {'PASS' if result['ours'] <= 5 else 'FAIL'}")
         backend.close()
         sqlite.close()
+        loads.append(os.getloadavg()[0])
+        if count >= 10_000:  # a short trial run does not replace the recorded rows
+            load = load_span(loads)
+            print(f"  load {load}; per-window ratio ours/SQLite {spread(windows, '{:.2f}')}×")
+            record(
+                "storage",
+                [
+                    {
+                        "id": "P6",
+                        "what": f"tinydb: {count:,} delegations created + completed, each durable; per op at {end}",
+                        "peer": f"SQLite WAL `synchronous=FULL` {s10:.3f} ms",
+                        "ours": f"{o10:.3f} ms",
+                        "ratio": f"{ratio:.2f}× (per {WINDOW} operations over the run: "
+                        f"{min(windows):.2f}–{max(windows):.2f}×)",
+                        "target": "≤ 4×",
+                        "met": "yes" if ratio <= 4 else "**no**",
+                        "load": load,
+                    },
+                    {
+                        "id": "P6",
+                        "what": f"growth from 1k to {end} (CPU part)",
+                        "peer": "—",
+                        "ours": f"{cpu1 * 1000:.1f} → {cpu10 * 1000:.1f} µs (ours/SQLite {flat:.2f}× from 1k to {end})",
+                        "ratio": f"{cpu10 / cpu1:.2f}×",
+                        "target": "flat",
+                        "met": "yes" if max(flat, cpu10 / cpu1) <= 1.5 else "**no**",
+                        "load": load,
+                    },
+                    {
+                        "id": "P6",
+                        "what": "total",
+                        "peer": f"naive TinyDB ≈ {n10:.0f} ms per operation at 10k; SQLite {peer_total:.2f} s",
+                        "ours": f"{ours_total:.2f} s",
+                        "ratio": f"{ours_total / peer_total:.2f}× SQLite",
+                        "target": "≤ 10 s",
+                        "met": "yes" if ours_total <= 10 else "**no**",
+                        "load": load,
+                    },
+                    {
+                        "id": "P7",
+                        "what": f"`search_delegations` over {completed:,}",
+                        "peer": f"naive TinyDB scan {result['naive']:.1f} ms; SQLite FTS5 {result['fts5']:.3f} ms",
+                        "ours": f"{result['ours']:.3f} ms median ({result['ours_p95']:.3f} ms p95)",
+                        "ratio": "—",
+                        "target": "≤ 5 ms",
+                        "met": "yes" if result["ours"] <= 5 else "**no**",
+                        "load": load,
+                    },
+                ],
+                script=f"bench/bench_storage.py at {tree_commit()}",
+            )
         if args.postgres_dsn:
             postgres_section(args.postgres_dsn, count, directory, texts, queries)
         else:
