@@ -187,3 +187,109 @@ def test_guard_state_is_heuristic_and_nothing_else_is() -> None:
     from entropic_mcp.storage import HEURISTIC_NAMESPACES
 
     assert frozenset({NAMESPACE}) == HEURISTIC_NAMESPACES
+
+
+# -- awaited on the event loop (an AsyncStateStore: PostgreSQL) ----------------------------------
+
+
+class AsyncDictStore(DictStore):
+    """DictStore that can also be awaited; counts which way each operation came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ways: list[str] = []
+
+    def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
+        self.ways.append("thread")
+        return super().load_state(namespace, key)
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        self.ways.append("thread")
+        return super().save_state(namespace, key, value, version)
+
+    async def load_state_async(self, namespace: str, key: str) -> tuple[Any, int]:
+        self.ways.append("loop")
+        return super().load_state(namespace, key)
+
+    async def save_state_async(self, namespace: str, key: str, value: Any, version: int) -> int:
+        self.ways.append("loop")
+        return super().save_state(namespace, key, value, version)
+
+
+async def awaited_call(guards: Guards, name: str, args: dict[str, Any], text: str, **kinds: bool) -> Any:
+    """``call`` as the pipeline runs it: ``load`` before, ``flush`` after."""
+    failed, write = kinds.get("failed", False), kinds.get("write", False)
+    key = name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    state = await guards.load("conv", None)
+    if guards.refusal(state, key, name, write=write) is not None:
+        return "refused"
+    repeats = guards.ran(state, key, name, text, failed=failed, write=write, flag=not write and not failed)
+    await guards.flush(state)
+    return repeats
+
+
+def test_on_the_loop_n_workers_count_as_one_and_no_call_needs_a_thread_after_the_first() -> None:
+    import anyio
+
+    alone = scenario(workers(1, None))
+    store = AsyncDictStore()
+    guards = workers(2, store)
+
+    async def run() -> list[Any]:
+        turn = itertools.cycle(guards)
+        out: list[Any] = []
+        for _ in range(4):
+            out.append(await awaited_call(next(turn), "fs.read", {"path": "a"}, "same text"))
+        for _ in range(4):
+            out.append(await awaited_call(next(turn), "bash.run", {"cmd": "false"}, '{"error": "exit_1"}', failed=True))
+        for i in range(60):
+            out.append(await awaited_call(next(turn), "fs.write", {"path": f"f{i}"}, "ok", write=True))
+        return out
+
+    assert anyio.run(run) == alone
+    # Each worker's first load opens the store in a worker thread; everything after is awaited.
+    assert store.ways[:1] == ["thread"] and store.ways.count("thread") == 2
+    assert set(store.ways[4:]) == {"loop"}
+
+
+def test_on_the_loop_a_save_that_lost_the_race_is_applied_to_the_winner_s_document() -> None:
+    import anyio
+
+    store = AsyncDictStore()
+    first, second = workers(2, store)
+    key = "bash.run\x00{}"
+    first.state("conv", None), second.state("conv", None)  # opened
+
+    async def run() -> Any:
+        a = await first.load("conv", None)
+        b = await second.load("conv", None)  # both loaded version 0
+        first.ran(a, key, "bash.run", '{"error": "x"}', failed=True, write=False, flag=False)
+        second.ran(b, key, "bash.run", '{"error": "x"}', failed=True, write=False, flag=False)
+        await first.flush(a)
+        await second.flush(b)  # conflicts on the loop: re-applied to the stored document in a thread
+        return second.refusal(await second.load("conv", None), key, "bash.run", write=False)
+
+    store.ways.clear()
+    assert anyio.run(run) is not None
+    assert store.ways.count("thread") == 2  # the conflict round's load and save
+    assert store.docs[(NAMESPACE, "conv")][0]["failures"] == {"bash.run#" + f"{_digest_of('{}')}": ["x", 2]}
+
+
+def _digest_of(args: str) -> str:
+    from entropic_mcp._pipeline._guards import shared_key
+
+    return shared_key("bash.run\x00" + args).partition("#")[2]
+
+
+def test_on_the_loop_an_unreachable_store_lets_calls_run_uncounted() -> None:
+    import anyio
+
+    store = AsyncDictStore()
+    (guards,) = workers(1, store)
+    guards.state("conv", None)
+    store.fail = True
+
+    async def run() -> list[Any]:
+        return [await awaited_call(guards, "bash.run", {}, '{"error": "x"}', failed=True) for _ in range(4)]
+
+    assert anyio.run(run) == [0, 0, 0, 0]

@@ -133,6 +133,11 @@ def _short(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_HALF).digest()
 
 
+def _document(conversation_id: str, identity: str | None) -> str:
+    """The store key of a (conversation, identity)'s guard state."""
+    return conversation_id if identity is None else f"{conversation_id}\x1fidentity={identity}"
+
+
 def shared_key(key: str) -> str:
     """A call key as kept in the store: the tool name, then a digest of the arguments."""
     name, _, args = key.partition("\x00")
@@ -153,8 +158,10 @@ class Guards:
         self._lock = threading.Lock()
         self._store_of = store
         self._store: Any = None
-        #: The state may live in a store: the pipeline loads and saves it in a worker thread.
+        #: The state may live in a store: the pipeline loads and saves it (``load``, ``flush``).
         self.shared = store is not None
+        #: The store can be awaited on the event loop (``AsyncStateStore``): no worker thread per call.
+        self._on_loop = False
         #: Identities whose state this process saved in the store (ending a conversation deletes theirs).
         self._identities: set[str | None] = {None}
 
@@ -167,10 +174,11 @@ class Guards:
             except Exception as exc:
                 log.warning("guard state kept in this process's memory: the store could not be opened: %s", exc)
                 candidate = None
-            from .._storage import StateStore
+            from .._storage import AsyncStateStore, StateStore
 
             self._store = candidate if isinstance(candidate, StateStore) else None
             self.shared = self._store is not None
+            self._on_loop = isinstance(candidate, AsyncStateStore)
         return self._store
 
     def state(self, conversation_id: str, identity: str | None) -> GuardState:
@@ -188,16 +196,23 @@ class Guards:
 
     def _shared_state(self, store: Any, conversation_id: str, identity: str | None) -> GuardState:
         """The conversation's state as the store holds it now (memory only for this call when it fails)."""
-        name = conversation_id if identity is None else f"{conversation_id}\x1fidentity={identity}"
-        state = GuardState(shared=name)
+        name = _document(conversation_id, identity)
         try:
-            value, version = store.load_state(NAMESPACE, name)
+            loaded = store.load_state(NAMESPACE, name)
         except Exception as exc:
-            log.warning("guard state of %s could not be read from the store (this call is not counted): %s", name, exc)
-            return GuardState()
-        state.load(value, version)
+            return self._unread(name, exc)
+        return self._loaded(name, identity, loaded)
+
+    def _loaded(self, name: str, identity: str | None, loaded: tuple[Any, int]) -> GuardState:
+        state = GuardState(shared=name)
+        state.load(*loaded)
         self._identities.add(identity)
         return state
+
+    @staticmethod
+    def _unread(name: str, exc: Exception) -> GuardState:
+        log.warning("guard state of %s could not be read from the store (this call is not counted): %s", name, exc)
+        return GuardState()
 
     def end_conversation(self, conversation_id: str) -> None:
         with self._lock:
@@ -210,7 +225,7 @@ class Guards:
         from .._storage._update import update_document
 
         for identity in list(self._identities):
-            name = conversation_id if identity is None else f"{conversation_id}\x1fidentity={identity}"
+            name = _document(conversation_id, identity)
             try:
                 update_document(store, NAMESPACE, name, lambda stored: None, attempts=SAVE_ATTEMPTS)
             except StateConflict:
@@ -339,17 +354,23 @@ class Guards:
     def save(self, state: GuardState) -> None:
         """Write a shared state a call changed, guarded by its version; when another worker saved
         first, load theirs and apply the call to it again. A store that fails: not counted, logged."""
-        from .._errors import StateConflict
-        from .._storage._update import UNCHANGED, update_document
+        save = self._saving(state)
+        if save is not None:
+            self._saved(state, save[0], loaded=save[1])
+
+    def _saving(self, state: GuardState) -> tuple[Callable[[Any], Any], tuple[Any, int]] | None:
+        """The change ``save`` makes (``update_document``'s) and the document it starts from; None
+        when the call changed nothing there is to save."""
+        from .._storage._update import UNCHANGED
 
         if state.pending is None or not state.shared:
-            return
+            return None
         (wire, name, text, failed, write, flag, code), before = state.pending
         state.pending = None
-        store, shared = self._store, state.shared
+        shared = state.shared
         after = state.to_json()
-        if after == before or store is None:
-            return
+        if after == before or self._store is None:
+            return None
         rounds = 0
 
         def apply(value: Any) -> Any:
@@ -367,9 +388,17 @@ class Guards:
             changed = state.to_json()
             return UNCHANGED if changed == loaded else changed
 
+        return apply, (before, state.version)
+
+    def _saved(self, state: GuardState, apply: Callable[[Any], Any], *, loaded: tuple[Any, int] | None) -> None:
+        """``update_document`` with ``apply`` (from ``loaded``, else a fresh load); failures logged."""
+        from .._errors import StateConflict
+        from .._storage._update import update_document
+
+        shared = str(state.shared)
         try:
             _, state.version = update_document(
-                store, NAMESPACE, shared, apply, attempts=SAVE_ATTEMPTS, loaded=(before, state.version)
+                self._store, NAMESPACE, shared, apply, attempts=SAVE_ATTEMPTS, loaded=loaded
             )
         except StateConflict:
             log.warning("guard state of %s kept changing in the store; this call is not counted", shared)
@@ -377,16 +406,44 @@ class Guards:
             log.warning("guard state of %s could not be saved in the store (this call is not counted): %s", shared, exc)
 
     async def load(self, conversation_id: str, identity: str | None) -> GuardState:
-        """``state`` in a worker thread: store I/O never holds the event loop's other calls."""
+        """``state`` without holding the event loop's other calls: awaited on the loop when the
+        store can be (P17: a worker thread per statement cost more than the statement), else in
+        a worker thread (the first call too, which opens the store)."""
+        if self._on_loop and (conversation_id, identity) not in self._states:
+            name = _document(conversation_id, identity)
+            try:
+                loaded = await self._store.load_state_async(NAMESPACE, name)
+            except Exception as exc:
+                return self._unread(name, exc)
+            return self._loaded(name, identity, loaded)
         import anyio.to_thread
 
         return await anyio.to_thread.run_sync(self.state, conversation_id, identity)
 
     async def flush(self, state: GuardState) -> None:
-        """``save`` in a worker thread."""
-        import anyio.to_thread
+        """``save``: its first write awaited on the loop when the store can be, the rounds after a
+        conflict (another worker saved first) in a worker thread; else all in a worker thread."""
+        from .._errors import StateConflict
 
-        await anyio.to_thread.run_sync(self.save, state)
+        if not self._on_loop:
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(self.save, state)
+            return
+        save = self._saving(state)
+        if save is None:
+            return
+        apply, (value, version) = save
+        try:
+            state.version = await self._store.save_state_async(NAMESPACE, str(state.shared), apply(value), version)
+        except StateConflict:
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(lambda: self._saved(state, apply, loaded=None))
+        except Exception as exc:
+            log.warning(
+                "guard state of %s could not be saved in the store (this call is not counted): %s", state.shared, exc
+            )
 
     def notice(self, name: str, repeats: int) -> str:
         """The text put before a repeated answer."""

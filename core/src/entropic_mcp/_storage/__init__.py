@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from .._errors import ConfigError, StorageError
+from ._protocols import AsyncStateStore as AsyncStateStore
 from ._protocols import StateStore as StateStore
 from ._protocols import StorageBackend as StorageBackend
 from ._records import DEFAULT_SCOPE, ToolCallRecord
@@ -88,6 +89,7 @@ def open_storage(config: Config, plugins: PluginHooks) -> StorageBackend | None:
 __all__ = [
     "DEFAULT_SCOPE",
     "MAX_STATE_BYTES",
+    "AsyncStateStore",
     "StateStore",
     "StorageBackend",
     "StorageBackendSpec",

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import StorageError
-from ._protocols import StateStore
+from ._protocols import AsyncStateStore, StateStore
 from ._records import DEFAULT_SCOPE, ToolCallRecord, check_scope
 from ._rules import validate_messages, validate_prune, validate_state
 
@@ -165,8 +165,22 @@ class CheckedStateStorage(CheckedStorage):
         return self.backend.prune_states(namespace, validate_prune(namespace, older_than))  # type: ignore[no-any-return]
 
 
+class CheckedAsyncStateStorage(CheckedStateStorage):
+    """``CheckedStateStorage`` of a backend that is also an ``AsyncStateStore``."""
+
+    async def load_state_async(self, namespace: str, key: str) -> tuple[Any, int]:
+        validate_state(namespace, key)
+        return await self.backend.load_state_async(namespace, key)  # type: ignore[no-any-return]
+
+    async def save_state_async(self, namespace: str, key: str, value: Any, version: int) -> int:
+        validate_state(namespace, key, value, version)
+        return await self.backend.save_state_async(namespace, key, value, version)  # type: ignore[no-any-return]
+
+
 def checked(backend: Any) -> CheckedStorage:
     """``backend`` behind the argument rules (as it is, when it already is)."""
     if isinstance(backend, CheckedStorage):
         return backend
+    if isinstance(backend, AsyncStateStore):
+        return CheckedAsyncStateStorage(backend)
     return CheckedStateStorage(backend) if isinstance(backend, StateStore) else CheckedStorage(backend)

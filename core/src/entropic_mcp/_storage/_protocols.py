@@ -138,3 +138,22 @@ class StateStore(Protocol):
         """Delete the namespace's documents not saved for ``older_than`` seconds (>= 0); returns
         how many. For state whose conversations never say they ended (a client's own keys)."""
         ...
+
+
+@runtime_checkable
+class AsyncStateStore(StateStore, Protocol):
+    """A ``StateStore`` whose load and save can also be awaited on the caller's event loop.
+
+    Optional beside ``StateStore``: for state read and written on every tool call (the pipeline's
+    guard state), where a worker thread per statement costs more than the statement does. Same
+    rules, answers and errors as ``load_state``/``save_state``; a store without it is used through
+    worker threads.
+    """
+
+    async def load_state_async(self, namespace: str, key: str) -> tuple[Any, int]:
+        """``load_state``, awaited."""
+        ...
+
+    async def save_state_async(self, namespace: str, key: str, value: Any, version: int) -> int:
+        """``save_state``, awaited."""
+        ...

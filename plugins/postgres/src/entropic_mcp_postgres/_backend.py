@@ -13,6 +13,7 @@ as soon as the server answers again, so the next operation works without restart
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -21,7 +22,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -274,6 +275,7 @@ class PostgresBackend:
             "keepalives_count": 3,
             "tcp_user_timeout": max(1000, round(deadline * 1000)),
         }
+        self._dsn, self._connect_args = dsn, connect_args
         try:
             first = psycopg.connect(dsn, **connect_args)  # type: ignore[arg-type]
         except psycopg.ProgrammingError as exc:
@@ -318,10 +320,19 @@ class PostgresBackend:
         self._stall = Stall(self._probe, self.where)
         self._watchdog = Watchdog(self._late)
         self._lender = _Lender(self._pool, self._watchdog, deadline)
+        self._loop_conns = _LoopConnections(self._connect_on_loop, pool_max)
         self._audit = AuditBuffer(self._lender.background, batch=audit_batch, seconds=audit_flush_seconds)
         self._indexer = SearchIndexer(self._lender.background, delay=INDEX_DELAY)
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._audit, self._indexer, self._lender, self._pool, self._watchdog, self._stall
+            self,
+            _shutdown,
+            self._audit,
+            self._indexer,
+            self._lender,
+            self._pool,
+            self._watchdog,
+            self._stall,
+            self._loop_conns,
         )
 
     @classmethod
@@ -341,13 +352,24 @@ class PostgresBackend:
 
     # -- connections and transactions --------------------------------------------------------------
 
+    #: Every connection's session settings: statement_timeout so the server stops a statement
+    #: the client has given up on by then.
+    _SESSION = (
+        "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false), "
+        "set_config('statement_timeout', %s, false)"
+    )
+
     def _configure(self, conn: psycopg.Connection) -> None:
-        # statement_timeout: the server stops a statement the client has given up on by then.
-        conn.execute(
-            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false), "
-            "set_config('statement_timeout', %s, false)",
-            (self._search_path, str(max(1, round(self.deadline * 1000)))),
-        )
+        conn.execute(self._SESSION, (self._search_path, str(max(1, round(self.deadline * 1000)))))
+
+    async def _connect_on_loop(self) -> psycopg.AsyncConnection[Any]:
+        conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, **self._connect_args)
+        try:
+            await conn.execute(self._SESSION, (self._search_path, str(max(1, round(self.deadline * 1000)))))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     def _late(self) -> None:
         """An operation passed its deadline (the watchdog's thread): the store is stalled."""
@@ -394,20 +416,26 @@ class PostgresBackend:
                 yield conn
         except StorageError:
             raise
-        except DeadlinePassed:
-            raise PostgresUnavailable(
+        except (DeadlinePassed, psycopg.Error, PoolTimeout) as exc:
+            raise self._failure(exc, what, probing=probing) from None
+
+    def _failure(self, exc: BaseException, what: str, *, probing: bool = False) -> StorageError:
+        """The StorageError an operation's failure is reported as (both ``_transaction`` and
+        ``_on_loop``), with what it means for the store's state."""
+        if isinstance(exc, DeadlinePassed):
+            return PostgresUnavailable(
                 f"{what}: PostgreSQL at {self.where} did not answer within the {self.deadline:g} s deadline "
                 "([storage] options.deadline): the network or the server is stalled. If the operation was a change "
                 "it may or may not have been saved — check before repeating it. Store calls fail at once until the "
                 "server answers again; raise options.deadline if operations are legitimately this slow."
-            ) from None
-        except psycopg.errors.QueryCanceled:
-            raise PostgresUnavailable(
+            )
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return PostgresUnavailable(
                 f"{what}: PostgreSQL at {self.where} cancelled the statement at the {self.deadline:g} s deadline "
                 "(statement_timeout; a lock held elsewhere, or a slow server); nothing was changed. Retry, or raise "
                 "[storage] options.deadline if operations are legitimately this slow."
-            ) from None
-        except PoolTimeout:
+            )
+        if isinstance(exc, PoolTimeout):
             # No connection within the deadline: the pool could not open one either (the server or
             # the network is silent), so the calls after this one fail at once as after a cut.
             if not probing and self._stall.begin():
@@ -416,28 +444,28 @@ class PostgresBackend:
                     self.where,
                     self._timeout,
                 )
-            raise PostgresUnavailable(
+            return PostgresUnavailable(
                 f"{what}: no connection to PostgreSQL at {self.where} within {self._timeout:g} s; is the server "
                 "running? Nothing was changed; the store reconnects by itself once the server answers."
-            ) from None
-        except psycopg.OperationalError as exc:
+            )
+        if isinstance(exc, psycopg.OperationalError):
             # A broken connection is discarded when it goes back to the pool; the idle ones may be
             # just as dead (a restarted server), so check them now rather than failing on each.
             if not self._checking.is_set():
                 self._checking.set()
                 threading.Thread(target=self._check_pool, daemon=True).start()
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise PostgresUnavailable(
+            return PostgresUnavailable(
                 f"{what}: the connection to PostgreSQL at {self.where} failed ({detail}); if it dropped during the "
                 "commit the change may or may not have been saved — check before repeating it. The store "
                 "reconnects by itself once the server answers."
-            ) from None
-        except psycopg.Error as exc:
-            raise StorageError(f"{what} failed in PostgreSQL at {self.where}: {exc}") from None
+            )
+        return StorageError(f"{what} failed in PostgreSQL at {self.where}: {exc}")
 
     def _check_pool(self) -> None:
         try:
             with contextlib.suppress(Exception):
+                self._loop_conns.close_idle()
                 self._lender.return_all()
                 self._pool.check()
         finally:
@@ -860,41 +888,108 @@ class PostgresBackend:
 
     # -- plugin state (StateStore) -----------------------------------------------------------------
 
+    _LOAD_STATE = "SELECT value::text, version FROM states WHERE namespace = %s AND key = %s"
+    _STATE_VERSION = "SELECT version FROM states WHERE namespace = %s AND key = %s"
+
     def load_state(self, namespace: str, key: str) -> tuple[Any, int]:
         validate_state(namespace, key)
         with self._transaction("load_state") as conn:
-            row = conn.execute(
-                "SELECT value::text, version FROM states WHERE namespace = %s AND key = %s", (namespace, key)
-            ).fetchone()
+            row = conn.execute(self._LOAD_STATE, (namespace, key)).fetchone()
         return (None, 0) if row is None else (orjson.loads(row[0]), int(row[1]))
 
     #: durable? -> kind ("insert", "update", "delete") -> the guarded write of ``save_state``.
     _SAVE_STATEMENTS = {durable: _save_statements(durable) for durable in (True, False)}
 
-    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+    def _save(self, namespace: str, key: str, value: Any, version: int) -> tuple[str, str, dict[str, Any]]:
+        """(kind, statement, parameters) of ``save_state``."""
         text = validate_state(namespace, key, value, version)
         kind = "delete" if text is None else "update" if version else "insert"
         params = {"namespace": namespace, "key": key, "value": text, "version": version}
-        statement = self._SAVE_STATEMENTS[namespace not in HEURISTIC_NAMESPACES][kind]
+        return kind, self._SAVE_STATEMENTS[namespace not in HEURISTIC_NAMESPACES][kind], params
+
+    @staticmethod
+    def _missed(namespace: str, key: str, kind: str, version: int, found: Sequence[Any] | None) -> int | None:
+        """After a guarded write that found another version (``found``: the row's version read
+        then; a concurrent writer has committed by then, as the write waited for its row lock):
+        the version to return, None to write again, or ``StateConflict``."""
+        if found is None and kind == "delete":
+            return 0  # nothing stored: nothing to delete, as in the tinydb backend
+        current = 0 if found is None else int(found[0])
+        if current != version:
+            raise StateConflict(
+                f"state {namespace}/{key} is at version {current}, not {version}: someone saved it "
+                "meanwhile; load it again, apply your change to what it holds now, and save again"
+            )
+        return None  # deleted and saved again between the two statements, back at ``version``
+
+    def save_state(self, namespace: str, key: str, value: Any, version: int) -> int:
+        kind, statement, params = self._save(namespace, key, value, version)
         with self._transaction("save_state") as conn:
             while True:
                 row = conn.execute(statement, params).fetchone()
                 if row is not None:
                     return int(row[0])
-                # Read after the write found another version: a concurrent writer has committed by
-                # then (the write waited for its row lock), so the message names what is stored.
-                found = conn.execute(
-                    "SELECT version FROM states WHERE namespace = %s AND key = %s", (namespace, key)
-                ).fetchone()
-                if found is None and kind == "delete":
-                    return 0  # nothing stored: nothing to delete, as in the tinydb backend
-                current = 0 if found is None else int(found[0])
-                if current != version:
-                    raise StateConflict(
-                        f"state {namespace}/{key} is at version {current}, not {version}: someone saved it "
-                        "meanwhile; load it again, apply your change to what it holds now, and save again"
-                    )
-                # Deleted and saved again between the two statements, back at ``version``: write again.
+                found = conn.execute(self._STATE_VERSION, (namespace, key)).fetchone()
+                done = self._missed(namespace, key, kind, version, found)
+                if done is not None:
+                    return done
+
+    # The same two operations awaited on the caller's event loop (``AsyncStateStore``): the guard
+    # state is loaded and saved on every tool call, and a hop to a worker thread for each statement
+    # cost more than the statement (P17 in docs/benchmarks.md). Same statements, same answers, same
+    # errors; the deadline bounds each operation as the watchdog bounds the threads' ones.
+
+    async def load_state_async(self, namespace: str, key: str) -> tuple[Any, int]:
+        validate_state(namespace, key)
+        async with self._on_loop("load_state") as conn:
+            row = await (await conn.execute(self._LOAD_STATE, (namespace, key))).fetchone()
+        return (None, 0) if row is None else (orjson.loads(row[0]), int(row[1]))
+
+    async def save_state_async(self, namespace: str, key: str, value: Any, version: int) -> int:
+        kind, statement, params = self._save(namespace, key, value, version)
+        async with self._on_loop("save_state") as conn:
+            while True:
+                row = await (await conn.execute(statement, params)).fetchone()
+                if row is not None:
+                    return int(row[0])
+                found = await (await conn.execute(self._STATE_VERSION, (namespace, key))).fetchone()
+                done = self._missed(namespace, key, kind, version, found)
+                if done is not None:
+                    return done
+
+    @contextlib.asynccontextmanager
+    async def _on_loop(self, what: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """``_transaction`` for the event loop: a connection of ``_LoopConnections``, the whole
+        operation within the deadline — the wait for a connection by the loop's clock, the
+        statements by the watchdog, which cuts them as it cuts the threads' (cancelling the task
+        instead would have psycopg wait for the server to confirm the cancel: in a partition, never)."""
+        if self._closed:
+            raise StorageError(f"PostgreSQL store {self.where}/{self.schema}: the store is closed")
+        stalled = self._stalled(what)
+        if stalled is not None:
+            raise stalled
+        started = time.monotonic()
+        try:
+            conn = await asyncio.wait_for(self._loop_conns.take(), self._timeout)
+        except TimeoutError:
+            raise self._failure(PoolTimeout("no connection"), what) from None
+        except psycopg.Error as exc:
+            raise self._failure(exc, what) from None
+        clean = False
+        entry = self._watchdog.enter(conn, self.deadline - (time.monotonic() - started))
+        try:
+            yield conn
+            clean = True
+        except StorageError:
+            raise
+        except psycopg.OperationalError as exc:
+            self._loop_conns.close_idle()  # as dead as this one, most likely (a restarted server)
+            raise self._failure(DeadlinePassed(str(exc)) if entry[2] else exc, what) from None
+        except psycopg.Error as exc:
+            raise self._failure(exc, what) from None
+        finally:
+            self._watchdog.leave(entry)
+            self._loop_conns.give_back(conn, clean)
 
     def prune_states(self, namespace: str, older_than: float) -> int:
         seconds = validate_prune(namespace, older_than)
@@ -965,8 +1060,10 @@ def _shutdown(
     pool: ConnectionPool,
     watchdog: Watchdog,
     stall: Stall,
+    loop_conns: _LoopConnections,
 ) -> None:
     stall.close()
+    loop_conns.close_idle()
     audit.cancel()
     audit.flush_quietly()
     # Whatever is still queued is indexed by the next process to start (and searched as queued
@@ -1088,3 +1185,59 @@ class _Lender:
             kept, self._kept = self._kept, []
         for conn in kept:
             self._pool.putconn(conn)
+
+
+class _LoopConnections:
+    """Connections for operations awaited on an event loop (``PostgresBackend._on_loop``).
+
+    Lent to one operation at a time, so psycopg's per-connection lock is never contended and a
+    connection may serve whichever loop borrows it next (tests run one loop after another).
+    Opened on demand, at most ``size`` at once (beyond that an operation waits for one to come
+    back, within its deadline); kept idle for the next operation; any that failed or holds an
+    open transaction is closed instead.
+    """
+
+    def __init__(self, connect: Callable[[], Awaitable[psycopg.AsyncConnection[Any]]], size: int) -> None:
+        self._connect = connect
+        self._size = max(1, size)
+        self._lock = threading.Lock()
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._open = 0
+
+    async def take(self) -> psycopg.AsyncConnection[Any]:
+        while True:
+            with self._lock:
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._size:
+                    self._open += 1
+                    break
+            await asyncio.sleep(0.001)  # all lent: one comes back within a statement's time
+        try:
+            return await self._connect()
+        except BaseException:
+            with self._lock:
+                self._open -= 1
+            raise
+
+    def give_back(self, conn: psycopg.AsyncConnection[Any], clean: bool) -> None:
+        keep = clean and not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        with self._lock:
+            if keep:
+                self._idle.append(conn)
+                return
+            self._open -= 1
+        _finish(conn)
+
+    def close_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+        for conn in idle:
+            _finish(conn)
+
+
+def _finish(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Close an async connection without a loop (all ``AsyncConnection.close`` does is this)."""
+    with contextlib.suppress(Exception):
+        conn.pgconn.finish()

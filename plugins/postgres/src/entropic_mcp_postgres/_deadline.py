@@ -44,7 +44,7 @@ class Watchdog:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def enter(self, conn: psycopg.Connection, seconds: float) -> list[Any]:
+    def enter(self, conn: psycopg.BaseConnection[Any], seconds: float) -> list[Any]:
         """Watch ``conn`` for ``seconds``; the entry's last field turns True once it was cut."""
         entry = [time.monotonic() + seconds, conn, False]
         self._inflight[id(entry)] = entry  # one dict store: atomic, no lock on the hot path
