@@ -7,9 +7,9 @@ importing ``ToolBase`` (whose methods take a ``CallContext``).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 import attrs
@@ -84,7 +84,7 @@ def load_tool_definition(package: str, tool: str) -> ToolDefinition:
     """Load ``tools/<tool>.json`` from ``package``'s data; errors name the file."""
     source = f"{package}/tools/{tool}.json"
     try:
-        text = resources.files(package).joinpath("tools", f"{tool}.json").read_text("utf-8")
+        text = _read_data(package, "tools", f"{tool}.json")
     except (FileNotFoundError, ModuleNotFoundError, NotADirectoryError) as exc:
         raise ToolDefinitionError(f"{source}: tool definition file not found ({exc})") from None
     try:
@@ -95,3 +95,22 @@ def load_tool_definition(package: str, tool: str) -> ToolDefinition:
     if definition.name != tool:
         raise ToolDefinitionError(f"{source}: 'name' is {definition.name!r}, expected {tool!r}")
     return definition
+
+
+def _read_data(package: str, *parts: str) -> str:
+    """A data file of ``package`` as ``importlib.resources`` reads it.
+
+    A package imported from a directory (a wheel's, an editable install's) is read from there:
+    ``importlib.resources`` would bring ``tempfile``, ``zipfile`` and the compression modules into
+    every start-up that lists tools. Any other loader (a zip, a namespace package) goes through it.
+    """
+    import importlib
+    from importlib.machinery import SourceFileLoader, SourcelessFileLoader
+
+    loader = getattr(importlib.import_module(package), "__loader__", None)
+    if isinstance(loader, (SourceFileLoader, SourcelessFileLoader)):
+        with open(os.path.join(os.path.dirname(loader.path), *parts), encoding="utf-8") as fh:
+            return fh.read()
+    from importlib import resources
+
+    return resources.files(package).joinpath(*parts).read_text("utf-8")

@@ -114,13 +114,13 @@ def _distribution(ep: Any) -> tuple[str | None, str | None]:
 def misspelled_optional_hooks(pm: pluggy.PluginManager, plugin: object) -> list[tuple[str, str]]:
     """(hook, likely meant) for ``optionalhook`` implementations no spec declares that are one
     typo away from an entropic-mcp hook (``entropic_mcp_permision_pattern``)."""
-    import difflib
-
-    known = sorted(n for n in dir(hookspecs) if n.startswith("entropic_mcp_"))
-    found = []
+    found: list[tuple[str, str]] = []
     for caller in pm.get_hookcallers(plugin) or ():
         if caller.has_spec() or not caller.name.startswith("entropic_mcp_"):
             continue
+        import difflib  # here: every plugin is checked at start-up, few have such a hook
+
+        known = sorted(n for n in dir(hookspecs) if n.startswith("entropic_mcp_"))
         close = difflib.get_close_matches(caller.name, known, n=1, cutoff=0.8)
         if close:
             found.append((caller.name, close[0]))
