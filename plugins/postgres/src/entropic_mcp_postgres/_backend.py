@@ -970,7 +970,8 @@ class PostgresBackend:
             raise stalled
         started = time.monotonic()
         try:
-            conn = await asyncio.wait_for(self._loop_conns.take(), self._timeout)
+            # An idle connection without a suspension; wait_for (a task of its own) only to open one.
+            conn = self._loop_conns.idle() or await asyncio.wait_for(self._loop_conns.take(), self._timeout)
         except TimeoutError:
             raise self._failure(PoolTimeout("no connection"), what) from None
         except psycopg.Error as exc:
@@ -1203,6 +1204,10 @@ class _LoopConnections:
         self._lock = threading.Lock()
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._open = 0
+
+    def idle(self) -> psycopg.AsyncConnection[Any] | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
 
     async def take(self) -> psycopg.AsyncConnection[Any]:
         while True:
