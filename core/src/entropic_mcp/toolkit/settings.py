@@ -53,11 +53,13 @@ def settings_from_table(
             f"{where}[servers.{server}] unknown key(s) {', '.join(map(repr, unknown))}; "
             f"expected one of: {', '.join(sorted(set(fields) | extra_keys))}"
         )
-    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
+    hints: dict[str, Any] | None = None
     for key, field in fields.items():
         if key not in table:
             continue
+        if hints is None:  # evaluated only for a table that sets something: an empty one is most
+            hints = typing.get_type_hints(cls)  # servers' at start-up, and each is an eval
         values[key] = _setting(table[key], hints.get(field.name, Any), field, f"{where}[servers.{server}] {key}")
     try:
         return typing.cast(_S, typing.cast(Any, cls)(**values))
