@@ -14,7 +14,7 @@ import json
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,9 +54,13 @@ max_turns = 5
 
 
 @contextmanager
-def deployment(tmp_path: Path, workers: int) -> Iterator[tuple[str, list[HTTPServe], tuple[str, str]]]:
+def deployment(
+    tmp_path: Path, workers: int, project: Callable[[Path, str, str], Path] = _project
+) -> Iterator[tuple[str, list[HTTPServe], tuple[str, str]]]:
+    """``workers`` serve processes of ``project`` on one fresh store: (haproxy's URL in front of them
+    or the one worker's, the workers, the store)."""
     with fresh_store() as store:
-        served = [start_http(_project(tmp_path / f"worker{n}", *store)) for n in range(workers)]
+        served = [start_http(project(tmp_path / f"worker{n}", *store)) for n in range(workers)]
         try:
             if workers == 1:
                 yield served[0].url, served, store

@@ -37,7 +37,7 @@ from ._listing import LIST_TTL_MS, InvalidCursor, Listing
 from ._names import ToolNames, exposed_name
 from ._oauth import PRINCIPAL_KEY, Principal
 from ._progress import ProgressRelay, progress_token
-from ._relay import Relay, wire_responses
+from ._relay import CANCEL_POLL, OwnerGone, Relay, wire_responses
 from ._results import CONVERSATION_KEY, DIRECTIVES_KEY, KIND_KEY, call_result
 from ._sampling import Delegations, SamplingCall, SessionSampler, answer_for, declares_directives, sampling_of
 from ._sampling import input_required as input_request_result
@@ -88,6 +88,7 @@ class ServeApp:
         # Questions asked mid-call, answered through whichever worker the retry reaches.
         self.relay = Relay((lambda: manager.storage) if shared else (lambda: None), ANSWER_TIMEOUT)
         self.watchers: set[asyncio.Task[None]] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
         self.server: Server[Any] = Server(
             "entropic-mcp",
             version=__version__,
@@ -488,6 +489,10 @@ class ServeApp:
                 watcher = asyncio.get_running_loop().create_task(self._watch(state, call))
                 self.watchers.add(watcher)
                 watcher.add_done_callback(self.watchers.discard)
+                if self._heartbeat is None or self._heartbeat.done():
+                    self._heartbeat = asyncio.get_running_loop().create_task(
+                        self.relay.keep_alive(lambda: bool(self.watchers))
+                    )
             return input_request_result(asked, state)
         assert call.task is not None
         outcome = call.task.result()
@@ -499,21 +504,44 @@ class ServeApp:
         """The owner's side of a relayed question: resume the call with the answer another worker got."""
         nonce = _nonce(state)
         answer = await self.relay.answer(nonce, lambda: self.suspended.get(state) is call)
-        if answer is None or self.suspended.pop(state, None) is not call:
+        if answer is None:
+            if self.suspended.get(state) is call and await self._withdrawn(nonce):
+                # A relay counted this worker gone and told the client so, or the client cancelled
+                # the retry that brought the answer: nobody will answer it.
+                self.suspended.pop(state, None)
+                call.cancel()
+            return
+        if self.suspended.pop(state, None) is not call:
             return
         if call.relay is not None:
             call.relay.abort()  # its progress has no request to go out on from here
         waiting = call.next_round()
         call.answer(answer_for(call, answer))
+        settling = asyncio.ensure_future(self._settle(call, waiting))
         try:
-            result = await self._settle(call, waiting)
-        except asyncio.CancelledError:
+            while not (await asyncio.wait({settling}, timeout=CANCEL_POLL))[0]:
+                if await self._withdrawn(nonce):  # the relay's request was cancelled, or it gave up
+                    settling.cancel()
+                    await asyncio.wait({settling})
+                    await _off_loop(self.relay.drop, nonce)
+                    return
+            result = settling.result()
+        except asyncio.CancelledError:  # serve is stopping
+            settling.cancel()
+            await asyncio.wait({settling}, timeout=5)
             await _off_loop(self.relay.publish, nonce, _stopped(call.name))
             raise
         except Exception as exc:
             log.warning("a call resumed with a relayed answer failed", exc_info=True)
             result = _stopped(call.name, f"{type(exc).__name__}: {exc}")
         await _off_loop(self.relay.publish, nonce, result)
+
+    async def _withdrawn(self, nonce: str) -> bool:
+        try:
+            return bool(await _off_loop(self.relay.withdrawn, nonce))
+        except Exception as exc:  # the store failing: the call goes on, as on one worker
+            log.debug("relayed question %s: the store did not answer: %s", nonce[:8], exc)
+            return False
 
     async def _hand_over(
         self, state: str, internal: str, arguments: dict[str, Any], conversation: str, responses: Any
@@ -523,19 +551,14 @@ class ServeApp:
         if nonce is None:
             return None
         answer = wire_responses(responses)
-        if not await _off_loop(self.relay.hand_over, nonce, internal, arguments, conversation, answer):
-            return None
-        result = await self.relay.wait(nonce)
-        if result is None:
+        try:
+            if not await _off_loop(self.relay.hand_over, nonce, internal, arguments, conversation, answer):
+                return None
+            return await self.relay.wait(nonce)
+        except OwnerGone as gone:
             raise MCPError(
-                code=INVALID_PARAMS,
-                message=(
-                    "Invalid or expired requestState: the worker that asked this question stopped before it took "
-                    "the answer; call the tool again"
-                ),
-                data={"reason": "asking_worker_gone"},
-            )
-        return result
+                code=INVALID_PARAMS, message=str(gone), data={"reason": "asking_worker_gone", "worker": gone.owner}
+            ) from None
 
     # -- tasks (the io.modelcontextprotocol/tasks extension; _tasks.py) ----------------------------
 
@@ -728,6 +751,12 @@ async def cancel_suspended(app: ServeApp) -> None:
         watcher.cancel()
     if watchers:
         await asyncio.wait(watchers, timeout=5)
+    if app._heartbeat is not None:
+        app._heartbeat.cancel()
+    try:  # relays refuse this worker's questions at once, not after the heartbeat goes stale
+        await _off_loop(app.relay.retire)
+    except Exception as exc:
+        log.warning("the relay heartbeat was not deleted (relays count this worker gone later): %s", exc)
     calls = list(app.suspended.values())
     app.suspended.clear()
     for call in calls:
