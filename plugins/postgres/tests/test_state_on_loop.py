@@ -156,7 +156,8 @@ def test_a_partition_fails_the_loop_at_its_deadline_stalls_the_store_and_it_reco
         started = time.monotonic()
         with pytest.raises(PostgresUnavailable, match="did not answer within the 2 s deadline"):
             asyncio.run(asyncio.wait_for(backend.load_state_async("t", "k"), HANG))
-        assert time.monotonic() - started < 2.0 + 1.5
+        # Cancelling the task instead had psycopg wait ~10 s more for the server to confirm the cancel.
+        assert time.monotonic() - started < 2.0 + 4.0
         # Stalled now, for the threads' operations as for the loop's: they fail without waiting.
         with pytest.raises(PostgresUnavailable, match="has not answered for"):
             backend.load_state("t", "k")

@@ -985,7 +985,11 @@ class PostgresBackend:
             raise
         except psycopg.OperationalError as exc:
             self._loop_conns.close_idle()  # as dead as this one, most likely (a restarted server)
-            raise self._failure(DeadlinePassed(str(exc)) if entry[2] else exc, what) from None
+            if not entry[2]:
+                raise self._failure(exc, what) from None
+            # Cut at the deadline: stalled from now on, even before the watchdog's thread says so.
+            self._late()
+            raise self._failure(DeadlinePassed(str(exc)), what) from None
         except psycopg.Error as exc:
             raise self._failure(exc, what) from None
         finally:
