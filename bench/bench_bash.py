@@ -1,7 +1,9 @@
 """The bash server against its floor (performance.md P11, and a 1 MB output).
 
 Run: ``python bench/bench_bash.py [--rounds N] [--per-round M]`` (defaults 8 and 50). Prints, in
-one run, with the load average at the start and the end:
+one run, with the load average sampled before and after each part, and records in
+bench/results/bash.toml (the rows of docs/benchmarks.md; a run with fewer rounds or calls than the
+defaults is a trial and records nothing):
 
 - ``bash.execute {"command": "true"}`` through the whole in-process pipeline
   (``ServerManager.call``: schema, permission parts from the shell parser, duplicate check,
@@ -15,9 +17,11 @@ one run, with the load average at the start and the end:
   with the sandbox off; target <= 1.3x.
 - the permission check alone (tree-sitter parse and analysis) of a typical chained command.
 
-Rounds alternate A, B, A, B (``--per-round`` calls each, bench_sandbox's ``interleaved``) so
-machine noise hits both sides alike; each side's figure is the median of all its calls, and the
-range is the lowest and highest per-round ratio.
+Rounds alternate A, B / B, A (``--per-round`` calls each, bench_sandbox's ``interleaved``) so
+machine noise hits both sides alike; each side's figure is the median of all its calls, the ratio
+the median of the per-round ratios and its range their lowest and highest. A row also gives the
+CPU per call this process spent on each side, which the machine's load stretches less than wall
+time.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import report
-from bench_sandbox import interleaved, row
+from _common import load_span, record, report, tree_commit
+from bench_sandbox import Figures, cpu_cells, figures_row, interleaved, met, row
 from entropic_mcp import CallContext, ServerManager, config_from_dict
 from entropic_mcp import _sandbox as sandbox
 from entropic_mcp_bash import BashServer
@@ -50,7 +54,24 @@ def main() -> None:
     rounds, per_round = options.rounds, options.per_round
     counter = iter(range(10**9))
     rows: list[tuple[str, ...]] = []
-    load_before = os.getloadavg()[0]
+    records: list[dict[str, object]] = []
+    loads = [os.getloadavg()[0]]
+
+    def keep(row_id: str, what: str, figures: Figures, peer: str, target: str, limit: float) -> None:
+        """A row of docs/benchmarks.md; ``limit`` 0 for a row without a target."""
+        ours, theirs, ratio = figures_row(figures)
+        records.append(
+            {
+                "id": row_id,
+                "what": what,
+                "peer": f"{peer} {theirs}" if peer.endswith("`") else f"{peer}, {theirs}",
+                "ours": ours + "; " + cpu_cells(figures, "the floor's"),
+                "ratio": ratio,
+                "target": target,
+                "met": met(figures, limit) if limit else "—",
+                "tools": tools,
+            }
+        )
 
     with tempfile.TemporaryDirectory(prefix="bench-bash-") as scratch:
         root = Path(scratch).resolve()
@@ -89,16 +110,37 @@ def main() -> None:
 
         off, server = manager_for("off")
         assert not sandbox.sandbox_for("bash").active
+        tools = str(len(off.list_tools()))
         p11 = asyncio.run(interleaved(call(off, "true"), floor_true, rounds, per_round))
+        loads.append(os.getloadavg()[0])
         rows.append(row('P11 bash.execute "true", sandbox off', p11, "subprocess.run(bash -c true)", "<= 1.5x"))
+        keep(
+            "P11",
+            f'`bash.execute "true"`, `[sandbox] mode = "off"` (`bench_bash.py`, {rounds} ABAB rounds of {per_round})',
+            p11,
+            '`subprocess.run(["bash", "-c", "true"])`',
+            "≤ 1.5×",
+            1.5,
+        )
         big = asyncio.run(interleaved(call(off, "cat big.txt"), floor_cat, rounds, max(1, per_round // 2)))
+        loads.append(os.getloadavg()[0])
         rows.append(
             row("bash.execute of 1 MB output, defaults, sandbox off", big, "subprocess.run, captured", "<= 1.3x")
+        )
+        one_mb = (
+            '`bash.execute "cat big.txt"` printing 1 MB, sandbox off, defaults (64 KiB of head and tail kept), same run',
+            big,
         )
         # The whole megabyte kept by the tool (the default keeps 64 KiB of head and tail).
         whole, _ = manager_for("off", {"max_output_bytes": 2_000_000})
         big = asyncio.run(interleaved(call(whole, "cat big.txt"), floor_cat, rounds, max(1, per_round // 2)))
+        loads.append(os.getloadavg()[0])
         rows.append(row("  same, max_output_bytes = 2 MB (all kept)", big, "subprocess.run, captured", "<= 1.3x"))
+        whole_mb = (
+            "same with `max_output_bytes` = 2 MB (the whole megabyte kept by the tool; the result still cut to "
+            "the pipeline's cap)",
+            big,
+        )
         parts = server.permission_parts
         command = {"command": "cd src && git status --short | grep -v '^??' > /tmp/out.txt; timeout 5 pytest -q"}
         parse_samples = []
@@ -114,14 +156,23 @@ def main() -> None:
         default, _ = manager_for(None)
         mechanism = "bubblewrap" if sandbox.sandbox_for("bash").active else "none available: off"
         p11d = asyncio.run(interleaved(call(default, "true"), floor_true, rounds, per_round))
+        loads.append(os.getloadavg()[0])
         rows.append(
             row(f'bash.execute "true", sandbox default ({mechanism})', p11d, "subprocess.run(bash -c true)", "-")
         )
+        # The docs' order: both "true" rows, then the two 1 MB rows.
+        keep("P11", f"same, sandbox at its default (`auto`: {mechanism} here), same run", p11d, "same", "—", 0)
+        keep("—", *one_mb, "`subprocess.run` captured and decoded", "≤ 1.3×", 1.3)
+        keep("—", *whole_mb, "same", "≤ 1.3×", 1.3)
         sandbox.uninstall()
 
-    load_after = os.getloadavg()[0]
-    rows.append((f"load average (1 min) {load_before:.2f} -> {load_after:.2f}, 2 cores", "-", "-", "-", "-"))
+    load = load_span(loads)
+    rows.append((f"load average {load} (sampled before and after each part)", "-", "-", "-", "-"))
     report("bench_bash", [tuple(r) for r in rows])  # type: ignore[misc]
+    if rounds >= 8 and per_round >= 50:  # a short trial run does not replace the recorded rows
+        for r in records:
+            r["load"] = load
+        record("bash", records, script=f"bench/bench_bash.py at {tree_commit()}")
 
 
 if __name__ == "__main__":

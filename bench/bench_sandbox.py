@@ -1,6 +1,8 @@
 """The OS sandbox's cost (issue 22: P16, P11 with it off, git P8 with it on).
 
-Run: ``python bench/bench_sandbox.py [--rounds N] [--per-round M]`` (defaults 6 and 50). Prints:
+Run: ``python bench/bench_sandbox.py [--rounds N] [--per-round M]`` (defaults 8 and 50). Prints,
+and records in bench/results/sandbox.toml (the rows of docs/benchmarks.md; a run with fewer
+rounds or calls than the defaults is a trial and records nothing):
 
 - P16: ``bash.execute {"command": "true"}`` through the in-process pipeline with
   ``[sandbox] mode = "required"`` (bubblewrap) against ``subprocess.run(["bash", "-c", "true"])``;
@@ -12,9 +14,9 @@ Run: ``python bench/bench_sandbox.py [--rounds N] [--per-round M]`` (defaults 6 
 - git P8 (``status`` and ``log 50`` on bench_git's 500-file, 200-commit repository) with the
   sandbox on, against the git CLI; target <= 1.5x.
 
-Rounds alternate A, B, A, B (``--per-round`` calls each) so machine noise hits both sides alike;
-each side's figure is the median of all its calls, and the range is the lowest and highest
-per-round ratio.
+Rounds alternate A, B / B, A (``--per-round`` calls each) so machine noise hits both sides alike;
+each side's figure is the median of all its calls, the ratio the median of the per-round ratios
+and its range their lowest and highest. The load average is sampled before and after each part.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import report
+from _common import load_span, ratio_spread, record, report, tree_commit
 from bench_git import CASES, ENV, TOOLS, build_repo
 from entropic_mcp import CallContext, ServerManager, config_from_dict
 from entropic_mcp import _sandbox as sandbox
@@ -43,10 +46,21 @@ from entropic_mcp_git import GitServer
 Sync = Callable[[], object]
 
 
-#: CPU seconds per call of the last ``interleaved`` run: (this process for ours, the sandbox's
-#: own processes for ours, this process for the floor). Less sensitive to the machine's load
-#: than wall time (the floor's children and our commands are not counted).
-LAST_CPU: tuple[float, float, float] = (0.0, 0.0, 0.0)
+class Figures(NamedTuple):
+    """One interleaved comparison: each side's median call (seconds), the rounds' ratios, and
+    the CPU seconds per call: this process for ours, the sandbox's own processes for ours, this
+    process for the floor. CPU is less sensitive to the machine's load than wall time (the
+    floor's children and our commands are not counted)."""
+
+    ours: float
+    floor: float
+    ratios: list[float]
+    cpu: tuple[float, float, float]
+
+    @property
+    def ratio(self) -> float:
+        """The median of the rounds' ratios (the figure the rows give; the range is theirs too)."""
+        return statistics.median(self.ratios)
 
 
 def sandbox_cpu() -> float:
@@ -71,62 +85,92 @@ def sandbox_cpu() -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-async def interleaved(
-    ours: Callable[[], Awaitable[object]], floor: Sync, rounds: int, per_round: int
-) -> tuple[float, float, float, float]:
-    """(our median, floor median, lowest round ratio, highest round ratio), in seconds."""
-    global LAST_CPU
+async def interleaved(ours: Callable[[], Awaitable[object]], floor: Sync, rounds: int, per_round: int) -> Figures:
+    """Each side's median over all its calls, and each round's ratio of medians.
+
+    Each round runs ``per_round`` calls of each side, ours first in even rounds and the floor
+    first in odd ones (ABBA...), so a side is not always the one that runs after the other."""
     for _ in range(10):  # warm-up: first forks, page cache, tree-sitter
         await ours()
         floor()
     mine: list[float] = []
     theirs: list[float] = []
     ratios = []
-    cpu_ours = cpu_box = cpu_floor = 0.0
-    for _ in range(rounds):
-        a = []
+    cpu = {"ours": 0.0, "box": 0.0, "floor": 0.0}
+
+    async def run_ours() -> list[float]:
+        times = []
         c, box = time.process_time(), sandbox_cpu()
         for _ in range(per_round):
             t = time.perf_counter()
             await ours()
-            a.append(time.perf_counter() - t)
-        cpu_ours += time.process_time() - c
-        cpu_box += sandbox_cpu() - box
-        b = []
+            times.append(time.perf_counter() - t)
+        cpu["ours"] += time.process_time() - c
+        cpu["box"] += sandbox_cpu() - box
+        return times
+
+    def run_floor() -> list[float]:
+        times = []
         c = time.process_time()
         for _ in range(per_round):
             t = time.perf_counter()
             floor()
-            b.append(time.perf_counter() - t)
-        cpu_floor += time.process_time() - c
+            times.append(time.perf_counter() - t)
+        cpu["floor"] += time.process_time() - c
+        return times
+
+    for i in range(rounds):
+        if i % 2 == 0:
+            a = await run_ours()
+            b = run_floor()
+        else:
+            b = run_floor()
+            a = await run_ours()
         mine += a
         theirs += b
         ratios.append(statistics.median(a) / statistics.median(b))
     calls = rounds * per_round
-    LAST_CPU = (cpu_ours / calls, cpu_box / calls, cpu_floor / calls)
-    return statistics.median(mine), statistics.median(theirs), min(ratios), max(ratios)
+    per_call = (cpu["ours"] / calls, cpu["box"] / calls, cpu["floor"] / calls)
+    return Figures(statistics.median(mine), statistics.median(theirs), ratios, per_call)
 
 
-def cpu_row(what: str) -> tuple[str, ...]:
-    ours, box, floor = LAST_CPU
+def cpu_row(what: str, figures: Figures) -> tuple[str, ...]:
+    ours, box, floor = figures.cpu
     extra = f" + {box * 1e6:.0f} us sandbox" if box else ""
     return (f"  {what}: CPU per call", f"{ours * 1e6:.0f} us server{extra}", f"{floor * 1e6:.0f} us", "-", "-")
 
 
-def row(what: str, figures: tuple[float, float, float, float], floor: str, target: str) -> tuple[str, ...]:
-    ours, theirs, low, high = figures
+def row(what: str, figures: Figures, floor: str, target: str) -> tuple[str, ...]:
+    ours, theirs, ratios, _ = figures
+    low, high = min(ratios), max(ratios)
     return (
         what,
         f"{ours * 1000:.2f} ms",
         f"{theirs * 1000:.2f} ms {floor}",
-        f"{ours / theirs:.2f}x ({low:.2f}-{high:.2f}x)",
+        f"{figures.ratio:.2f}x ({low:.2f}-{high:.2f}x)",
         target,
     )
 
 
+def figures_row(figures: Figures) -> tuple[str, str, str]:
+    """(ours, floor, ratio) cells of a docs row: ms, and the rounds' median ratio with their range."""
+    return f"{figures.ours * 1000:.2f} ms", f"{figures.floor * 1000:.2f} ms", ratio_spread(figures.ratios)
+
+
+def cpu_cells(figures: Figures, floor: str) -> str:
+    """The last run's CPU per call, as the rows give it: the server, the sandbox's processes, the floor."""
+    ours, box, theirs = figures.cpu
+    extra = f" + {box * 1e6:.0f} µs in the sandbox" if box else ""
+    return f"CPU per call {ours * 1e6:.0f} µs in the server{extra}, {floor} {theirs * 1e6:.0f} µs"
+
+
+def met(figures: Figures, limit: float) -> str:
+    return "yes" if figures.ratio <= limit else "**no**"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--per-round", type=int, default=50)
     options = parser.parse_args()
     rounds, per_round = options.rounds, options.per_round
@@ -134,7 +178,8 @@ def main() -> None:
     if found.path is None:
         sys.exit(f"no working bwrap: {found.problem}")
     rows: list[tuple[str, ...]] = []
-    started_load = os.getloadavg()[0]
+    records: list[dict[str, object]] = []
+    loads = [os.getloadavg()[0]]
     counter = iter(range(10**9))
 
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as scratch:
@@ -167,11 +212,27 @@ def main() -> None:
 
         on = bash_manager("required")
         assert sandbox.sandbox_for("bash").active
+        bash_tools = str(len(on.list_tools()))
         p16 = asyncio.run(interleaved(true_call(on), floor, rounds, per_round))
+        loads.append(os.getloadavg()[0])
         rows.append(
             row('P16 bash.execute "true", sandbox on (pipeline)', p16, "subprocess.run(bash -c true)", "<= 2.0x")
         )
-        rows.append(cpu_row("P16"))
+        rows.append(cpu_row("P16", p16))
+        ours, theirs, ratio = figures_row(p16)
+        records.append(
+            {
+                "id": "P16",
+                "what": f'`bash.execute "true"` with `[sandbox] mode = "required"` (`bench_sandbox.py --rounds {rounds} '
+                f"--per-round {per_round}`, interleaved rounds)",
+                "peer": f'`subprocess.run(["bash", "-c", "true"])` {theirs}',
+                "ours": ours + "; " + cpu_cells(p16, "the floor's"),
+                "ratio": ratio,
+                "target": "≤ 2.0×",
+                "met": met(p16, 2.0),
+                "tools": bash_tools,
+            }
+        )
 
         prepared = sandbox.sandbox_for("bash").prepare(["bash", "-c", "true"], cwd=root, env=None)
         try:
@@ -187,10 +248,24 @@ def main() -> None:
         off = bash_manager("off")
         assert not sandbox.sandbox_for("bash").active
         p11 = asyncio.run(interleaved(true_call(off), floor, rounds, per_round))
+        loads.append(os.getloadavg()[0])
         rows.append(
             row('P11 bash.execute "true", sandbox off (pipeline)', p11, "subprocess.run(bash -c true)", "<= 1.5x")
         )
-        rows.append(cpu_row("P11"))
+        rows.append(cpu_row("P11", p11))
+        ours, theirs, ratio = figures_row(p11)
+        records.append(
+            {
+                "id": "P11",
+                "what": '`bash.execute "true"`, sandbox off, same run',
+                "peer": f"same, {theirs}",
+                "ours": ours + "; " + cpu_cells(p11, "the floor's"),
+                "ratio": ratio,
+                "target": "≤ 1.5×",
+                "met": met(p11, 1.5),
+                "tools": bash_tools,
+            }
+        )
 
         repo = Path(scratch).resolve() / "repo"
         repo.mkdir()
@@ -218,13 +293,32 @@ def main() -> None:
                 return subprocess.run([git, *command], cwd=repo, env=ENV, check=True, capture_output=True)
 
             figures = asyncio.run(interleaved(tool, cli, max(2, rounds // 2), per_round // 2 or 1))
+            loads.append(os.getloadavg()[0])
             rows.append(row(f"P8 git {case}, sandbox on (tool call)", figures, "git CLI", "<= 1.5x"))
-            rows.append(cpu_row(f"P8 {case}"))
+            rows.append(cpu_row(f"P8 {case}", figures))
+            ours, theirs, ratio = figures_row(figures)
+            name = case.replace(" ", "` ", 1) if " " in case else f"{case}`"
+            records.append(
+                {
+                    "id": "P8",
+                    "what": f"git `{name} with the sandbox on, same run",
+                    "peer": f"`git` CLI {theirs}",
+                    "ours": ours + "; " + cpu_cells(figures, "the CLI's parent"),
+                    "ratio": ratio,
+                    "target": "≤ 1.5×",
+                    "met": met(figures, 1.5),
+                    "tools": str(len(manager.list_tools())),
+                }
+            )
         sandbox.uninstall()
 
-    load = f"load average {started_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs"
-    rows.append((load, "", "", "", ""))
+    load = load_span(loads)
+    rows.append((f"load average {load} (sampled before and after each part)", "", "", "", ""))
     report("bench_sandbox", [tuple(r) for r in rows])  # type: ignore[misc]
+    if rounds >= 8 and per_round >= 50:  # a short trial run does not replace the recorded rows
+        for r in records:
+            r["load"] = load
+        record("sandbox", records, script=f"bench/bench_sandbox.py at {tree_commit()}")
 
 
 if __name__ == "__main__":
