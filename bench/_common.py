@@ -87,6 +87,24 @@ def load_span(loads: list[float]) -> str:
     return f"{min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
 
 
+def verdict(ok: bool, loads: list[float]) -> str:
+    """``yes`` or ``**no**``; past twice as much load as cores, also that a quiet machine might
+    say otherwise (wall times stretch there, and not alike on both sides)."""
+    text = "yes" if ok else "**no**"
+    busiest = max(loads)
+    if busiest > 2 * (os.cpu_count() or 1):
+        text += f", at load {busiest:.0f} (not shown on a quiet machine)"
+    return text
+
+
+def stamp_load(rows: list[dict[str, object]], loads: list[float]) -> None:
+    """Give every row the run's load span and turn a ``met`` given as a bool into its verdict."""
+    for row in rows:
+        row["load"] = load_span(loads)
+        if isinstance(row.get("met"), bool):
+            row["met"] = verdict(bool(row["met"]), loads)
+
+
 def ratio_spread(ratios: list[float]) -> str:
     """``median× (min–max×)`` of per-round ratios, the form the rows give a ratio in."""
     return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}×)"
