@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 from ._commands import LAZY_COMMANDS as LAZY_COMMANDS
+
+#: ``0`` turns off the cache of attrs' generated methods (``entropic_mcp._codecache``).
+CODE_CACHE_SWITCH = "ENTROPIC_MCP_CODE_CACHE"
 
 
 def __getattr__(name: str) -> Any:
@@ -44,6 +48,7 @@ def _hoist_config(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
+    from ._listing import _directory as _listing_directory
     from ._listing import answer_quickly
 
     quick = answer_quickly(_hoist_config(args))
@@ -52,6 +57,12 @@ def main(argv: list[str] | None = None) -> Any:
         sys.stdout.flush()
         return 0
     import gc
+
+    if os.environ.get(CODE_CACHE_SWITCH, "1") not in ("0", "false", "no", "off"):
+        from .. import _codecache
+
+        # Before the core is imported: its attrs classes' methods come compiled from the last run.
+        _codecache.install(os.path.dirname(_listing_directory()))
 
     from ._common import run
     from ._group import cli
