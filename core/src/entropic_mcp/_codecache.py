@@ -10,7 +10,8 @@ each code object under a hash of its source and file name, in one file per inter
 format and attrs version. A run loads the file once, compiles only what it does not hold, and
 writes the file back at exit when it compiled something new.
 
-Only the command line turns it on (``install``), before the core is imported; a process that
+Only the command line turns it on (``install``), before the core is imported, with a file in the
+per-user data directory (a private directory no tool may write: the code loaded from it runs); a process that
 imports the package itself (a host, a test) compiles as attrs does. Nothing changes but where a
 code object comes from: the same source gives the same code object.
 """

@@ -48,7 +48,6 @@ def _hoist_config(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
-    from ._listing import _directory as _listing_directory
     from ._listing import answer_quickly
 
     quick = answer_quickly(_hoist_config(args))
@@ -60,9 +59,12 @@ def main(argv: list[str] | None = None) -> Any:
 
     if os.environ.get(CODE_CACHE_SWITCH, "1") not in ("0", "false", "no", "off"):
         from .. import _codecache
+        from .._userdata import data_dir
 
         # Before the core is imported: its attrs classes' methods come compiled from the last run.
-        _codecache.install(os.path.dirname(_listing_directory()))
+        # Kept in the per-user data directory, which no tool may write (``Config.private_dirs``):
+        # what is loaded from there runs in this process, outside any sandbox.
+        _codecache.install(os.path.join(data_dir(), "cache"))
 
     from ._common import run
     from ._group import cli
