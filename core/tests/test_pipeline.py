@@ -699,18 +699,38 @@ def test_other_server_and_listing_order(tmp_path):
     assert manager.list_tools() is manager.list_tools()  # cached
 
 
-def test_a_nested_call_keeps_the_outer_calls_deadline(tmp_path):
+def test_the_per_call_outcome_and_envelope_makers_set_every_field():
+    import inspect
+
+    import attrs
+    from entropic_mcp import ServerResponse
+    from entropic_mcp._pipeline._outcome import CallOutcome, made
+
+    names = list(inspect.signature(made).parameters)
+    assert [*names, "time"] == [field.name for field in attrs.fields(CallOutcome)]
+    outcome = made(*(f"value of {name}" for name in names))
+    rebuilt = attrs.evolve(outcome)  # the attrs constructor, reading every field back
+    assert rebuilt == outcome and attrs.asdict(rebuilt, recurse=False) == attrs.asdict(outcome, recurse=False)
+    response = ServerResponse._make("text", (), False, {"a": 1}, ({"type": "image"},))
+    assert attrs.asdict(attrs.evolve(response), recurse=False) == attrs.asdict(response, recurse=False)
+    assert ServerResponse._make('{"error": "boom"}', (), True).code == "boom"
+
+
+def _nesting_manager(tmp_path, inner, inner_args, timeouts):
+    """A ``nest.outer`` tool that first calls ``inner`` and then waits 3 s itself; the inner kinds."""
     from entropic_mcp import MCPServerBase, ToolBase
     from entropic_mcp import ToolDefinition as TD
+
+    inner_kinds = []
 
     class Outer(ToolBase):
         definition = TD(name="outer", description="", input_schema={"type": "object"})
 
         async def execute(self, args, ctx):
-            inner = await manager.call("demo.echo", {"text": "inner"}, CallContext(conversation_id="inner"))
-            assert inner.kind == "ok"
-            await anyio.sleep(10)
-            return "never"
+            outcome = await manager.call(inner, inner_args, CallContext(conversation_id="inner"))
+            inner_kinds.append(outcome.kind)
+            await anyio.sleep(3)
+            return "slept"
 
     class Nest(MCPServerBase):
         name = "nest"
@@ -721,10 +741,33 @@ def test_a_nested_call_keeps_the_outer_calls_deadline(tmp_path):
 
     manager = make_manager(
         tmp_path,
-        config={**ALLOW, "pipeline": {"tool_timeouts": {"nest.outer": 0.1}}},
+        config={**ALLOW, "pipeline": {"tool_timeouts": timeouts}},
         servers=[DemoServer(root=tmp_path), Nest(root=tmp_path)],
     )
+    return manager, inner_kinds
+
+
+def test_a_nested_call_keeps_the_outer_calls_deadline(tmp_path):
+    manager, inner_kinds = _nesting_manager(tmp_path, "demo.echo", {"text": "inner"}, {"nest.outer": 0.1})
     assert call(manager, "nest.outer", {}).kind == "timeout"
+    assert inner_kinds == ["ok"]
+
+
+def test_an_outer_call_keeps_its_deadline_after_a_nested_call_that_waited(tmp_path):
+    # The inner call arms its deadline before the outer one does (each arms when it first waits).
+    manager, inner_kinds = _nesting_manager(
+        tmp_path, "demo.slow", {"seconds": 0.05}, {"nest.outer": 0.3, "demo.slow": 5}
+    )
+    assert call(manager, "nest.outer", {}).kind == "timeout"
+    assert inner_kinds == ["ok"]
+
+
+def test_a_nested_call_that_waits_keeps_its_own_deadline(tmp_path):
+    manager, inner_kinds = _nesting_manager(
+        tmp_path, "demo.slow", {"seconds": 10}, {"nest.outer": 0.6, "demo.slow": 0.1}
+    )
+    assert call(manager, "nest.outer", {}).kind == "timeout"
+    assert inner_kinds == ["timeout"]
 
 
 def test_every_outcome_is_written_whole_to_the_audit_trail(tmp_path):

@@ -35,6 +35,9 @@ def dumps(data: Any) -> str:
         return orjson.dumps(_without_surrogates(data)).decode()
 
 
+_new = object.__new__
+_set = object.__setattr__
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -181,7 +184,9 @@ class ToolResult:
         return cls(text=dumps({"error": code, "message": message, **extra}), is_error=True, code=code)
 
 
-@attrs.frozen(kw_only=True)
+# Not slotted: ``_make`` fills a response with one dict, where a slotted frozen class sets each
+# field through ``object.__setattr__`` (P1: one or two responses per call).
+@attrs.frozen(kw_only=True, slots=False)
 class ServerResponse:
     """``{"result": str, "directives": [...], "is_error": bool}`` — failures carry no directives.
 
@@ -220,14 +225,19 @@ class ServerResponse:
 
         A failure without ``code`` gets the one its text states (``error_code_of``).
         """
-        response = cls.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(response, "result", result)
-        setattr_(response, "directives", () if is_error else directives)
-        setattr_(response, "is_error", is_error)
-        setattr_(response, "structured", structured)
-        setattr_(response, "content", content)
-        setattr_(response, "code", (code or error_code_of(result)) if is_error else None)
+        response = _new(cls)
+        _set(
+            response,
+            "__dict__",
+            {
+                "result": result,
+                "directives": () if is_error else directives,
+                "is_error": is_error,
+                "structured": structured,
+                "content": content,
+                "code": (code or error_code_of(result)) if is_error else None,
+            },
+        )
         return response
 
     @classmethod

@@ -6,6 +6,7 @@ import inspect
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from time import perf_counter
 from typing import Any, ClassVar
 
 import orjson
@@ -129,7 +130,7 @@ class MCPServerBase:
         tool = self._tools.get(tool_name)
         if tool is None:
             return ServerResponse.failure(f"Error: unknown tool '{self.name}.{tool_name}'")
-        args = normalize_args(raw_args)
+        args = raw_args if type(raw_args) is dict else normalize_args(raw_args)
         if ctx is None:
             ctx = CallContext()
         if not ctx.validated:
@@ -145,7 +146,49 @@ class MCPServerBase:
                     "invalid_args", f"{problem}. Fix the arguments of '{self.name}.{tool_name}' and call it again."
                 )
         try:
-            return await self._run(tool, args, ctx)
+            run = tool.execute
+            is_async = self._is_async.get(tool_name)
+            if is_async is None:  # a subclass that filled _tools itself
+                is_async = inspect.iscoroutinefunction(run)
+            if is_async:
+                # The first step runs here, timed: most tools finish in it, and then no StepTimer
+                # (a generator per call) is made. One that awaits goes on under the timer.
+                coro: Any = run(args, ctx)
+                start = perf_counter()
+                try:
+                    yielded = coro.send(None)
+                except StopIteration as stop:
+                    value = stop.value
+                    self._held_loop(tool, perf_counter() - start)
+                except BaseException:
+                    self._held_loop(tool, perf_counter() - start)
+                    raise
+                else:
+                    timer = StepTimer(coro, yielded, perf_counter() - start)
+                    try:
+                        value = await timer
+                    finally:
+                        self._held_loop(tool, timer.longest)
+            else:
+                pool = getattr(self, "_pool", None)
+                if pool is None:
+                    from ._workers import WorkerPool
+
+                    pool = self._pool = WorkerPool(self.max_threads, f"entropic-mcp-{self.name}")
+                value = await _in_worker_thread(pool, run, args, ctx)
+            response = ServerResponse._make(value) if type(value) is str else self._to_response(tool, value)
+            if response.is_error:
+                return response
+            key = tool.anchor_key(args)
+            if key and not any(isinstance(d, ContextAnchor) and d.key == key for d in response.directives):
+                response = ServerResponse._make(
+                    response.result,
+                    (*response.directives, ContextAnchor(key=key, content=response.result)),
+                    False,
+                    response.structured,
+                    response.content,
+                )
+            return response
         except ToolError as exc:
             return ServerResponse.refusal(exc.code, exc.message, **exc.extra)
         except BaseException as exc:  # the barrier: one tool never takes the turn down, nor the host
@@ -153,45 +196,16 @@ class MCPServerBase:
             log.debug("tool %s.%s raised", self.name, tool_name, exc_info=True)
             return ServerResponse.failure(failure_text(f"{self.name}.{tool_name}", tool, exc))
 
-    async def _run(self, tool: ToolBase, args: dict[str, Any], ctx: CallContext) -> ServerResponse:
-        run = tool.execute
-        is_async = self._is_async.get(tool.name)
-        if is_async is None:  # a subclass that filled _tools itself
-            is_async = inspect.iscoroutinefunction(run)
-        if is_async:
-            timer = StepTimer(run(args, ctx))
-            try:
-                value = await timer
-            finally:
-                if timer.longest >= LOOP_BLOCK_SECONDS:
-                    log.warning(
-                        "async tool %s.%s blocked the event loop for %.1f s without awaiting: every other call "
-                        "waited, and no timeout could fire (time.sleep or blocking I/O in an async def; await "
-                        "anyio.sleep, or make execute a plain def so it runs in a worker thread)",
-                        self.name,
-                        tool.name,
-                        timer.longest,
-                    )
-        else:
-            pool = getattr(self, "_pool", None)
-            if pool is None:
-                from ._workers import WorkerPool
-
-                pool = self._pool = WorkerPool(self.max_threads, f"entropic-mcp-{self.name}")
-            value = await _in_worker_thread(pool, run, args, ctx)
-        response = self._to_response(tool, value)
-        if response.is_error:
-            return response
-        key = tool.anchor_key(args)
-        if key and not any(isinstance(d, ContextAnchor) and d.key == key for d in response.directives):
-            response = ServerResponse._make(
-                response.result,
-                (*response.directives, ContextAnchor(key=key, content=response.result)),
-                False,
-                response.structured,
-                response.content,
+    def _held_loop(self, tool: ToolBase, longest: float) -> None:
+        if longest >= LOOP_BLOCK_SECONDS:
+            log.warning(
+                "async tool %s.%s blocked the event loop for %.1f s without awaiting: every other call "
+                "waited, and no timeout could fire (time.sleep or blocking I/O in an async def; await "
+                "anyio.sleep, or make execute a plain def so it runs in a worker thread)",
+                self.name,
+                tool.name,
+                longest,
             )
-        return response
 
     def _to_response(self, tool: ToolBase, value: object) -> ServerResponse:
         if type(value) is str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from time import time as _time
 from typing import Any
 
 import attrs
@@ -11,7 +12,9 @@ import attrs
 from .._envelope import ServerResponse
 
 
-@attrs.frozen(kw_only=True)
+# Not slotted: the pipeline builds one per call with ``made`` (one dict), where a slotted frozen
+# class sets each of its 14 fields through ``object.__setattr__`` (P1).
+@attrs.frozen(kw_only=True, slots=False)
 class CallOutcome:
     """What one call came to: the envelope plus how it got there.
 
@@ -81,6 +84,51 @@ class CallOutcome:
             "consecutive_duplicates": self.consecutive_duplicates,
             "hook_faults": list(self.hook_faults),
         }
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def made(
+    name: str,
+    response: ServerResponse,
+    kind: str,
+    elapsed_ms: float,
+    conversation_id: str,
+    identity: str | None,
+    subject: str | None,
+    args: Mapping[str, Any],
+    permission: str | None,
+    pattern: str | None,
+    consecutive_duplicates: int,
+    same_tool_calls: int,
+    hook_faults: tuple[str, ...],
+) -> CallOutcome:
+    """``CallOutcome(...)`` with every field given, for the per-call path: no keyword dict, no
+    per-field ``__setattr__`` (the fields have no validators or converters to skip)."""
+    outcome = _new(CallOutcome)
+    _set(
+        outcome,
+        "__dict__",
+        {
+            "name": name,
+            "response": response,
+            "kind": kind,
+            "elapsed_ms": elapsed_ms,
+            "conversation_id": conversation_id,
+            "identity": identity,
+            "subject": subject,
+            "args": args,
+            "permission": permission,
+            "pattern": pattern,
+            "consecutive_duplicates": consecutive_duplicates,
+            "same_tool_calls": same_tool_calls,
+            "hook_faults": hook_faults,
+            "time": _time(),
+        },
+    )
+    return outcome
 
 
 @attrs.frozen(kw_only=True)

@@ -24,10 +24,10 @@ from .._envelope import ServerResponse, dumps, first_leaf, non_finite
 from .._kinds import KINDS, ResultKind
 from .._server import normalize_args
 from .._tools import result_cap
-from ._deadlines import with_timeout
+from ._deadlines import Deadline, StepTimer
 from ._guards import Guards, GuardState
 from ._hooks import AFTER_HOOK, BEFORE_HOOK, DUPLICATE_HOOK, PATTERN_HOOK, HookFault, HookRefusal
-from ._outcome import BatchOutcome, CallOutcome
+from ._outcome import BatchOutcome, CallOutcome, made
 from ._rules import PermissionPart, Verdict
 
 if TYPE_CHECKING:
@@ -529,32 +529,44 @@ class CallPipeline:
         ctx.result_budget = call.plan.tool.result_budget_bytes
         ctx.validated = True
         timeout = call.plan.timeout
+        deadline = None
+        running = server.execute(call.tool_name, call.args, ctx)
         try:
             if timeout is None:
-                return await server.execute(call.tool_name, call.args, ctx)
-            ctx.deadline = time.monotonic() + timeout
-            return await with_timeout(server.execute(call.tool_name, call.args, ctx), timeout)
-        except TimeoutError:
-            ctx.cancelled.set()
-            extra: dict[str, Any] = {"timeout_seconds": timeout}
-            if ctx.partial:
-                extra["output"] = ctx.partial
-            self._record_run(call, '{"error": "timeout"}', failed=True, code="timeout")
-            raise _Refused(
-                ResultKind.TIMEOUT,
-                "timeout",
-                f"'{call.shown}' did not finish within {timeout:g} s and was cancelled. Narrow the request or raise "
-                "the timeout in config.",
-                **extra,
-            ) from None
+                return await running
+            started = time.monotonic()
+            ctx.deadline = started + timeout
+            # No deadline can pass before the call first waits (it holds the loop until then), so
+            # the watchdog is armed only then: most calls end in their first step (P1).
+            try:
+                waiting = running.send(None)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            deadline = Deadline(started, started + timeout - time.monotonic())
+            return await StepTimer(running, waiting)  # type: ignore[no-any-return]
         except BaseException as exc:
             if type(exc).__name__ != "CancelledError":
                 raise
             ctx.cancelled.set()
+            if deadline is not None and deadline.expired():
+                extra: dict[str, Any] = {"timeout_seconds": timeout}
+                if ctx.partial:
+                    extra["output"] = ctx.partial
+                self._record_run(call, '{"error": "timeout"}', failed=True, code="timeout")
+                raise _Refused(
+                    ResultKind.TIMEOUT,
+                    "timeout",
+                    f"'{call.shown}' did not finish within {timeout:g} s and was cancelled. Narrow the request or "
+                    "raise the timeout in config.",
+                    **extra,
+                ) from None
             self._finish(
                 call, ResultKind.CANCELLED, ServerResponse.refusal("cancelled", f"'{call.shown}' was cancelled.")
             )
             raise
+        finally:
+            if deadline is not None:
+                deadline.leave()
 
     def _record_run(self, call: _Call, text: str, *, failed: bool, flag: bool = False, code: str | None = None) -> None:
         if call.state is not None:
@@ -614,20 +626,20 @@ class CallPipeline:
 
     def _finish(self, call: _Call, kind: ResultKind, response: ServerResponse) -> CallOutcome:
         ctx = call.ctx
-        outcome = CallOutcome(
-            name=call.name,
-            response=response,
-            kind=kind,
-            elapsed_ms=(time.perf_counter() - call.started) * 1000.0,
-            conversation_id=ctx.conversation_id,
-            identity=ctx.identity,
-            subject=ctx.subject,
-            args=call.args,
-            permission=call.permission,
-            pattern=call.pattern,
-            consecutive_duplicates=call.repeats,
-            same_tool_calls=call.run_length,
-            hook_faults=tuple(map(str, call.faults)) if call.faults else (),
+        outcome = made(
+            call.name,
+            response,
+            kind,
+            (time.perf_counter() - call.started) * 1000.0,
+            ctx.conversation_id,
+            ctx.identity,
+            ctx.subject,
+            call.args,
+            call.permission,
+            call.pattern,
+            call.repeats,
+            call.run_length,
+            tuple(map(str, call.faults)) if call.faults else (),
         )
         if call.snap.impls[AFTER_HOOK]:
             server_name, _, tool_name = call.name.partition(".")

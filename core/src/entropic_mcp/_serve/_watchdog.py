@@ -20,7 +20,7 @@ from .._server import MCPServerBase
 
 log = logging.getLogger("entropic_mcp")
 
-_RUN_CODE = MCPServerBase._run.__code__
+_RUN_CODE = MCPServerBase.execute.__code__
 
 
 def holder(thread_id: int) -> str:
