@@ -39,8 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import load_span, record, report, tree_commit
-from bench_sandbox import Figures, cpu_cells, figures_row, interleaved, met, row
+from _common import load_span, record, report, stamp_load, tree_commit
+from bench_sandbox import Figures, cpu_cells, figures_row, interleaved, row, within
 from entropic_mcp import CallContext, ServerManager, config_from_dict
 from entropic_mcp import _sandbox as sandbox
 from entropic_mcp_bash import BashServer
@@ -68,7 +68,7 @@ def main() -> None:
                 "ours": ours + "; " + cpu_cells(figures, "the floor's"),
                 "ratio": ratio,
                 "target": target,
-                "met": met(figures, limit) if limit else "—",
+                "met": within(figures, limit) if limit else "—",
                 "tools": tools,
             }
         )
@@ -170,8 +170,7 @@ def main() -> None:
     rows.append((f"load average {load} (sampled before and after each part)", "-", "-", "-", "-"))
     report("bench_bash", [tuple(r) for r in rows])  # type: ignore[misc]
     if rounds >= 8 and per_round >= 50:  # a short trial run does not replace the recorded rows
-        for r in records:
-            r["load"] = load
+        stamp_load(records, loads)
         record("bash", records, script=f"bench/bench_bash.py at {tree_commit()}")
 
 

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import load_span, ratio_spread, record, report, tree_commit
+from _common import load_span, ratio_spread, record, report, stamp_load, tree_commit
 from bench_git import CASES, ENV, TOOLS, build_repo
 from entropic_mcp import CallContext, ServerManager, config_from_dict
 from entropic_mcp import _sandbox as sandbox
@@ -164,8 +164,8 @@ def cpu_cells(figures: Figures, floor: str) -> str:
     return f"CPU per call {ours * 1e6:.0f} µs in the server{extra}, {floor} {theirs * 1e6:.0f} µs"
 
 
-def met(figures: Figures, limit: float) -> str:
-    return "yes" if figures.ratio <= limit else "**no**"
+def within(figures: Figures, limit: float) -> bool:
+    return figures.ratio <= limit
 
 
 def main() -> None:
@@ -229,7 +229,7 @@ def main() -> None:
                 "ours": ours + "; " + cpu_cells(p16, "the floor's"),
                 "ratio": ratio,
                 "target": "≤ 2.0×",
-                "met": met(p16, 2.0),
+                "met": within(p16, 2.0),
                 "tools": bash_tools,
             }
         )
@@ -262,7 +262,7 @@ def main() -> None:
                 "ours": ours + "; " + cpu_cells(p11, "the floor's"),
                 "ratio": ratio,
                 "target": "≤ 1.5×",
-                "met": met(p11, 1.5),
+                "met": within(p11, 1.5),
                 "tools": bash_tools,
             }
         )
@@ -306,7 +306,7 @@ def main() -> None:
                     "ours": ours + "; " + cpu_cells(figures, "the CLI's parent"),
                     "ratio": ratio,
                     "target": "≤ 1.5×",
-                    "met": met(figures, 1.5),
+                    "met": within(figures, 1.5),
                     "tools": str(len(manager.list_tools())),
                 }
             )
@@ -316,8 +316,7 @@ def main() -> None:
     rows.append((f"load average {load} (sampled before and after each part)", "", "", "", ""))
     report("bench_sandbox", [tuple(r) for r in rows])  # type: ignore[misc]
     if rounds >= 8 and per_round >= 50:  # a short trial run does not replace the recorded rows
-        for r in records:
-            r["load"] = load
+        stamp_load(records, loads)
         record("sandbox", records, script=f"bench/bench_sandbox.py at {tree_commit()}")
 
 
