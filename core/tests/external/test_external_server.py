@@ -65,7 +65,7 @@ async def test_text_becomes_result_and_is_error_is_kept(managers):
     wrong = await manager.servers["f"].pool.loop.run(
         manager.servers["f"].pool.call(_binding("c"), "no_such_tool", {}, None)
     )
-    assert wrong.is_error is True  # the server's own isError result
+    assert wrong["isError"] is True  # the server's own isError result (the pool passes its JSON on)
 
 
 def _binding(conversation):

@@ -29,6 +29,8 @@ log = logging.getLogger("entropic_mcp.external")
 T = TypeVar("T")
 #: A listing longer than this many pages is treated as a server that never ends its pagination.
 MAX_PAGES = 1000
+#: How often the watchdog looks for operations past their timeout while any run (its precision).
+WATCH_SECONDS = 0.05
 
 
 class ClientBroken(Exception):
@@ -112,7 +114,11 @@ class PooledClient:
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._gone = asyncio.Event()
-        self._scopes: set[anyio.CancelScope] = set()
+        #: Operations in flight: their task -> [deadline, what, timeout] (the watchdog reads it).
+        self._operations: dict[asyncio.Task[Any], list[Any]] = {}
+        #: Operations ``break_`` cancelled: their CancelledError is ours, to become ClientBroken.
+        self._cancelled: set[asyncio.Task[Any]] = set()
+        self._watching = False
         self._task: asyncio.Task[None] | None = None
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -239,8 +245,25 @@ class PooledClient:
                 log.warning("pool callback failed for %s", self.config.name, exc_info=True)
 
     def _cancel_operations(self) -> None:
-        for scope in list(self._scopes):
-            scope.cancel()
+        current = asyncio.current_task()
+        for task in list(self._operations):
+            # The operation that noticed the fault raises ClientBroken itself; cancelling its own
+            # task would land on its next await, outside the operation.
+            if task is not current and task not in self._cancelled:
+                self._cancelled.add(task)
+                task.cancel()
+
+    def _watch(self) -> None:
+        """Break the connection once an operation outlives its timeout; re-armed while any run."""
+        now = asyncio.get_running_loop().time()
+        for deadline, what, timeout in list(self._operations.values()):
+            if deadline <= now:
+                self.break_(f"{what} did not answer within {timeout:g} s")
+                break
+        if self._operations and self.broken is None:
+            asyncio.get_running_loop().call_later(WATCH_SECONDS, self._watch)
+        else:
+            self._watching = False
 
     async def aclose(self) -> None:
         """Close the connection and wait (bounded) until the SDK has stopped the process."""
@@ -261,38 +284,60 @@ class PooledClient:
 
         An error the server answered (a JSON-RPC error) is not a fault and passes through.
         """
+        if not self.usable:
+            raise ClientBroken(self.broken or "the connection is closed")
+        # No timer and no cancel scope per call (an anyio scope with a deadline costs about five
+        # times this registration): break_ cancels the registered task, and one watchdog tick
+        # per WATCH_SECONDS, armed only while operations run, enforces the timeouts.
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        cancelling = task.cancelling()
+        self._operations[task] = [math.inf if timeout is None else loop.time() + timeout, what, timeout]
+        if timeout is not None and not self._watching:
+            self._watching = True
+            loop.call_later(WATCH_SECONDS, self._watch)
+        try:
+            result = await operation(self.client.session)
+        except asyncio.CancelledError:
+            if task not in self._cancelled:
+                raise
+            self._cancelled.discard(task)
+            if task.uncancel() > cancelling:
+                raise  # the caller cancelled too: its cancellation wins
+        except Exception as exc:
+            self._fault(exc, what, timeout)
+        else:
+            if self.broken is None:
+                return result
+        finally:
+            del self._operations[task]
+            if task in self._cancelled:  # cancelled, but it ended some other way: take that back
+                self._cancelled.discard(task)
+                task.uncancel()
+        raise ClientBroken(self.broken or f"{what} was cancelled by a connection failure")
+
+    def _fault(self, exc: Exception, what: str, timeout: float | None) -> None:
+        """Break the connection for a fault of it; re-raise anything the server answered."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
         from pydantic import ValidationError
 
-        if not self.usable:
-            raise ClientBroken(self.broken or "the connection is closed")
-        # One scope for both ends: break_ cancels it, and its deadline is the request's timeout.
-        scope = anyio.CancelScope(deadline=math.inf if timeout is None else anyio.current_time() + timeout)
-        self._scopes.add(scope)
-        result: Any = None
-        try:
-            with scope:
-                try:
-                    result = await operation(self.client.session)
-                except MCPError as exc:
-                    if exc.code == CONNECTION_CLOSED:
-                        self.break_(f"closed the connection during {what} (the process exited or crashed)")
-                    elif exc.code == REQUEST_TIMEOUT:
-                        self.break_(f"{what} did not answer within {timeout} s")
-                    else:
-                        raise
-                except ValidationError as exc:
-                    self.break_(f"answered {what} with a malformed result ({exc.error_count()} problem(s))")
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
-                    self.break_(f"connection lost during {what}: {describe(exc)}")
-        finally:
-            self._scopes.discard(scope)
-        if scope.cancelled_caught and self.broken is None:
-            self.break_(f"{what} did not answer within {timeout:g} s")
-        if self.broken is not None:
-            raise ClientBroken(self.broken)
-        return result  # type: ignore[no-any-return]
+        if isinstance(exc, MCPError):
+            if exc.code == CONNECTION_CLOSED:
+                self.break_(f"closed the connection during {what} (the process exited or crashed)")
+            elif exc.code == REQUEST_TIMEOUT:
+                self.break_(f"{what} did not answer within {timeout} s")
+            else:
+                raise exc
+        elif isinstance(exc, ValidationError):
+            self.break_(f"answered {what} with a malformed result ({exc.error_count()} problem(s))")
+        elif isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)):
+            self.break_(f"connection lost during {what}: {describe(exc)}")
+        else:
+            raise exc
+        if self.broken is None:  # pragma: no cover - break_ always sets it
+            raise exc
 
     async def list_tools(self, timeout: float | None) -> Listed:
         """Every page of ``tools/list``; anything short of the end raises ``ToolListIncompleteError``."""
@@ -332,15 +377,17 @@ class PooledClient:
                 )
             seen.add(cursor)
 
-    async def call_tool(self, name: str, args: dict[str, Any], timeout: float | None) -> Any:
-        """``tools/call``; the result as the server sent it (CallToolResult or InputRequiredResult)."""
+    async def call_tool(self, name: str, args: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        """``tools/call``; the result as the server sent it (a JSON object: a CallToolResult or an
+        InputRequiredResult), validated once, by the SDK, against the negotiated version's schema."""
         import mcp_types
 
-        adapter = _call_result_adapter()
         request = mcp_types.CallToolRequest(params=mcp_types.CallToolRequestParams(name=name, arguments=args))
         # send_request, not session.call_tool: the latter re-lists tools to validate output schemas,
-        # which would put unadmitted tools/list requests on the wire.
-        return await self.request(lambda s: s.send_request(request, adapter), timeout, f"tools/call {name!r}")
+        # which would put unadmitted tools/list requests on the wire. send_request validates the
+        # result against the negotiated version and then parses it into the adapter's model; the
+        # pass-through adapter skips that second validation and the models nothing here reads.
+        return await self.request(lambda s: s.send_request(request, _raw_adapter()), timeout, f"tools/call {name!r}")
 
 
 def _lister(params: Any) -> Callable[[Any], Awaitable[Any]]:
@@ -350,14 +397,13 @@ def _lister(params: Any) -> Callable[[Any], Awaitable[Any]]:
     return list_page
 
 
-_CALL_RESULT: Any = None
+_RAW: Any = None
 
 
-def _call_result_adapter() -> Any:
-    global _CALL_RESULT
-    if _CALL_RESULT is None:
-        import mcp_types
+def _raw_adapter() -> Any:
+    global _RAW
+    if _RAW is None:
         from pydantic import TypeAdapter
 
-        _CALL_RESULT = TypeAdapter(mcp_types.CallToolResult | mcp_types.InputRequiredResult)
-    return _CALL_RESULT
+        _RAW = TypeAdapter(Any)
+    return _RAW

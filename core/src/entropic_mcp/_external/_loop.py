@@ -29,9 +29,22 @@ class _Handoff:
     #: Named in the error when ``run_sync`` is called on ``thread`` (it would deadlock).
     _thread_role = "the pool's own thread"
 
+    def here(self) -> bool:
+        """Whether the caller runs on ``loop`` (then a coroutine is awaited in place)."""
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the loop from any thread."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the pool loop from any event loop; cancelling the caller cancels it."""
+        if self.here():
+            return await coro
+        return await asyncio.wrap_future(self.submit(coro))
 
     def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Block the calling thread (never ``thread``) until ``coro`` finishes."""
@@ -65,16 +78,6 @@ class PoolLoop(_Handoff):
     def alive(self) -> bool:
         return self.thread.is_alive() and not self.loop.is_closed()
 
-    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await ``coro`` on the pool loop from any event loop; cancelling the caller cancels it."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover - always called from async code
-            running = None
-        if running is self.loop:
-            return await coro
-        return await asyncio.wrap_future(self.submit(coro))
-
 
 def shared_loop() -> PoolLoop:
     """The process's one pool loop, started on first use."""
@@ -102,8 +105,3 @@ class LocalLoop(_Handoff):
     @property
     def alive(self) -> bool:
         return self.loop.is_running() and not self.loop.is_closed()
-
-    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if asyncio.get_running_loop() is self.loop:
-            return await coro
-        return await asyncio.wrap_future(self.submit(coro))

@@ -13,8 +13,7 @@ import os
 import random
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,29 +133,58 @@ class Admission:
         self.in_flight = 0
         self.peak = 0
 
-    @asynccontextmanager
-    async def slot(self, deadline: float | None) -> AsyncIterator[float]:
-        started = time.monotonic()
-        if deadline is None:
-            await self._semaphore.acquire()
+    def slot(self, deadline: float | None) -> _Slot:
+        """``async with admission.slot(deadline) as waited``: one slot, and the seconds waited for it."""
+        return _Slot(self, deadline)
+
+    async def acquire(self, deadline: float | None) -> float:
+        """Take a slot (waiting at most until ``deadline``); the seconds waited."""
+        semaphore = self._semaphore
+        if not semaphore.locked():
+            # A free slot is taken without suspending: no timer, no clock read.
+            await semaphore.acquire()
+            waited = 0.0
         else:
-            remaining = deadline - started
-            try:
-                if remaining <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(remaining):
-                    await self._semaphore.acquire()
-            except TimeoutError:
-                raise BusyError(
-                    f"no free operation slot before the deadline ({self.slots} in use: max_operations = {self.slots})"
-                ) from None
+            started = time.monotonic()
+            if deadline is None:
+                await semaphore.acquire()
+            else:
+                remaining = deadline - started
+                try:
+                    if remaining <= 0:
+                        raise TimeoutError
+                    async with asyncio.timeout(remaining):
+                        await semaphore.acquire()
+                except TimeoutError:
+                    raise BusyError(
+                        f"no free operation slot before the deadline ({self.slots} in use: "
+                        f"max_operations = {self.slots})"
+                    ) from None
+            waited = time.monotonic() - started
         self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        try:
-            yield time.monotonic() - started
-        finally:
-            self.in_flight -= 1
-            self._semaphore.release()
+        if self.in_flight > self.peak:
+            self.peak = self.in_flight
+        return waited
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._semaphore.release()
+
+
+class _Slot:
+    """One admitted operation as an async context manager (a class: cheaper than a generator)."""
+
+    __slots__ = ("admission", "deadline")
+
+    def __init__(self, admission: Admission, deadline: float | None) -> None:
+        self.admission = admission
+        self.deadline = deadline
+
+    async def __aenter__(self) -> float:
+        return await self.admission.acquire(self.deadline)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.admission.release()
 
 
 class Pool:
@@ -196,6 +224,8 @@ class Pool:
         self._backoff: dict[str, _Backoff] = {}
         self._retiring: set[str] = set()
         self._salt = os.urandom(16)
+        #: key_hash per conversation: the records would otherwise hash once per call.
+        self._hashes: dict[str | None, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refreshing: asyncio.Task[None] | None = None
         self._dirty = False
@@ -213,8 +243,15 @@ class Pool:
         return task
 
     def key_hash(self, conversation: str | None) -> str:
+        known = self._hashes.get(conversation)
+        if known is not None:
+            return known
         text = f"{self.name}\x00{self.plan}\x00{conversation or ''}".encode()
-        return hashlib.sha256(self._salt + text).hexdigest()[:16]
+        digest = hashlib.sha256(self._salt + text).hexdigest()[:16]
+        if len(self._hashes) >= RECORDS:  # one hash per record kept is plenty; start over
+            self._hashes.clear()
+        self._hashes[conversation] = digest
+        return digest
 
     def record(
         self,
@@ -539,14 +576,18 @@ class Pool:
             )
         started = time.monotonic()
         key = self.client_key(binding)
+        admission = self._admission()
         try:
-            async with self._admission().slot(deadline) as waited:
+            waited = await admission.acquire(deadline)
+            try:
                 client = await self._client_for(key, binding.conversation)
                 self._use(client)
                 try:
                     result = await client.call_tool(tool, args, self.config.call_timeout_seconds)
                 finally:
                     self._release(client)
+            finally:
+                admission.release()
         except BaseException as exc:
             self.record(binding.conversation, "call", "wire", "own", time.monotonic() - started, _code(exc))
             raise

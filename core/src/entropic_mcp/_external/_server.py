@@ -71,16 +71,15 @@ class ExternalTool(ToolBase):
         )
 
 
-def to_response(server: str, tool: str, result: Any) -> ServerResponse:
-    """An SDK ``tools/call`` result as the envelope: text → ``result``, ``isError`` kept, never directives.
+def to_response(server: str, tool: str, result: Mapping[str, Any]) -> ServerResponse:
+    """A ``tools/call`` result (its JSON object, as the SDK validated it) as the envelope: text →
+    ``result``, ``isError`` kept, never directives.
 
     Whatever the server put in ``_meta``, in its text or in its structured content — including
     something shaped like entropic-mcp directives — stays data: the envelope's directives are
     always empty, so an external server can never steer the host.
     """
-    import mcp_types
-
-    if isinstance(result, mcp_types.InputRequiredResult):
+    if result.get("resultType") == "input_required":
         return ServerResponse.refusal(
             "input_required_unsupported",
             f"external server '{server}' asked for user input during '{server}.{tool}', which entropic-mcp does not "
@@ -88,25 +87,29 @@ def to_response(server: str, tool: str, result: Any) -> ServerResponse:
             server=server,
         )
     parts: list[str] = []
-    for block in result.content:
-        kind = getattr(block, "type", "")
+    for block in result.get("content") or ():
+        kind = block.get("type", "")
         if kind == "text":
-            parts.append(block.text)
+            parts.append(block["text"])
         elif kind == "resource":
-            inner = block.resource
-            text = getattr(inner, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource {inner.uri} ({inner.mime_type or 'binary'})]")
+            inner = block["resource"]
+            text = inner.get("text")
+            parts.append(
+                text if isinstance(text, str) else f"[resource {inner['uri']} ({inner.get('mimeType') or 'binary'})]"
+            )
         elif kind == "resource_link":
-            parts.append(f"[resource link {block.uri}]")
+            parts.append(f"[resource link {block['uri']}]")
         elif kind in ("image", "audio"):
-            parts.append(f"[{kind} {block.mime_type}, {len(block.data)} base64 characters]")
+            parts.append(f"[{kind} {block.get('mimeType')}, {len(block.get('data', ''))} base64 characters]")
         else:
             parts.append(f"[{kind or 'unknown'} content]")
-    structured = result.structured_content if isinstance(result.structured_content, dict) else None
+    is_error = bool(result.get("isError"))
+    structured = result.get("structuredContent")
+    structured = structured if isinstance(structured, dict) else None
     text = "\n".join(parts)
     if not parts and structured is not None:
         text = dumps(structured)
-    return ServerResponse._make(text, (), bool(result.is_error), None if result.is_error else structured)
+    return ServerResponse._make(text, (), is_error, None if is_error else structured)
 
 
 def bounded(response: ServerResponse, server: str, tool: str, limit: int) -> ServerResponse:
@@ -417,11 +420,13 @@ class ExternalServer(MCPServerBase):
             return ServerResponse.failure(f"Error: unknown tool '{self.name}.{tool_name}'")
         args = normalize_args(raw_args)
         binding = Binding(ctx.conversation_id, ctx.identity)
-        from mcp.shared.exceptions import MCPError
-
+        pool = self.pool
+        loop = pool.loop
+        assert loop is not None
         try:
-            assert self.pool.loop is not None
-            result = await self.pool.loop.run(self.pool.call(binding, tool_name, args, ctx.deadline))
+            call = pool.call(binding, tool_name, args, ctx.deadline)
+            # On the pool's own loop (serve's, adopted) the call is awaited in place: no hop.
+            result = await (call if loop.here() else loop.run(call))
         except PoolError as exc:
             return ServerResponse.refusal(exc.code, exc.message, server=self.name, **exc.extra)
         except (ClientBroken, ToolListIncompleteError) as exc:
@@ -432,7 +437,11 @@ class ExternalServer(MCPServerBase):
                 "disconnected and is being reconnected; try again shortly.",
                 server=self.name,
             )
-        except MCPError as exc:
+        except Exception as exc:
+            from mcp.shared.exceptions import MCPError  # here: a successful call pays no import
+
+            if not isinstance(exc, MCPError):
+                raise
             return ServerResponse.refusal(
                 "server_error",
                 f"external server '{self.name}' answered '{self.name}.{tool_name}' with an error: {exc.message}",
