@@ -12,6 +12,7 @@ from .._pipeline._rules import (
     READ_PATH_TOOLS,
     WRITE_PATH_TOOLS,
     PermissionPart,
+    PreparedParts,
     escape_glob,
     path_part,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "WRITE_PATH_TOOLS",
     "PathPolicy",
     "PermissionPart",
+    "PreparedParts",
     "ResolvedPath",
     "confine",
     "escape_glob",
