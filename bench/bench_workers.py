@@ -18,8 +18,13 @@ per-call latency of each setup and their difference (target <= 0.5 ms), the thro
 (target >= 0.95x), the CPU per call of the workers and of their PostgreSQL server processes, and,
 as a third side of the same interleaved rounds, the **floor**: what the shared state needs per call
 at the least, measured from this process on the same server — the two statements of the guard
-state (a ``SELECT`` by key and the lax guarded ``UPDATE`` of a 1 KB document), one after another,
-alone and each from a worker thread as the pipeline runs them.
+state (a ``SELECT`` by key and the lax guarded ``UPDATE`` of a 1 KB document), one after another:
+awaited on the event loop as the pipeline runs them (``load_state_async``/``save_state_async``),
+with the CPU they cost here and in their PostgreSQL server process; synchronously from one thread;
+and each from a worker thread (how the pipeline ran them before). On CPUs that every process
+shares, the CPU a call costs in all (workers, their PostgreSQL processes, haproxy, this generator)
+sets the throughput: the floor's CPU added to the affinity setup's gives the best ratio the
+stateless setup can reach (the **ceiling**).
 """
 
 from __future__ import annotations
@@ -116,25 +121,33 @@ def _worker(project: Path) -> tuple[subprocess.Popen[bytes], int]:
 FLOOR_PAIRS = 400
 
 
-def _floor(dsn: str, schema: str) -> tuple[Callable[[], float], list[tuple[float, float, float]]]:
-    """A side measuring the guard state's two statements per call: median ms alone, with hops, and
-    alone with a durable commit (what the guards paid before their namespace was made lax)."""
+def _floor(dsn: str, schema: str) -> tuple[Callable[[], float], list[tuple[float, ...]]]:
+    """A side measuring the guard state's two statements per call: median ms on the event loop,
+    alone from one thread, with a worker-thread hop each, and alone with a durable commit (what
+    the guards paid before their namespace was made lax); then the CPU ms per pair on the loop of
+    this process and of its PostgreSQL server process."""
     import anyio
     import anyio.to_thread
     import psycopg
+    import uvloop
+    from entropic_mcp.storage import HEURISTIC_NAMESPACES
     from entropic_mcp_postgres._backend import PostgresBackend
 
     lax, durable = PostgresBackend._SAVE_STATEMENTS[False]["update"], PostgresBackend._SAVE_STATEMENTS[True]["update"]
     conn = psycopg.connect(dsn, autocommit=True)
     conn.execute(f"SET search_path = {schema}")
-    value = json.dumps({"seen": "A" * 1024, "last_key": "probe.echo#0123456789abcdef", "repeats": 0})
+    (namespace,) = HEURISTIC_NAMESPACES
+    document = {"seen": "A" * 1024, "last_key": "probe.echo#0123456789abcdef", "repeats": 0}
+    value = json.dumps(document)
     conn.execute(
         "INSERT INTO states (namespace, key, version, value, updated_at) VALUES ('bench.floor', 'k', 1, %s, now()) "
         "ON CONFLICT DO NOTHING",
         (value,),
     )
     params = {"namespace": "bench.floor", "key": "k", "value": value, "version": 0}
-    found: list[tuple[float, float, float]] = []
+    found: list[tuple[float, ...]] = []
+    store = PostgresBackend(dsn, schema=schema, pool_min=1, pool_max=2)
+    store.save_state(namespace, "bench-floor", document, store.load_state(namespace, "bench-floor")[1])
 
     def load() -> None:
         row = conn.execute(
@@ -145,6 +158,20 @@ def _floor(dsn: str, schema: str) -> tuple[Callable[[], float], list[tuple[float
 
     def save(update: str = lax) -> None:
         assert conn.execute(update, params).fetchone() is not None
+
+    async def looped() -> tuple[list[float], float, float]:
+        """The pairs as the pipeline awaits them, and the CPU they took in both processes."""
+        async with store._on_loop("pid") as loop_conn:
+            server = psutil.Process(int((await (await loop_conn.execute("SELECT pg_backend_pid()")).fetchone())[0]))
+        times = []
+        cpu, server_cpu = time.process_time(), sum(server.cpu_times()[:2])
+        for _ in range(FLOOR_PAIRS):
+            started = time.perf_counter()
+            loaded, version = await store.load_state_async(namespace, "bench-floor")
+            await store.save_state_async(namespace, "bench-floor", loaded, version)
+            times.append(time.perf_counter() - started)
+        cpu, server_cpu = time.process_time() - cpu, sum(server.cpu_times()[:2]) - server_cpu
+        return times, cpu / FLOOR_PAIRS * 1000, server_cpu / FLOOR_PAIRS * 1000
 
     async def pairs() -> tuple[list[float], list[float], list[float]]:
         alone, hopped, flushed = [], [], []
@@ -165,8 +192,10 @@ def _floor(dsn: str, schema: str) -> tuple[Callable[[], float], list[tuple[float
 
     def run() -> float:
         started = time.perf_counter()
+        on_loop, cpu, server_cpu = uvloop.run(looped())
         alone, hopped, flushed = anyio.run(pairs)
-        found.append(tuple(statistics.median(t) * 1000 for t in (alone, hopped, flushed)))  # type: ignore[arg-type]
+        medians = (statistics.median(t) * 1000 for t in (on_loop, alone, hopped, flushed))
+        found.append((*medians, cpu, server_cpu))
         return time.perf_counter() - started
 
     return run, found
@@ -269,9 +298,13 @@ def main(argv: list[str] | None = None) -> int:
                 processes.extend(p for p, _ in workers)
                 proxy, port = _haproxy(base, [p for _, p in workers], balance)
                 processes.append(proxy)
-                setups[name] = {"port": port, "workers": [psutil.Process(p.pid) for p, _ in workers]}
+                setups[name] = {
+                    "port": port,
+                    "workers": [psutil.Process(p.pid) for p, _ in workers],
+                    "proxy": psutil.Process(proxy.pid),
+                }
             time.sleep(1.5)  # the first health checks
-            results: dict[str, list[tuple[float, float, float, int, float]]] = {name: [] for name in setups}
+            results: dict[str, list[tuple[float, ...]]] = {name: [] for name in setups}
             counter = iter(range(1_000_000))
 
             def side(name: str):
@@ -281,16 +314,21 @@ def main(argv: list[str] | None = None) -> int:
                     store = _store_processes(dsn, procs)  # type: ignore[arg-type]
                     before = sum(sum(p.cpu_times()[:2]) for p in procs)  # type: ignore[attr-defined]
                     store_before = _cpu(store)
+                    proxy_before = sum(setup["proxy"].cpu_times()[:2])  # type: ignore[attr-defined]
+                    generator_before = time.process_time()
                     tag = f"{name}-{next(counter)}-{secrets.token_hex(3)}"
                     latencies, elapsed, errors = asyncio.run(
                         _load(setup["port"], args.conversations, args.calls, tag)  # type: ignore[arg-type]
                     )
+                    generator_ms = (time.process_time() - generator_before) / len(latencies) * 1000
                     after = sum(sum(p.cpu_times()[:2]) for p in procs)  # type: ignore[attr-defined]
                     store_after = _cpu(store)
+                    proxy_ms = (sum(setup["proxy"].cpu_times()[:2]) - proxy_before) / len(latencies) * 1000  # type: ignore[attr-defined]
                     cpu_ms = (after - before) / len(latencies) * 1000
                     store_ms = sum(store_after[pid] - store_before[pid] for pid in store_after) / len(latencies) * 1000
+                    total_ms = cpu_ms + store_ms + proxy_ms + generator_ms
                     results[name].append(
-                        (statistics.median(latencies), len(latencies) / elapsed, cpu_ms, errors, store_ms)
+                        (statistics.median(latencies), len(latencies) / elapsed, cpu_ms, errors, store_ms, total_ms)
                     )
                     return elapsed
 
@@ -321,9 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     rate = {name: med(name, 1) for name in results}
     cpu = {name: med(name, 2) for name in results}
     store_cpu = {name: med(name, 4) for name in results}
-    floor_alone = statistics.median(f[0] for f in floors)
-    floor_hopped = statistics.median(f[1] for f in floors)
-    floor_durable = statistics.median(f[2] for f in floors)
+    total_cpu = {name: med(name, 5) for name in results}
+    floor_loop, floor_alone, floor_hopped, floor_durable, floor_cpu, floor_server_cpu = (
+        statistics.median(f[i] for f in floors) for i in range(6)
+    )
+    floor_all = floor_cpu + floor_server_cpu
+    ceiling = total_cpu["affinity"] / (total_cpu["affinity"] + floor_all)
     diffs = [(s[0] - a[0]) * 1000 for s, a in zip(results["stateless"], results["affinity"], strict=True)]
     ratios = [s[1] / a[1] for s, a in zip(results["stateless"], results["affinity"], strict=True)]
     overhead = latency["stateless"] - latency["affinity"]
@@ -337,8 +378,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{throughput:.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f}x); target >= 0.95x\n"
         f"  worker CPU per call: stateless {cpu['stateless']:.2f} ms, affinity {cpu['affinity']:.2f} ms\n"
         f"  PostgreSQL CPU per call: stateless {store_cpu['stateless']:.2f} ms, affinity {store_cpu['affinity']:.2f} ms\n"
-        f"  floor: the guard state's SELECT + lax UPDATE {floor_alone:.3f} ms; each from a worker thread "
-        f"{floor_hopped:.3f} ms; with a durable commit {floor_durable:.3f} ms\n"
+        f"  CPU per call in all (workers, PostgreSQL, haproxy, generator): stateless {total_cpu['stateless']:.2f} ms, "
+        f"affinity {total_cpu['affinity']:.2f} ms\n"
+        f"  floor: the guard state's SELECT + lax UPDATE on the event loop {floor_loop:.3f} ms, CPU {floor_cpu:.3f} ms "
+        f"here + {floor_server_cpu:.3f} ms in PostgreSQL; from one thread {floor_alone:.3f} ms; each from a worker "
+        f"thread {floor_hopped:.3f} ms; with a durable commit {floor_durable:.3f} ms\n"
+        f"  ceiling: affinity's CPU per call + the floor's -> at most {ceiling:.2f}x affinity's throughput\n"
         f"  errors: {errors}"
     )
     if errors:
@@ -378,13 +423,27 @@ def main(argv: list[str] | None = None) -> int:
                     "id": "P17",
                     "what": "floor, the same rounds: what the shared state needs per call at the least — the guard "
                     "state's two statements (a `SELECT` by key, the lax guarded `UPDATE` of a 1 KB document) one "
-                    f"after another from one client on the same server, {FLOOR_PAIRS} pairs a round",
+                    f"after another from one client on the same server, {FLOOR_PAIRS} pairs a round, awaited on the "
+                    "event loop as the pipeline does (`load_state_async`/`save_state_async`)",
                     "peer": "—",
-                    "ours": f"{floor_alone:.3f} ms alone; {floor_hopped:.3f} ms with each from a worker thread; "
-                    f"{floor_durable:.3f} ms alone with a durable commit",
-                    "ratio": f"the latency difference is {overhead / floor_hopped:.1f}× that floor",
+                    "ours": f"{floor_loop:.3f} ms on the loop, CPU {floor_cpu:.3f} ms in the client + "
+                    f"{floor_server_cpu:.3f} ms in PostgreSQL; {floor_alone:.3f} ms from one thread; "
+                    f"{floor_hopped:.3f} ms with each from a worker thread; {floor_durable:.3f} ms with a durable commit",
+                    "ratio": f"the latency difference is {overhead / floor_loop:.1f}× that floor",
                     "target": "—",
                     "met": "—",
+                },
+                {
+                    "id": "P17",
+                    "what": "throughput ceiling, the same rounds: on two cores every process shares, a call's CPU in "
+                    "all (workers, their PostgreSQL processes, haproxy, the generator) sets the throughput; "
+                    "affinity's plus the floor's CPU is the least a stateless call can cost",
+                    "peer": f"affinity {total_cpu['affinity']:.2f} ms CPU per call in all",
+                    "ours": f"stateless {total_cpu['stateless']:.2f} ms; affinity + floor "
+                    f"{total_cpu['affinity'] + floor_all:.2f} ms",
+                    "ratio": f"at most {ceiling:.2f}× affinity's throughput",
+                    "target": "≥ 0.95× (the P17 target)",
+                    "met": "yes" if ceiling >= 0.95 else "**no**: out of reach on this machine",
                 },
             ],
             script="bench/bench_workers.py",
