@@ -352,3 +352,52 @@ def test_a_not_fully_analysed_refusal_names_the_construct_and_its_column(
     assert result.kind == "rejected_permission"
     message = orjson.loads(result.response.result)["message"]
     assert construct in message and where in message, message
+
+
+def test_the_environment_and_working_directory_are_worked_out_once_per_call(root: Path, monkeypatch) -> None:
+    """The permission check's environment and directory are the run's (ctx.prepared_for): not built twice."""
+    from entropic_mcp import _paths
+    from entropic_mcp_bash._settings import BashSettings
+
+    (root / "sub").mkdir()
+    manager, _ = make_manager(root)
+    envs: list[int] = []
+    dirs: list[object] = []
+    environment, canonical = BashSettings.environment, _paths._canonical
+    monkeypatch.setattr(BashSettings, "environment", lambda self: envs.append(1) or environment(self))
+    monkeypatch.setattr(_paths, "_canonical", lambda raw, *rest: dirs.append(raw) or canonical(raw, *rest))
+    for n in range(3):
+        envs.clear()
+        dirs.clear()
+        result = manager.call_sync(
+            "bash.execute", {"command": f"pwd; echo {n}", "working_dir": "sub"}, CallContext(conversation_id="c")
+        )
+        assert not result.response.is_error, result.response.result
+        assert str(root / "sub") in result.response.result
+        assert (len(envs), dirs.count("sub")) == (1, 1)
+
+
+def test_a_working_dir_link_swapped_after_the_judgement_still_runs_where_judged(root: Path) -> None:
+    """The approver (asked after the judgement, before the run) flips the link: the command runs
+    in the directory its redirections were judged in, not where the link points now."""
+    from entropic_mcp import hookimpl
+
+    (root / "ok").mkdir()
+    (root / "denied").mkdir()
+    (root / "link").symlink_to("ok")
+
+    class Swapper:
+        @hookimpl
+        def entropic_mcp_approve_tool_call(self, request):
+            (root / "link").unlink()
+            (root / "link").symlink_to("denied")
+            return "allow_once"
+
+    manager, _ = make_manager(root, permissions={"default": "ask", "deny": ["filesystem.write:denied/*"]})
+    manager.plugins.register(Swapper(), name="swapper")
+    manager.invalidate()
+    args = {"command": "echo hi > out.txt; pwd -P", "working_dir": "link"}
+    result = manager.call_sync("bash.execute", args, CallContext(conversation_id="c"))
+    assert result.permission == "ask->allow", result.response.result
+    assert str(root / "ok") in result.response.result and str(root / "denied") not in result.response.result
+    assert (root / "ok" / "out.txt").read_text() == "hi\n" and not (root / "denied" / "out.txt").exists()

@@ -352,24 +352,55 @@ def test_the_walk_prefilter_agrees_with_the_core_on_every_rule_and_path(root):
 
 
 def test_the_pin_belongs_to_the_call_another_look_at_its_pattern_cannot_move_it(make, root):
+    from entropic_mcp._context import set_prepared  # what the permission stage does
+
     fs = make(permissions={"default": "allow", "deny": ["filesystem.write:denied/*"]})
     (root / "ok").mkdir()
     (root / "denied").mkdir()
     (root / "link").symlink_to("ok")
     args = {"path": "link/new.txt", "content": "written\n"}
-    [part] = fs.server.permission_parts("write_file", args)
-    assert part.store == "filesystem.write_file:ok/new.txt"
+    answered = fs.server.permission_parts("write_file", args)
+    assert [part.store for part in answered] == ["filesystem.write_file:ok/new.txt"]
     (root / "link").unlink()
     (root / "link").symlink_to("denied")
     # A host looking at the pattern again (it copies the arguments) sees the new target...
     assert fs.manager.permission_pattern("filesystem.write_file", args) == "filesystem.write_file:denied/new.txt"
-    # ...but the call writes where its own permission decision looked.
-    response = anyio.run(fs.server.execute, "write_file", args, CallContext(conversation_id="pin"))
+    # ...but the call handed what its own permission decision found writes where that looked.
+    ctx = CallContext(conversation_id="pin")
+    set_prepared(ctx, args, answered.prepared)
+    response = anyio.run(fs.server.execute, "write_file", args, ctx)
     assert not response.is_error, response.result
     assert (root / "ok" / "new.txt").read_text() == "written\n" and not (root / "denied" / "new.txt").exists()
-    # The pin is used once: the same arguments executed again resolve afresh.
-    again = anyio.run(fs.server.execute, "write_file", {"path": "link/other.txt", "content": "x"}, CallContext())
+    # What was prepared for one argument dict is not another's: equal arguments resolve afresh.
+    set_prepared(ctx, args, fs.server.permission_parts("write_file", {**args, "path": "link/other.txt"}).prepared)
+    again = anyio.run(fs.server.execute, "write_file", {"path": "link/other.txt", "content": "x"}, ctx)
     assert not again.is_error and (root / "denied" / "other.txt").exists()  # no pipeline: no rules here
+
+
+def test_a_link_swapped_between_the_judgement_and_the_write_is_still_pinned(make, root):
+    """Through the pipeline: the approver (asked after the judgement, before the tool runs) swaps
+    the link; the write lands where the rules looked, not where the link now points."""
+    from entropic_mcp import hookimpl
+
+    (root / "ok").mkdir()
+    (root / "denied").mkdir()
+    (root / "link").symlink_to("ok")
+    asked = []
+
+    class Swapper:
+        @hookimpl
+        def entropic_mcp_approve_tool_call(self, request):
+            asked.append(request.pattern)
+            (root / "link").unlink()
+            (root / "link").symlink_to("denied")
+            return "allow_once"
+
+    fs = make(permissions={"default": "ask", "deny": ["filesystem.write:denied/*"]}, plugins=[Swapper()])
+    outcome, _ = fs.call("write_file", {"path": "link/new.txt", "content": "written\n"})
+    assert asked == ["filesystem.write_file:ok/new.txt"]
+    assert not outcome.response.is_error, outcome.response.result
+    assert (root / "ok" / "new.txt").read_text() == "written\n"
+    assert not (root / "denied" / "new.txt").exists()
 
 
 _GLOB_PARTS = ["a", "b", "/", "*", "?", "[ab]", "**", "ab/", "x", "**/", "**/*", ".x"]

@@ -8,14 +8,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from entropic_mcp import AccessLevel, CallContext, ToolBase, ToolError, ToolResult, load_tool_definition, toolkit
 from entropic_mcp.storage import StateStore
-from entropic_mcp.toolkit.paths import confine, is_within
+from entropic_mcp.toolkit.paths import ResolvedPath, confine, is_within
 
 from ._render import as_text, wants_json
 from ._runs import shared_store, store_of
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ._output import OutputBuffer
-    from ._server import BashServer
+    from ._server import BashServer, Prepared
 
 #: The smallest pipeline cap the output is fitted into; below it the pipeline's own cut applies.
 MIN_CAP = 1024
@@ -59,15 +61,20 @@ class ExecuteTool(ToolBase):
         # The conversation's directory is looked up once per call: the run's default and the
         # footer's ``cwd`` when the command does not move.
         raw_dir = toolkit.text(args, "working_dir")
+        # The environment and directory the permission check judged the command in (None: called
+        # without the pipeline): the run uses them, so it neither works them out again nor runs
+        # somewhere a link flipped since points to.
+        prepared: Prepared | None = ctx.prepared_for(args)
+        base_env = settings.environment() if prepared is None else prepared.env
         store = store_of(ctx) if settings.persist_cwd else None
         current: Path | None = None
         if settings.persist_cwd:
             current, moved = self.server.runs.lookup(ctx.conversation_id, self.server.root, store)
             if moved and raw_dir is None:
-                self._check_writes_in(current, command)
-        cwd = self._working_dir(raw_dir, ctx, current)
+                self._check_writes_in(current, command, base_env)
+        cwd = self._working_dir(raw_dir, ctx, current, None if prepared is None else prepared.working_dir)
         # A hostile repository's config must not make an allowed ``git status`` run its programs.
-        env = self.server.git_overrides.environment(settings.environment(), dict.fromkeys([cwd, self.server.root]))
+        env = self.server.git_overrides.environment(base_env, dict.fromkeys([cwd, self.server.root]))
         if background:
             shared = shared_store(ctx)
             if shared is not None:  # a few store round trips: not on the event loop
@@ -132,7 +139,7 @@ class ExecuteTool(ToolBase):
             {"exit_code": done.exit_code, "elapsed_ms": done.elapsed_ms, **extra}, done.output, ctx, as_json=as_json
         )
 
-    def _check_writes_in(self, cwd: Path, command: str) -> None:
+    def _check_writes_in(self, cwd: Path, command: str, base_env: Mapping[str, str]) -> None:
         """Refuse a command whose file writes depend on a directory the permission check did not know.
 
         Another worker moved the conversation to ``cwd`` (the shared store says so); this process's
@@ -145,7 +152,7 @@ class ExecuteTool(ToolBase):
 
         root = self.server.root
         settings = self.server.settings
-        env = settings.environment() or os.environ
+        env = base_env or os.environ
 
         def writes(where: Path) -> set[Any]:
             return {
@@ -290,7 +297,9 @@ class ExecuteTool(ToolBase):
             timeout = max(0.1, min(timeout, remaining - self.server.grace - DEADLINE_MARGIN))
         return timeout
 
-    def _working_dir(self, raw: str | None, ctx: CallContext, current: Path | None) -> Path:
+    def _working_dir(
+        self, raw: str | None, ctx: CallContext, current: Path | None, judged: ResolvedPath | None
+    ) -> Path:
         root = self.server.root
         if raw is None:
             return current if current is not None else root
@@ -302,6 +311,7 @@ class ExecuteTool(ToolBase):
             access="write",
             ctx=ctx,
             argument="working_dir",
+            resolved=judged,
         )
         if not resolved.path.is_dir():
             what = "does not exist" if not resolved.path.exists() else "is not a directory"

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
 from entropic_mcp import CallContext, MCPServerBase, ToolError
 from entropic_mcp.storage import StateStore
-from entropic_mcp.toolkit.paths import PathPolicy, PermissionPart, confine
+from entropic_mcp.toolkit.paths import PathPolicy, PermissionPart, PreparedParts, ResolvedPath, confine
 
 from ._execute import ExecuteTool
 from ._runs import CwdTrailer, KillTool, ListTool, OutputTool, Runs
@@ -16,6 +17,18 @@ from ._settings import KEYS, KILL_GRACE, BashSettings
 
 TOOL = "bash.execute"
 _ANYWHERE = PathPolicy(allow_outside_root=True)
+
+
+@attrs.frozen
+class Prepared:
+    """What the permission check of one ``execute`` call worked out, handed to its run
+    (``ctx.prepared_for(args)``): the run uses what was judged, and works neither out again."""
+
+    #: ``BashSettings.environment()`` (before the git overrides, which only the run adds).
+    env: Mapping[str, str]
+    #: ``working_dir`` resolved (every link followed, no policy applied: the run applies it); None
+    #: when the call names none or it could not be resolved (the run then refuses it itself).
+    working_dir: ResolvedPath | None
 
 
 class BashServer(MCPServerBase):
@@ -107,7 +120,8 @@ class BashServer(MCPServerBase):
     # -- permissions ---------------------------------------------------------------------------
 
     def permission_parts(self, tool_name: str, args: Mapping[str, Any]) -> list[PermissionPart]:
-        """One part per simple command (and per file redirection) of ``args["command"]``."""
+        """One part per simple command (and per file redirection) of ``args["command"]``, with the
+        environment and working directory they were judged in (``Prepared``) for the run."""
         command = args.get("command") if isinstance(args, Mapping) else None
         if tool_name != "execute" or not isinstance(command, str) or not command.strip():
             full = f"{self.name}.{tool_name}"
@@ -117,18 +131,21 @@ class BashServer(MCPServerBase):
         from ._patterns import permission_parts  # tree-sitter loads on the first check only
 
         settings = self.settings
-        return permission_parts(
+        env = settings.environment()
+        where = self._resolve_dir(args.get("working_dir"))
+        parts = permission_parts(
             command,
-            cwd=self._cwd_for(args.get("working_dir")),
+            cwd=self.root if where is None else where.path,
             root=self.root,
             # The call's conversation is not known here: relative targets are checked in every
             # directory a conversation is in (the root included).
             cwds=self.runs.all_cwds() if args.get("working_dir") is None else (),
-            env=settings.environment() or os.environ,
+            env=env or os.environ,
             bash_like=os.path.basename(settings.shell) in ("bash", "sh", "dash", "ash", "rbash"),
             policy=settings.path_policy,
             syntax_error=lambda: self.syntax.error(command, settings.shell),
         )
+        return PreparedParts(parts, Prepared(env, where))
 
     def unclear_reason(self, tool_name: str, args: Mapping[str, Any]) -> str | None:
         """What of ``args["command"]`` the analysis did not understand, and where (for the refusal).
@@ -183,13 +200,18 @@ class BashServer(MCPServerBase):
         return self.permission_parts(tool_name, args)[0].store
 
     def _cwd_for(self, raw: object) -> Path:
-        """Where a call would run, for resolving relative redirections; asks nothing, refuses nothing.
+        """Where a call would run, for resolving relative redirections; asks nothing, refuses nothing."""
+        where = self._resolve_dir(raw)
+        return self.root if where is None else where.path  # the root: resolved by the base class
+
+    def _resolve_dir(self, raw: object) -> ResolvedPath | None:
+        """``working_dir`` resolved, any policy aside (None: none given, or not a usable path).
 
         Whether the directory may be used is the tool's question, answered when it runs.
         """
         if raw is None:
-            return self.root  # resolved by the base class (and by set_working_dir)
+            return None
         try:
-            return confine(raw, root=self.root, policy=_ANYWHERE, tool=TOOL, access="write").path
+            return confine(raw, root=self.root, policy=_ANYWHERE, tool=TOOL, access="write")
         except ToolError:
-            return self.root
+            return None

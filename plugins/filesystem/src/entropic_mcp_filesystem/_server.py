@@ -11,15 +11,16 @@ from typing import Any, Literal
 import attrs
 from entropic_mcp import CallContext, MCPServerBase, ToolError
 from entropic_mcp.storage import StateStore
-from entropic_mcp.toolkit.paths import PermissionPart, ResolvedPath, confine, is_within, path_part
+from entropic_mcp.toolkit.paths import PermissionPart, PreparedParts, ResolvedPath, confine, is_within, path_part
 
 from ._fsio import Location, locate, on_disk, printable
 from ._ignore import ENTROPICIGNORE, IgnoreCache
-from ._pins import PinKey, pin, take
 from ._settings import CONFIG_KEYS, Settings, read_settings
 from ._tracker import ReadTracker
 
 PATTERN_TOOLS = frozenset({"glob", "grep"})
+#: (root, tool, argument, raw path) of one path argument: what the permission check pinned.
+PinKey = tuple[str, str, str, str]
 Access = Literal["read", "write"]
 #: tool -> (access, argument, default, neutral) for every path it touches. A move reads its
 #: source as well as removing it: a read rule on the source must stop moving it into view.
@@ -143,9 +144,10 @@ class FilesystemServer(MCPServerBase):
     def permission_parts(self, tool_name: str, args: Mapping[str, Any]) -> list[PermissionPart]:
         """One part per file access, by kind: ``path_part("read" | "write", <canonical path>)``.
 
-        The canonical path judged here is pinned for the tool to use (``_pins``), so a link
-        flipped after the check cannot redirect the operation. glob and grep also carry their
-        pattern as a name (``filesystem.grep:<pattern>``), as rules written for them before did.
+        The canonical paths judged here go to the tool with the parts (``PreparedParts``: the
+        pipeline hands them over as ``ctx.prepared_for(args)``), so a link flipped after the check
+        cannot redirect the operation. glob and grep also carry their pattern as a name
+        (``filesystem.grep:<pattern>``), as rules written for them before did.
         """
         full = f"{self.name}.{tool_name}"
         accesses = PATH_ARGUMENTS.get(tool_name)
@@ -166,8 +168,7 @@ class FilesystemServer(MCPServerBase):
                 if tool_name in PATTERN_TOOLS and isinstance(args.get("pattern"), str) and args["pattern"]:
                     part = attrs.evolve(part, names=(*part.names, f"{full}:{args['pattern']}"))
                 parts.append(part)
-        pin(args, pins)
-        return parts or [PermissionPart(names=(full,), store=full)]
+        return PreparedParts(parts or [PermissionPart(names=(full,), store=full)], pins or None)
 
     def permission_pattern(self, tool_name: str, args: Mapping[str, Any]) -> str:
         """The first part's stored rule: ``filesystem.<tool>:<canonical root-relative path>``."""
@@ -230,8 +231,8 @@ class FilesystemServer(MCPServerBase):
         argument: str = "path",
         args: Mapping[str, Any] | None = None,
     ) -> tuple[ResolvedPath, Location]:
-        """Resolve one path value of the call ``args``: the pinned canonical path when the
-        permission stage judged it (see ``_pins``), else a fresh resolution. A path to write is
+        """Resolve one path value of the call ``args``: the canonical path the permission stage
+        judged (``permission_parts``), else a fresh resolution. A path to write is
         also checked against ``.entropicignore`` and ``.git`` here, so no writing tool can skip it."""
         resolved, loc = self._resolve_value(raw, ctx, tool=tool, access=access, argument=argument, args=args)
         if access == "write":
@@ -250,7 +251,10 @@ class FilesystemServer(MCPServerBase):
     ) -> tuple[ResolvedPath, Location]:
         pinned = None
         if isinstance(raw, str) and args is not None:
-            pinned = take(args, (str(self.root), tool, argument, raw))
+            pins: dict[PinKey, Path] | None = ctx.prepared_for(args)
+            if pins:
+                # Taken once: a tool resolving the same argument again (after it changed the tree) looks afresh.
+                pinned = pins.pop((str(self.root), tool, argument, raw), None)
         if pinned is not None and is_within(pinned, self.root):
             # The permission stage judged this canonical path: operate on exactly it (opened
             # component by component without following links), never on a fresh resolution.
