@@ -370,3 +370,52 @@ def test_names_that_are_not_utf8_survive_the_store(tmp_path):
     again.seed(snapshot.listings, snapshot.written_ns)
     (listing,) = again._entries.values()
     assert (listing.files, listing.dirs, listing.count) == ([name, "b"], ["sub"], 2)
+
+
+# -- file names kept as the store's text -------------------------------------------------------
+
+file_name = st.text(st.characters(blacklist_characters="\0/", blacklist_categories=("Cs",)), min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    names=st.lists(st.one_of(file_name, st.sampled_from([".py", "a.py", "py", ".gitignore"])), max_size=12),
+    suffix=st.one_of(st.sampled_from(["", ".py", "py", "y", ".gitignore"]), file_name),
+)
+def test_names_ending_with_a_suffix_are_found_in_the_joined_text_as_in_the_list(names, suffix):
+    from entropic_mcp_filesystem._glob import ending_with
+
+    assert ending_with("\0".join(names), suffix) == [n for n in names if n.endswith(suffix)]
+
+
+@pytest.mark.parametrize(
+    ("text", "has"),
+    [
+        (".gitignore", True),
+        (".gitignore\0a", True),
+        ("a\0.gitignore", True),
+        ("a\0.gitignore\0b", True),
+        ("", False),
+        ("x.gitignore", False),
+        (".gitignore2\0a", False),
+        ("a\0x.gitignore\0.gitignorex", False),
+    ],
+)
+def test_a_listing_from_the_store_knows_its_gitignore_and_weight_without_splitting(text, has):
+    from entropic_mcp_filesystem._dircache import Listing
+
+    listing = Listing(mtime=1, ctime=1, count=3, text=text, dirs=["d"])
+    assert listing.has_gitignore is has
+    names = text.split("\0") if text else []
+    assert listing.weight == len(names) + 2 and listing.has_files is bool(names)
+    assert listing._files is None and listing.text == text  # nothing split yet
+    assert listing.files == names and listing.text == text and listing._text is None  # one copy kept
+
+
+def test_a_first_glob_by_suffix_from_the_store_splits_no_listing(tree, server, fresh):
+    glob(server(tree), "**/*.py")  # writes the store
+    harness = server(tree)
+    assert glob(harness, "**/*.py") == ["a.py", "src/m.py", "src/pkg/n.py"]
+    listings = list(harness.server.ignore_cache.listings._entries.values())
+    assert listings and all(listing._files is None for listing in listings)
+    assert glob(harness, "**/*") == fresh(tree, "**/*")  # names split where a pattern needs them

@@ -38,20 +38,68 @@ MAX_VIEWS = 8
 
 
 class Listing:
-    """One directory as read: its file and sub-directory names, in directory order (``.git`` left out)."""
+    """One directory as read: its file and sub-directory names, in directory order (``.git`` left out).
 
-    __slots__ = ("count", "ctime", "dirs", "files", "has_gitignore", "key", "mtime", "views", "weight")
+    The file names are held either as a list (``files``, read from disk) or as the store's
+    NUL-joined text (``text``), whichever the listing was made from; a list is split from the
+    text only when something asks for it. A glob by suffix matches the text without splitting
+    it, so a first call from the store does not build (and later free) one string per file.
+    """
 
-    def __init__(self, *, mtime: int, ctime: int, count: int, files: list[str], dirs: list[str]) -> None:
+    __slots__ = ("_files", "_text", "count", "ctime", "dirs", "has_gitignore", "key", "mtime", "views", "weight")
+
+    def __init__(
+        self,
+        *,
+        mtime: int,
+        ctime: int,
+        count: int,
+        files: list[str] | None = None,
+        dirs: list[str],
+        text: str | None = None,
+    ) -> None:
         self.mtime = mtime
         self.ctime = ctime
         self.count = count  # every entry the directory held (the walk budget counts them all)
-        self.files = files
         self.dirs = dirs
-        self.has_gitignore = ".gitignore" in files
         self.views: dict[Hashable, tuple[Any, int]] | None = None  # key -> (value, names it holds)
-        self.weight = len(files) + len(dirs) + 1
         self.key: tuple[int, int] | None = None
+        if files is not None:
+            self._files: list[str] | None = files
+            self._text: str | None = None
+            self.has_gitignore = ".gitignore" in files
+            held = len(files)
+        else:
+            self._files = None
+            self._text = text = text or ""
+            self.has_gitignore = _has_name(text, ".gitignore")
+            held = text.count("\0") + 1 if text else 0
+        self.weight = held + len(dirs) + 1
+
+    @property
+    def files(self) -> list[str]:
+        """The file names (split from the stored text on first use; the text is then dropped)."""
+        files = self._files
+        if files is None:
+            text = self._text
+            files = self._files = text.split("\0") if text else []
+            self._text = None
+        return files
+
+    @property
+    def text(self) -> str:
+        """The file names joined by NUL (no file name holds one), as the store writes them."""
+        text = self._text
+        return text if text is not None else "\0".join(self._files or ())
+
+    @property
+    def has_files(self) -> bool:
+        return bool(self._files) or bool(self._text)
+
+
+def _has_name(text: str, name: str) -> bool:
+    """Is ``name`` one of the NUL-separated names of ``text``?"""
+    return text == name or text.startswith(name + "\0") or text.endswith("\0" + name) or f"\0{name}\0" in text
 
 
 class ListingCache:
@@ -161,7 +209,7 @@ class ListingCache:
                     listing.mtime,
                     listing.ctime,
                     listing.count,
-                    "\0".join(listing.files),
+                    listing.text,
                     "\0".join(listing.dirs),
                 )
                 for (dev, ino), listing in self._entries.items()
@@ -176,25 +224,21 @@ class ListingCache:
         trusted = self.trust_checker()
         newest_allowed = written_ns - self.margin_ns
         kept: list[tuple[tuple[int, int], Listing]] = []
+        add = kept.append
         for record in records:
             try:
                 dev, ino, mtime, ctime, count, files, dirs = record
-                if not (type(dev) is type(ino) is type(mtime) is type(ctime) is type(count) is int):
-                    continue
-                if not (type(files) is str and type(dirs) is str):
-                    continue
             except (TypeError, ValueError):
                 continue
-            if max(mtime, ctime) > newest_allowed or not trusted(dev):
+            if not (type(dev) is type(ino) is type(mtime) is type(ctime) is type(count) is int):
                 continue
-            listing = Listing(
-                mtime=mtime,
-                ctime=ctime,
-                count=count,
-                files=files.split("\0") if files else [],
-                dirs=dirs.split("\0") if dirs else [],
-            )
-            kept.append(((dev, ino), listing))
+            if not (type(files) is str and type(dirs) is str):
+                continue
+            if mtime > newest_allowed or ctime > newest_allowed or not trusted(dev):
+                continue
+            # The file names stay joined until a walk needs them as a list (``Listing.files``).
+            listing = Listing(mtime=mtime, ctime=ctime, count=count, text=files, dirs=dirs.split("\0") if dirs else [])
+            add(((dev, ino), listing))
         with self._lock:
             for key, listing in reversed(kept):  # older than anything this server read: the LRU's front
                 if key in self._entries:

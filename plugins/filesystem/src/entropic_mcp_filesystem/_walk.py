@@ -67,25 +67,38 @@ class NameDir:
     """One directory of a names-only walk.
 
     ``names`` are all its non-directory entries (in directory order, ignore rules not applied yet; shared with
-    the listing cache: read it, never change it); ``kept`` drops the ignored ones from a subset.
+    the listing cache: read it, never change it), ``text`` the same names joined by NUL (what a listing from
+    the store holds; reading it splits nothing); ``kept`` drops the ignored ones from a subset.
     """
 
     fd: int
     rel: str
     depth: int
-    names: list[str]
     stack: tuple[Level, ...]
     entropic: IgnoreFile | None
     _walk: Walk
     _listing: Listing
     _key: tuple[object, ...]
+    _rules: NameRules | None
+
+    @property
+    def names(self) -> list[str]:
+        return self._listing.files
+
+    @property
+    def text(self) -> str:
+        return self._listing.text
+
+    @property
+    def has_files(self) -> bool:
+        return self._listing.has_files
 
     def join(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
 
     def kept(self, names: list[str]) -> list[str]:
         """``names`` (files of this directory) without those the ignore rules exclude."""
-        rules = self._walk._name_rules(self.entropic, self.stack)
+        rules = self._rules
         if rules is not None:
             return rules.keep(names)
         lead = self.rel + "/" if self.rel else ""
@@ -109,14 +122,24 @@ class Walk:
     too_deep: bool = False
     stopped: bool = False
     _names: dict[tuple[object, ...], NameRules | None] = attrs.field(factory=dict)
+    #: ``_name_rules`` by the (entropic, stack) pair itself: most directories inherit their parent's
+    #: stack object, so this is one tuple hash per directory instead of building the rules' key.
+    _by_stack: dict[tuple[object, ...], NameRules | None] = attrs.field(factory=dict)
     _started: int = 0
     _trusted: Callable[[int], bool] | None = None
 
     def _name_rules(self, entropic: IgnoreFile | None, stack: tuple[Level, ...]) -> NameRules | None:
+        pair = (entropic, stack)
+        try:
+            return self._by_stack[pair]
+        except KeyError:
+            pass
+        # Keyed without the cut lengths: the same ignore files at another depth decide names alike.
         key = (entropic, *(rules for _, rules in stack))
         if key not in self._names:
             self._names[key] = NameRules.for_stack(entropic, stack)
-        return self._names[key]
+        found = self._by_stack[pair] = self._names[key]
+        return found
 
     def walk(
         self,
@@ -247,62 +270,101 @@ class Walk:
         """
         self.cache.prepare()
         self._started = self.cache.listings.clock()  # before any directory of this walk is stat'ed
-        yield from self._visit_names(top_fd, top_rel, stack, entropic, 1, max_depth)
+        # One generator and a stack of open directories, not one generator per directory: a yield
+        # from a directory at depth d no longer passes through 2d suspended frames. The order, the
+        # limits and when each descriptor is closed are those of ``_descend``.
+        entered = self._enter_names(top_fd, top_rel, stack, entropic, 1)
+        if entered is None:
+            self.cache.save()
+            return
+        yield entered[0]
+        #: (descriptor, its directory, the sub-directories still to visit); the top one is the caller's
+        frames: list[tuple[int, NameDir, Iterator[str]]] = [(top_fd, entered[0], self._children(entered, max_depth))]
+        try:
+            while frames:
+                fd, parent, pending = frames[-1]
+                name = next(pending, None)
+                if name is None or self.truncated or self.stopped:
+                    frames.pop()
+                    if frames:
+                        os.close(fd)
+                    if self.truncated or self.stopped:
+                        break
+                    continue
+                try:
+                    child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # replaced by a link, removed or unreadable since it was listed: not followed
+                rel = f"{parent.rel}/{name}" if parent.rel else name
+                try:
+                    entered = self._enter_names(child, rel, parent.stack, parent.entropic, parent.depth + 1)
+                except BaseException:
+                    os.close(child)
+                    raise
+                if entered is None:
+                    os.close(child)
+                    continue
+                frames.append((child, entered[0], iter(())))
+                yield entered[0]
+                frames[-1] = (child, entered[0], self._children(entered, max_depth))
+        finally:
+            for fd, _, _ in frames[1:]:  # a walk stopped, left early or failed still closes what it opened
+                os.close(fd)
         self.cache.save()
 
-    def _visit_names(
-        self,
-        fd: int,
-        rel: str,
-        stack: tuple[Level, ...],
-        entropic: IgnoreFile | None,
-        depth: int,
-        max_depth: int | None,
-    ) -> Iterator[NameDir]:
+    def _children(self, entered: tuple[NameDir, list[str]], max_depth: int | None) -> Iterator[str]:
+        """The sub-directories of a directory just visited that the walk goes on to (``_descend``'s limits)."""
+        current, subdirs = entered
+        depth = current.depth
+        if self.truncated or (max_depth is not None and depth >= max_depth):
+            return iter(())
+        if depth >= MAX_DEPTH:
+            self.too_deep = self.too_deep or bool(subdirs)
+            return iter(())
+        return iter(subdirs)
+
+    def _enter_names(
+        self, fd: int, rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None, depth: int
+    ) -> tuple[NameDir, list[str]] | None:
+        """The directory ``fd`` of a names walk and its sub-directories not ignored; None: not walked."""
         if self.cancelled is not None and self.cancelled.is_set():
             self.stopped = True
-            return
+            return None
         listings = self.cache.listings
         try:
             st = os.fstat(fd)
         except OSError:
-            return
+            return None
         listing = listings.get(st)
         if listing is not None and self.entries + listing.count <= self.limit:
             self.entries += listing.count
         else:  # not cached, changed, or this directory exhausts the budget: read it as walk does
             listing = self._read_listing(fd, st)
             if listing is None:
-                return
+                return None
         if listing.has_gitignore:
-            rules = self.cache.load(fd, GITIGNORE)
-            if rules is not None:
-                stack = (*stack, (len(rel) + 1 if rel else 0, rules))
+            found = self.cache.load(fd, GITIGNORE)
+            if found is not None:
+                stack = (*stack, (len(rel) + 1 if rel else 0, found))
         key = (rel, entropic, stack)
+        rules = self._name_rules(entropic, stack)
         subdirs = (
-            listings.view(listing, key, lambda: self._unignored_dirs(listing, rel, stack, entropic), len)
+            listings.view(listing, key, lambda: self._unignored_dirs(listing, rel, stack, entropic, rules), len)
             if listing.dirs
             else listing.dirs
         )
-        yield NameDir(
+        current = NameDir(
             fd=fd,
             rel=rel,
             depth=depth,
-            names=listing.files,
             stack=stack,
             entropic=entropic,
             walk=self,
             listing=listing,
             key=key,
+            rules=rules,
         )
-        yield from self._descend(
-            fd,
-            rel,
-            subdirs,
-            depth,
-            max_depth,
-            lambda child, child_rel: self._visit_names(child, child_rel, stack, entropic, depth + 1, max_depth),
-        )
+        return current, subdirs
 
     def _read_listing(self, fd: int, st: os.stat_result) -> Listing | None:
         """Read the directory ``fd`` (``st`` taken before); stored in the cache when complete and not racy."""
@@ -345,9 +407,13 @@ class Walk:
         return listing
 
     def _unignored_dirs(
-        self, listing: Listing, rel: str, stack: tuple[Level, ...], entropic: IgnoreFile | None
+        self,
+        listing: Listing,
+        rel: str,
+        stack: tuple[Level, ...],
+        entropic: IgnoreFile | None,
+        rules: NameRules | None,
     ) -> list[str]:
-        rules = self._name_rules(entropic, stack)
         if rules is not None:  # every ignore file decides by name: one remembered verdict per name
             return rules.dirs_kept(listing.dirs)
         lead = rel + "/" if rel else ""
