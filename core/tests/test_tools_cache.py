@@ -140,10 +140,10 @@ def test_a_listing_that_warned_is_not_kept(project):
     assert not list(cache.glob("*.json"))
 
 
-def test_the_cache_names_the_data_directory_variable_of_userdata():
-    from entropic_mcp import _userdata
+def test_the_cache_directory_names_the_data_directory_variable_of_userdata():
+    from entropic_mcp import _cachedir, _userdata
 
-    assert _listing.ENV_DATA_DIR == _userdata.ENV_DATA_DIR
+    assert _cachedir.ENV_DATA_DIR == _userdata.ENV_DATA_DIR
 
 
 def _raw(work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -35,9 +35,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._cachedir import cache_directory
+
 ENV_SWITCH = "ENTROPIC_MCP_TOOLS_CACHE"
-#: ``entropic_mcp._userdata.ENV_DATA_DIR``, spelled out so that a hit does not import pathlib.
-ENV_DATA_DIR = "ENTROPIC_MCP_DATA_DIR"
 VERSION = 1
 #: How old a dependency must be before a listing that depends on it is stored.
 SETTLED_SECONDS = 2.0
@@ -100,20 +100,8 @@ def _looked_for() -> list[str]:
 
 
 def _directory() -> str:
-    """``<data dir>/cache/tools`` with ``$ENTROPIC_MCP_DATA_DIR``, else the user's cache directory.
-
-    Found without importing platformdirs (and the tempfile, shutil and compression modules it
-    brings) on Linux, where the cache directory is ``$XDG_CACHE_HOME`` or ``~/.cache``.
-    """
-    explicit = os.environ.get(ENV_DATA_DIR)
-    if explicit:
-        return os.path.join(os.path.realpath(os.path.expanduser(explicit)), "cache", "tools")
-    if sys.platform == "linux":
-        base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
-        return os.path.join(base, "entropic-mcp", "tools")
-    import platformdirs
-
-    return os.path.join(platformdirs.user_cache_dir("entropic-mcp", appauthor=False), "tools")
+    """``<data dir>/cache/tools`` with ``$ENTROPIC_MCP_DATA_DIR``, else the user's cache directory's ``tools``."""
+    return cache_directory("tools")
 
 
 def load(cache_key: str) -> Any | None:

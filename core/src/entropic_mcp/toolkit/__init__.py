@@ -14,8 +14,9 @@ means one rule for every plugin. Every name is importable from ``entropic_mcp.to
   program as the leader of a new process group, stop the whole group on timeout or cancellation
   (TERM, then KILL after a grace), and keep the head and the tail of its output within a cap;
   :mod:`.git` holds the git configuration such a run neutralises.
-- **Paths** (:mod:`.paths`): confinement under a root, path policies, and the permission parts a
-  path-taking tool is judged by.
+- **Paths** (:mod:`.paths`): confinement under a root, path policies, the permission parts a
+  path-taking tool is judged by, and ``cache_directory(name)``, where a plugin keeps a per-user
+  cache outside every project.
 """
 
 from . import args, git, paths, processes, results, settings

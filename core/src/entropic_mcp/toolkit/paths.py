@@ -1,11 +1,12 @@
-"""Paths for a server that works under a root: confinement, path policies, and the permission
-parts and rules a path-taking tool is judged by."""
+"""Paths for a server that works under a root: confinement, path policies, the permission
+parts and rules a path-taking tool is judged by, and the per-user cache directory."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
+from .._cachedir import cache_directory
 from .._paths import PathPolicy, ResolvedPath, confine, is_within, printable, relative_display, shown_entry
 from .._pipeline._rules import (
     POLICY_FILES,
@@ -28,6 +29,7 @@ __all__ = [
     "PermissionPart",
     "PreparedParts",
     "ResolvedPath",
+    "cache_directory",
     "confine",
     "escape_glob",
     "is_within",

@@ -37,13 +37,14 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from entropic_mcp.toolkit.paths import cache_directory
+
 MAGIC = b"entropic-mcp listings\n"
 FORMAT_VERSION = 1
 #: format version, marshal version, Python major and minor, CRC-32 and length of the payload
 HEADER = struct.Struct(">HHBBIQ")
 MAX_STORE_BYTES = 256 << 20
 MAX_STORE_FILES = 64
-ENV_DATA_DIR = "ENTROPIC_MCP_DATA_DIR"
 
 #: (device, inode, mtime_ns, ctime_ns, entry count, NUL-joined file names, NUL-joined dir names)
 ListingRecord = tuple[int, int, int, int, int, str, str]
@@ -52,20 +53,8 @@ IgnoreRecord = tuple[int, int, int, int, int, int]
 
 
 def default_directory() -> Path:
-    """``$ENTROPIC_MCP_DATA_DIR/cache/listings`` if set, else the user's cache directory's ``listings``.
-
-    As the tools listing cache finds its directory (``entropic_mcp.cli._listing``): without
-    importing platformdirs on Linux, where the cache directory is ``$XDG_CACHE_HOME`` or ``~/.cache``.
-    """
-    explicit = os.environ.get(ENV_DATA_DIR)
-    if explicit:
-        return Path(os.path.realpath(os.path.expanduser(explicit))) / "cache" / "listings"
-    if sys.platform == "linux":
-        base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
-        return Path(base) / "entropic-mcp" / "listings"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("entropic-mcp", appauthor=False)) / "listings"
+    """``$ENTROPIC_MCP_DATA_DIR/cache/listings`` if set, else the user's cache directory's ``listings``."""
+    return Path(cache_directory("listings"))
 
 
 class Snapshot:
