@@ -43,7 +43,7 @@ from entropic_mcp.storage import ToolCallRecord
 from tinydb import TinyDB
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import load_span, record, spread, tree_commit
+from _common import load_span, record, spread, stamp_load, tree_commit
 
 WINDOW = 500  # operations per measuring window
 WORD = re.compile(r"\w+")
@@ -742,55 +742,48 @@ def main() -> None:
         sqlite.close()
         loads.append(os.getloadavg()[0])
         if count >= 10_000:  # a short trial run does not replace the recorded rows
-            load = load_span(loads)
-            print(f"  load {load}; per-window ratio ours/SQLite {spread(windows, '{:.2f}')}×")
-            record(
-                "storage",
-                [
-                    {
-                        "id": "P6",
-                        "what": f"tinydb: {count:,} delegations created + completed, each durable; per op at {end}",
-                        "peer": f"SQLite WAL `synchronous=FULL` {s10:.3f} ms",
-                        "ours": f"{o10:.3f} ms",
-                        "ratio": f"{ratio:.2f}× (per {WINDOW} operations over the run: "
-                        f"{min(windows):.2f}–{max(windows):.2f}×)",
-                        "target": "≤ 4×",
-                        "met": "yes" if ratio <= 4 else "**no**",
-                        "load": load,
-                    },
-                    {
-                        "id": "P6",
-                        "what": f"growth from 1k to {end} (CPU part)",
-                        "peer": "—",
-                        "ours": f"{cpu1 * 1000:.1f} → {cpu10 * 1000:.1f} µs (ours/SQLite {flat:.2f}× from 1k to {end})",
-                        "ratio": f"{cpu10 / cpu1:.2f}×",
-                        "target": "flat",
-                        "met": "yes" if max(flat, cpu10 / cpu1) <= 1.5 else "**no**",
-                        "load": load,
-                    },
-                    {
-                        "id": "P6",
-                        "what": "total",
-                        "peer": f"naive TinyDB ≈ {n10:.0f} ms per operation at 10k; SQLite {peer_total:.2f} s",
-                        "ours": f"{ours_total:.2f} s",
-                        "ratio": f"{ours_total / peer_total:.2f}× SQLite",
-                        "target": "≤ 10 s",
-                        "met": "yes" if ours_total <= 10 else "**no**",
-                        "load": load,
-                    },
-                    {
-                        "id": "P7",
-                        "what": f"`search_delegations` over {completed:,}",
-                        "peer": f"naive TinyDB scan {result['naive']:.1f} ms; SQLite FTS5 {result['fts5']:.3f} ms",
-                        "ours": f"{result['ours']:.3f} ms median ({result['ours_p95']:.3f} ms p95)",
-                        "ratio": "—",
-                        "target": "≤ 5 ms",
-                        "met": "yes" if result["ours"] <= 5 else "**no**",
-                        "load": load,
-                    },
-                ],
-                script=f"bench/bench_storage.py at {tree_commit()}",
-            )
+            print(f"  load {load_span(loads)}; per-window ratio ours/SQLite {spread(windows, '{:.2f}')}×")
+            rows: list[dict[str, object]] = [
+                {
+                    "id": "P6",
+                    "what": f"tinydb: {count:,} delegations created + completed, each durable; per op at {end}",
+                    "peer": f"SQLite WAL `synchronous=FULL` {s10:.3f} ms",
+                    "ours": f"{o10:.3f} ms",
+                    "ratio": f"{ratio:.2f}× (per {WINDOW} operations over the run: "
+                    f"{min(windows):.2f}–{max(windows):.2f}×)",
+                    "target": "≤ 4×",
+                    "met": ratio <= 4,
+                },
+                {
+                    "id": "P6",
+                    "what": f"growth from 1k to {end} (CPU part)",
+                    "peer": "—",
+                    "ours": f"{cpu1 * 1000:.1f} → {cpu10 * 1000:.1f} µs (ours/SQLite {flat:.2f}× from 1k to {end})",
+                    "ratio": f"{cpu10 / cpu1:.2f}×",
+                    "target": "flat",
+                    "met": max(flat, cpu10 / cpu1) <= 1.5,
+                },
+                {
+                    "id": "P6",
+                    "what": "total",
+                    "peer": f"naive TinyDB ≈ {n10:.0f} ms per operation at 10k; SQLite {peer_total:.2f} s",
+                    "ours": f"{ours_total:.2f} s",
+                    "ratio": f"{ours_total / peer_total:.2f}× SQLite",
+                    "target": "≤ 10 s",
+                    "met": ours_total <= 10,
+                },
+                {
+                    "id": "P7",
+                    "what": f"`search_delegations` over {completed:,}",
+                    "peer": f"naive TinyDB scan {result['naive']:.1f} ms; SQLite FTS5 {result['fts5']:.3f} ms",
+                    "ours": f"{result['ours']:.3f} ms median ({result['ours_p95']:.3f} ms p95)",
+                    "ratio": "—",
+                    "target": "≤ 5 ms",
+                    "met": result["ours"] <= 5,
+                },
+            ]
+            stamp_load(rows, loads)
+            record("storage", rows, script=f"bench/bench_storage.py at {tree_commit()}")
         if args.postgres_dsn:
             postgres_section(args.postgres_dsn, count, directory, texts, queries)
         else:
