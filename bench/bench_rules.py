@@ -13,7 +13,11 @@ every call with different arguments so no cached verdict answers it:
 Instructions are counted with ``valgrind --tool=callgrind`` (repeatable whatever the machine's
 load): the count of a run of ``CALLS`` calls minus that of a run of 0 calls, divided by
 ``CALLS``. Target: 1,000 rules ≤ 1.2× 10 rules, for both tools. Without valgrind it falls back
-to CPU time per call (noisier, same ratios).
+to CPU time per call (noisier, same ratios), the rule counts run in interleaved rounds (ABAB,
+the order flipping each round), each figure the median and the ratio's range over the rounds.
+
+Writes bench/results/rules.toml (the P18 rows of docs/benchmarks.md; ``--time`` runs say so in
+the row) with the load sampled before and after.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,10 +33,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import report
+from _common import interleaved, load_span, ratio_spread, record, report, tree_commit
 
 CALLS = 100
 RULE_COUNTS = (10, 100, 1000)
+TIME_ROUNDS = 5
 
 WORKER = r"""
 import sys, time, anyio
@@ -67,8 +73,11 @@ def args(i):
         return "bash.execute", {"command": f"echo {i}"}
     return "filesystem.file_info", {"path": f"f{i}.txt"}
 
-print(anyio.run(run))
+print(len(manager.list_tools()), anyio.run(run))
 """
+
+#: tools served by the worker's manager (bash and filesystem), as the last run printed it
+TOOLS: list[str] = []
 
 
 def _run(tool: str, rules: int, calls: int, *, callgrind: bool) -> float:
@@ -76,7 +85,9 @@ def _run(tool: str, rules: int, calls: int, *, callgrind: bool) -> float:
         command = [sys.executable, "-c", WORKER, tmp, tool, str(rules), str(calls)]
         if not callgrind:
             out = subprocess.run(command, capture_output=True, text=True, check=True)
-            return float(out.stdout.strip().splitlines()[-1]) / max(calls, 1)
+            tools, seconds = out.stdout.strip().splitlines()[-1].split()
+            TOOLS[:] = [tools]
+            return float(seconds) / max(calls, 1)
         log = Path(tmp) / "callgrind.out"
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={log}", *command],
@@ -86,33 +97,86 @@ def _run(tool: str, rules: int, calls: int, *, callgrind: bool) -> float:
         )
         if done.returncode != 0:
             raise RuntimeError(done.stderr[-2000:])
+        TOOLS[:] = [done.stdout.strip().splitlines()[-1].split()[0]]
         found = re.search(r"Collected : (\d+)", done.stderr)
         if found is None:
             raise RuntimeError("callgrind printed no total")
         return float(found.group(1))
 
 
-def per_call(tool: str, rules: int, *, callgrind: bool) -> float:
-    if not callgrind:
-        return min(_run(tool, rules, CALLS, callgrind=False) for _ in range(3))
-    return (_run(tool, rules, CALLS, callgrind=True) - _run(tool, rules, 0, callgrind=True)) / CALLS
+def per_call(tool: str) -> dict[int, float]:
+    """Instructions per call by rule count: a run of CALLS calls minus a run of none (imports,
+    set-up, exit). Two runs at a time: a count does not depend on what else the machine runs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = {
+            (n, calls): pool.submit(_run, tool, n, calls, callgrind=True) for n in RULE_COUNTS for calls in (CALLS, 0)
+        }
+        return {n: (runs[n, CALLS].result() - runs[n, 0].result()) / CALLS for n in RULE_COUNTS}
+
+
+WHAT = {
+    "filesystem": "`filesystem.file_info`, 1,000 rules for other commands and directories",
+    "bash": 'same, `bash.execute "echo <n>"` (parsed and judged; `default = "deny"`, so no process is started)',
+}
 
 
 def main() -> None:
     callgrind = shutil.which("valgrind") is not None and "--time" not in sys.argv
-    unit = "instructions" if callgrind else "CPU s"
+    unit = "instructions" if callgrind else "µs CPU"
+    loads = [os.getloadavg()[0]]
     rows = []
+    records: list[dict[str, object]] = []
+    low, high = RULE_COUNTS[0], RULE_COUNTS[-1]
     for tool in ("filesystem", "bash"):
-        costs = {n: per_call(tool, n, callgrind=callgrind) for n in RULE_COUNTS}
-        base = costs[RULE_COUNTS[0]]
+        if callgrind:  # a count does not move with the load: one run per rule count is the figure
+            samples = {n: [cost] for n, cost in per_call(tool).items()}
+        else:
+            sides = {n: (lambda n=n, tool=tool: _run(tool, n, CALLS, callgrind=False) * 1e6) for n in RULE_COUNTS}
+            samples = interleaved(sides, TIME_ROUNDS)
+        costs = {n: statistics.median(values) for n, values in samples.items()}
+        ratios = {n: [a / b for a, b in zip(samples[n], samples[low], strict=True)] for n in RULE_COUNTS}
         for n in RULE_COUNTS:
-            shown = f"{costs[n]:,.0f} {unit}" if callgrind else f"{costs[n] * 1e6:.0f} us"
-            target = "≤ 1.2×" if n == RULE_COUNTS[-1] else ""
+            target = "≤ 1.2×" if n == high else ""
             rows.append(
-                (f"P18 {tool} call, {n} rules", shown, f"{RULE_COUNTS[0]} rules", f"{costs[n] / base:.2f}×", target)
+                (
+                    f"P18 {tool} call, {n} rules",
+                    f"{costs[n]:,.0f} {unit}",
+                    f"{low} rules",
+                    ratio_spread(ratios[n]),
+                    target,
+                )
             )
-    print(f"measured {time.strftime('%Y-%m-%d')} in {unit}, load {os.getloadavg()[0]:.2f}")
+        ratio = statistics.median(ratios[high])
+        shown = f"{ratio:.2f}×" if callgrind else ratio_spread(ratios[high])
+        how = (
+            f"instructions per call (callgrind, `bench_rules.py`, {CALLS} calls with distinct arguments so no "
+            "cached verdict answers)"
+            if callgrind
+            else f"CPU time per call (`bench_rules.py --time`, {TIME_ROUNDS} interleaved rounds of {CALLS} calls "
+            "with distinct arguments so no cached verdict answers)"
+        )
+        per = "" if callgrind else " µs"
+        records.append(
+            {
+                "id": "P18",
+                "what": f"{how}, {WHAT[tool]}" if tool == "filesystem" else WHAT[tool],
+                "peer": (f"the same call with {low} rules: " if tool == "filesystem" else f"{low} rules: ")
+                + f"{costs[low]:,.0f}{per}",
+                "ours": f"{costs[high]:,.0f}{per}",
+                "ratio": f"{shown} (100 rules: {statistics.median(ratios[100]):.2f}×)",
+                "target": "≤ 1.2×",
+                "met": "yes" if ratio <= 1.2 else "**no**",
+                "tools": TOOLS[0],
+            }
+        )
+    loads.append(os.getloadavg()[0])
+    for r in records:
+        r["load"] = load_span(loads)
+    print(f"measured {time.strftime('%Y-%m-%d')} in {unit}, load {load_span(loads)}")
     report("bench_rules", rows)
+    record("rules", records, script=f"bench/bench_rules.py{'' if callgrind else ' --time'} at {tree_commit()}")
 
 
 if __name__ == "__main__":
