@@ -12,7 +12,7 @@ import sys
 
 import anyio
 
-from .._isolation import stops_host, watch_interrupts
+from .._isolation import watch_interrupts
 from .._manager import ServerManager
 from .._stdout import guard_stdout
 from ._sdk import load_serving_sdk
@@ -186,11 +186,6 @@ def serve(
             ),
             backend_options={"use_uvloop": use_uvloop(settings.event_loop)},
         )
-    # A Ctrl-C (or the CLI's SIGTERM, which raises one) ends the loop by cancelling its main
-    # task; should code on the way out take that cancellation for its own, the loop ends as if
-    # nothing happened, and the caller (the CLI: "stopped (SIGTERM)") must still hear of it.
-    if stops_host(KeyboardInterrupt()):
-        raise KeyboardInterrupt
 
 
 def run_stdio(manager: ServerManager) -> None:
