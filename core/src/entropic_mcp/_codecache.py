@@ -7,7 +7,7 @@ an ``entropic-mcp`` start-up that loads the plugins (``tools`` with the listing 
 instructions without this cache, 710 M with it; ``serve``).
 Python keeps a module's bytecode in ``__pycache__``; this keeps the generated methods' the same way:
 each code object under a hash of its source and file name, in one file per interpreter bytecode
-format and attrs version. A run loads the file once, compiles only what it does not hold, and
+format. A run loads the file once, compiles only what it does not hold, and
 writes the file back at exit when it compiled something new.
 
 Only the command line turns it on (``install``), before the core is imported, with a file in the
@@ -94,14 +94,15 @@ def install(directory: str) -> bool:
     import importlib.util
     import inspect
 
-    import attr
     from attr import _make
 
     original = getattr(_make, "_compile_and_eval", None)
     if original is None or list(inspect.signature(original).parameters) != ["script", "globs", "locs", "filename"]:
         return False
     tag = importlib.util.MAGIC_NUMBER.hex()
-    _path = os.path.join(directory, f"attrs-v{FORMAT}-{attr.__version__}-{sys.implementation.cache_tag}-{tag}.marshal")
+    # Not named by attrs' version: ``attr.__version__`` imports importlib.metadata (and email,
+    # socket), and the same source compiles to the same code whichever attrs wrote it.
+    _path = os.path.join(directory, f"attrs-v{FORMAT}-{sys.implementation.cache_tag}-{tag}.marshal")
     try:
         with open(_path, "rb") as fh:
             loaded = marshal.loads(fh.read())
