@@ -2,9 +2,9 @@
 
 attrs writes each class's ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` as Python
 source and compiles it when the class is defined: a hundred classes are defined by the time the
-core and the first-party plugins are imported, and compiling their methods is about a seventh of
+core and the first-party plugins are imported, and compiling their methods is about a fifth of
 an ``entropic-mcp`` start-up that loads the plugins (``tools`` with the listing cache off: 831 M
-instructions without this cache, 710 M with it; ``serve``).
+instructions without this cache, 667 M with it; ``serve``).
 Python keeps a module's bytecode in ``__pycache__``; this keeps the generated methods' the same way:
 each code object under a hash of its source and file name, in one file per interpreter bytecode
 format. A run loads the file once, compiles only what it does not hold, and
