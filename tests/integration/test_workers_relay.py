@@ -248,12 +248,30 @@ def _gone(answer: dict[str, Any]) -> str:
 
 
 def test_a_retry_for_a_worker_that_died_is_told_so_at_once_or_within_the_heartbeat(tmp_path: Path) -> None:
-    """SIGTERM while a question waits (its heartbeat deleted: refused at once); SIGKILL while one
-    waits (refused at once once the heartbeat is stale); SIGKILL while the call runs with the
-    answer (the waiting retry is told within the staleness bound, not after the 600 s answer timeout)."""
+    """A live worker's resumed round outlasting the staleness bound is answered; SIGTERM while a
+    question waits (its heartbeat deleted: refused at once); SIGKILL while one waits (refused at
+    once once the heartbeat is stale); SIGKILL while the call runs with the answer (the waiting
+    retry is told within the staleness bound, not after the 600 s answer timeout)."""
     stale = STALE + 2 * HEARTBEAT
     with deployment(tmp_path, 2, _project) as (_, served, store):
         rpc = Rpc("dies", tasks=False, elicitation=True, sampling=True)
+        # 0. Alive: a resumed round that runs longer than the staleness bound is answered, not refused.
+        arguments = {"target": "researcher", "task": "Sleep a while."}
+        asked = rpc.call(served[0].url, "entropic_delegate", arguments)["result"]
+        retry = {
+            "name": "entropic_delegate",
+            "arguments": arguments,
+            "requestState": asked["requestState"],
+            "inputResponses": {SAMPLING: _turn("s1", "probe_sleep", {"seconds": stale})},
+        }
+        resumed = rpc(served[1].url, "tools/call", retry, "entropic_delegate")["result"]
+        assert resumed["resultType"] == "input_required" and SAMPLING in resumed["inputRequests"], resumed
+        last = resumed["inputRequests"][SAMPLING]["params"]["messages"][-1]["content"][0]
+        assert last["content"][0]["text"] == f"slept {stale:g} s", last
+        done = {**retry, "requestState": resumed["requestState"]}
+        done["inputResponses"] = {SAMPLING: _turn("s2", "entropic_complete", {"summary": "slept"})}
+        assert rpc(served[1].url, "tools/call", done, "entropic_delegate")["result"]["resultType"] == "complete"
+
         # 1. SIGTERM: the worker deletes its heartbeat on the way out.
         asked = _outside_read(rpc, served[0].url, "/etc/hostname")["result"]
         assert asked["resultType"] == "input_required", asked
@@ -298,11 +316,12 @@ def test_a_retry_for_a_worker_that_died_is_told_so_at_once_or_within_the_heartbe
         }
         answers: list[tuple[float, dict[str, Any]]] = []
         relayed = Rpc(rpc.conversation, tasks=False, sampling=True)
-        waiting = threading.Thread(
-            target=lambda: answers.append(
-                (time.monotonic(), relayed(served[1].url, "tools/call", retry, "entropic_delegate"))
-            )
-        )
+
+        def relay() -> None:
+            answer = relayed(served[1].url, "tools/call", retry, "entropic_delegate")
+            answers.append((time.monotonic(), answer))
+
+        waiting = threading.Thread(target=relay)
         waiting.start()
         assert wait_until(lambda: marker.exists() and marker.read_text().strip() != "", timeout=30)
         pgid = int(marker.read_text())
