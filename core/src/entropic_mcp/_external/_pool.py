@@ -212,7 +212,7 @@ class Pool:
         self.loop = loop
         self.home = SHARED if self.plan == "shared" else DISCOVERY
         self.clients: OrderedDict[str, PooledClient] = OrderedDict()
-        self.records: deque[UseRecord] = deque(maxlen=RECORDS)
+        self._records: deque[tuple[Any, ...]] = deque(maxlen=RECORDS)
         self.state = "connecting"
         self.last_error: str | None = None
         self._on_listing = on_listing
@@ -262,8 +262,17 @@ class Pool:
         wait: float,
         outcome: str,
     ) -> None:
-        record = UseRecord(
-            key=self.key_hash(conversation),
+        # Kept as a tuple, made a UseRecord when read: a frozen record built on every call costs
+        # more than the rest of the bookkeeping together.
+        entry = (self.key_hash(conversation), operation, how, client, wait, outcome, time.time())
+        self._records.append(entry)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("external use %s", self._use_record(entry))
+
+    def _use_record(self, entry: tuple[Any, ...]) -> UseRecord:
+        key, operation, how, client, wait, outcome, when = entry
+        return UseRecord(
+            key=key,
             server=self.name,
             plan=self.plan,
             operation=operation,
@@ -271,9 +280,13 @@ class Pool:
             client=client,
             wait_ms=round(wait * 1000.0, 3),
             outcome=outcome,
+            time=when,
         )
-        self.records.append(record)
-        log.debug("external use %s", record)
+
+    @property
+    def records(self) -> list[UseRecord]:
+        """The last RECORDS uses, oldest first."""
+        return [self._use_record(entry) for entry in self._records]
 
     def client_key(self, binding: Binding) -> str:
         return SHARED if self.plan == "shared" else binding.conversation
