@@ -16,7 +16,7 @@ class Trusting:
         self.seen = []
 
     def __getattr__(self, name):
-        if name.startswith("_") or name.endswith("_state") or name == "prune_states":
+        if name.startswith("_") or "_state" in name or name == "prune_states":
             raise AttributeError(name)
 
         def method(*args):
@@ -114,3 +114,30 @@ def test_the_manager_puts_every_store_behind_the_rules(tmp_path):
             manager.storage.list_conversations(0)
     finally:
         manager.close()
+
+
+class TrustingWithAsyncState(TrustingWithState):
+    async def load_state_async(self, namespace, key):
+        self.seen.append(("load_state_async", (namespace, key)))
+        return None, 0
+
+    async def save_state_async(self, namespace, key, value, version):
+        self.seen.append(("save_state_async", (namespace, key, value, version)))
+        return version + 1
+
+
+def test_awaited_state_methods_are_offered_only_when_the_backend_has_them_and_checked_alike():
+    import asyncio
+
+    from entropic_mcp._storage._checked import checked
+    from entropic_mcp.storage import AsyncStateStore
+
+    assert not isinstance(checked(TrustingWithState()), AsyncStateStore)
+    store = checked(TrustingWithAsyncState())
+    assert isinstance(store, AsyncStateStore)
+    with pytest.raises(StorageError, match="not JSON"):
+        asyncio.run(store.save_state_async("ns", "k", {1, 2}, 0))
+    with pytest.raises(StorageError, match="non-empty string"):
+        asyncio.run(store.load_state_async("ns", ""))
+    assert asyncio.run(store.save_state_async("ns", "k", {"a": 1}, 0)) == 1
+    assert store.backend.seen == [("save_state_async", ("ns", "k", {"a": 1}, 0))]
