@@ -31,7 +31,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import load_span, ratio_spread, record, report, tree_commit
+from _common import load_span, ratio_spread, record, report, tree_commit, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "core" / "tests" / "external" / "fault_server.py"
@@ -226,7 +226,7 @@ def main() -> None:
                 "ours": f"{mine * 1e6:.0f} µs",
                 "ratio": ratio_spread(per_round),
                 "target": "≤ 1.1×",
-                "met": "yes" if ratio <= 1.1 else "**no**",
+                "met": verdict(ratio <= 1.1, loads),
                 "load": load,
             },
         ],
