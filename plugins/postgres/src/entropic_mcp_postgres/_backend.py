@@ -971,7 +971,8 @@ class PostgresBackend:
         started = time.monotonic()
         try:
             # An idle connection without a suspension; wait_for (a task of its own) only to open one.
-            conn = self._loop_conns.idle() or await asyncio.wait_for(self._loop_conns.take(), self._timeout)
+            idle = self._loop_conns.idle()
+            conn = idle if idle is not None else await asyncio.wait_for(self._loop_conns.take(), self._timeout)
         except TimeoutError:
             raise self._failure(PoolTimeout("no connection"), what) from None
         except psycopg.Error as exc:
