@@ -15,7 +15,7 @@ import subprocess
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -109,10 +109,15 @@ def haproxy(tmp_path: Path, workers: list[HTTPServe]) -> Iterator[str]:
 
 
 @contextmanager
-def deployment(tmp_path: Path, workers: int) -> Iterator[tuple[str, list[HTTPServe], tuple[str, str]]]:
-    """``workers`` serve processes, each with a project directory of its own, on one fresh store."""
+def deployment(
+    tmp_path: Path, workers: int, project: Callable[[Path, str, str], Path] | None = None
+) -> Iterator[tuple[str, list[HTTPServe], tuple[str, str]]]:
+    """``workers`` serve processes of ``project`` (this module's by default), each with a project
+    directory of its own, on one fresh store: (haproxy's URL in front of them or the one worker's,
+    the workers, the store)."""
+    project = project or _project
     with fresh_store() as store:
-        served = [start_http(_project(tmp_path / f"worker{n}", *store)) for n in range(workers)]
+        served = [start_http(project(tmp_path / f"worker{n}", *store)) for n in range(workers)]
         try:
             if workers == 1:
                 yield served[0].url, served, store

@@ -14,16 +14,14 @@ import json
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from test_workers import CONVERSATION_KEY, KIND, _text, fresh_store, haproxy
+from test_workers import CONVERSATION_KEY, KIND, _text, deployment
 
-from conftest import HTTPServe, start_http, stop, write_project
+from conftest import write_project
 
 pytestmark = [pytest.mark.integration]
 
@@ -51,25 +49,6 @@ tools = ["probe.note", "filesystem.read_file"]
 max_turns = 5
 """,
     )
-
-
-@contextmanager
-def deployment(
-    tmp_path: Path, workers: int, project: Callable[[Path, str, str], Path] = _project
-) -> Iterator[tuple[str, list[HTTPServe], tuple[str, str]]]:
-    """``workers`` serve processes of ``project`` on one fresh store: (haproxy's URL in front of them
-    or the one worker's, the workers, the store)."""
-    with fresh_store() as store:
-        served = [start_http(project(tmp_path / f"worker{n}", *store)) for n in range(workers)]
-        try:
-            if workers == 1:
-                yield served[0].url, served, store
-            else:
-                with haproxy(tmp_path, served) as url:
-                    yield url, served, store
-        finally:
-            for worker in served:
-                stop(worker.process)
 
 
 class Model:
@@ -146,7 +125,7 @@ def _run(tmp_path: Path, workers: int) -> tuple[dict[str, Any], list[dict[str, A
     outside.mkdir(parents=True)
     (outside / "a.txt").write_text("outside words\n", encoding="utf-8")
     (outside / "refused.txt").write_text("never shown\n", encoding="utf-8")
-    with deployment(tmp_path, workers) as (url, served, (dsn, schema)):
+    with deployment(tmp_path, workers, _project) as (url, served, (dsn, schema)):
         seen = anyio.run(scenario, url, outside)
         notes = [
             line
@@ -256,7 +235,7 @@ def test_a_forged_or_tampered_request_state_is_refused_on_either_worker(tmp_path
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "a.txt").write_text("outside words\n", encoding="utf-8")
-    with deployment(tmp_path, 2) as (url, _, _):
+    with deployment(tmp_path, 2, _project) as (url, _, _):
         rpc = Rpc(url)
         read = {"path": str(outside / "a.txt")}
         first = rpc.call("tamper", "filesystem_read_file", read)["result"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from test_tasks import SAMPLING, Rpc, _acknowledged, _turn
-from test_workers_questions import deployment
+from test_workers import deployment
 
 from conftest import group_alive, start_http, wait_until, write_project
 

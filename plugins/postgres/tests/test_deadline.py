@@ -18,6 +18,18 @@ from entropic_mcp_postgres.testing import PartitionProxy
 HANG = 60.0
 
 
+def answers_again(load: Callable[[], object], expected: object) -> None:
+    """Poll ``load`` until it gives ``expected``: the store recovers after a partition, within HANG."""
+    deadline = time.monotonic() + HANG
+    while True:
+        try:
+            assert load() == expected
+            return
+        except StorageError:
+            assert time.monotonic() < deadline, "the store did not recover after the partition"
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def proxy(pg_dsn: str) -> Iterator[PartitionProxy]:
     with PartitionProxy(pg_dsn) as made:
@@ -152,14 +164,7 @@ def test_no_connection_within_the_deadline_stalls_the_store_as_a_cut_does(
         for conn in held:
             backend._pool.putconn(conn)
         held = []
-        deadline = time.monotonic() + HANG
-        while True:
-            try:
-                assert backend.load_state("t", "k") == ("before", 1)
-                break
-            except StorageError:
-                assert time.monotonic() < deadline, "the store did not recover after the partition"
-                time.sleep(0.1)
+        answers_again(lambda: backend.load_state("t", "k"), ("before", 1))
     finally:
         proxy.thaw()
         for conn in held:

@@ -13,6 +13,7 @@ import pytest
 from entropic_mcp.storage import HEURISTIC_NAMESPACES, AsyncStateStore, StateConflict, StorageError
 from entropic_mcp_postgres import PostgresBackend, PostgresUnavailable
 from entropic_mcp_postgres.testing import PartitionProxy
+from test_deadline import answers_again
 
 #: Far above every deadline here: a call still running then is a hang, not a slow answer.
 HANG = 60.0
@@ -164,14 +165,7 @@ def test_a_partition_fails_the_loop_at_its_deadline_stalls_the_store_and_it_reco
         with pytest.raises(PostgresUnavailable, match="has not answered for"):
             asyncio.run(backend.load_state_async("t", "k"))
         proxy.thaw()
-        deadline = time.monotonic() + HANG
-        while True:
-            try:
-                assert asyncio.run(backend.load_state_async("t", "k")) == ("before", 1)
-                break
-            except StorageError:
-                assert time.monotonic() < deadline, "the store did not recover after the partition"
-                time.sleep(0.1)
+        answers_again(lambda: asyncio.run(backend.load_state_async("t", "k")), ("before", 1))
     finally:
         proxy.thaw()
         backend.close()
