@@ -36,12 +36,10 @@ def test_a_name_is_one_path_component(name: str) -> None:
         cache_directory(name)
 
 
-def test_the_host_and_the_filesystem_store_use_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from entropic_mcp_filesystem import _dirstore
-
+def test_the_host_listing_cache_uses_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The filesystem plugin's listing store is held to it in that plugin's own tests.
     monkeypatch.setenv("ENTROPIC_MCP_DATA_DIR", str(tmp_path))
     assert _listing._directory() == str(tmp_path / "cache" / "tools")
-    assert _dirstore.default_directory() == tmp_path / "cache" / "listings"
 
 
 def test_finding_it_imports_neither_pathlib_nor_platformdirs_on_linux(tmp_path: Path) -> None:

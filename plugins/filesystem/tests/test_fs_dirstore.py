@@ -124,6 +124,14 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[i
     return calls
 
 
+def test_the_store_directory_is_the_host_cache_directory_listings(monkeypatch, tmp_path):
+    from entropic_mcp.toolkit.paths import cache_directory
+
+    monkeypatch.setenv("ENTROPIC_MCP_DATA_DIR", str(tmp_path))
+    assert _dirstore.default_directory() == tmp_path / "cache" / "listings"
+    assert str(_dirstore.default_directory()) == cache_directory("listings")
+
+
 def test_the_store_lives_in_the_user_cache_directory_outside_the_project(tree, user_data_dir, server):
     glob(server(tree))
     path = store_of(tree).path
