@@ -170,3 +170,27 @@ def test_no_connection_within_the_deadline_stalls_the_store_as_a_cut_does(
         for conn in held:
             backend._pool.putconn(conn)
         backend.close()
+
+
+def test_the_store_is_marked_stalled_before_the_late_operation_is_woken() -> None:
+    """An operation cut at its deadline whose caller retries at once finds the store stalled: the
+    watchdog says so before it cuts (the other order let the retry wait out a deadline of its own)."""
+    from entropic_mcp_postgres._deadline import Watchdog
+
+    class Conn:
+        class pgconn:
+            socket = -1  # not a socket: the cut's shutdown fails quietly, as on a closed connection
+
+    seen: list[bool] = []
+    called = threading.Event()
+    watchdog = Watchdog(lambda: (seen.append(entry[2]), called.set()))
+    entry = watchdog.enter(Conn(), 0.0)  # type: ignore[arg-type]
+    try:
+        assert called.wait(HANG)
+        deadline = time.monotonic() + HANG
+        while not entry[2]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        watchdog.stop()
+    assert seen == [False]  # not yet cut when the store was marked stalled

@@ -72,13 +72,16 @@ class Watchdog:
             now = time.monotonic()
             # list() of a dict other threads change: taken again on "changed size during iteration".
             late = [entry for entry in _values(self._inflight) if entry[0] <= now and not entry[2]]
+            if not late:
+                continue
+            # The store is marked stalled before a cut wakes its operation: a caller that retries
+            # as soon as its error arrives must find the mark, not a fresh wait on the silent network.
+            try:
+                self._on_late()
+            except Exception:  # the watchdog must keep watching whatever the callback does
+                log.exception("the deadline callback failed")
             for entry in late:
                 _cut(entry)
-            if late:
-                try:
-                    self._on_late()
-                except Exception:  # the watchdog must keep watching whatever the callback does
-                    log.exception("the deadline callback failed")
 
 
 def _values(inflight: dict[int, list[Any]]) -> list[list[Any]]:
