@@ -465,6 +465,31 @@ def test_sigterm_stops_serve_cleanly_with_status_0_even_during_a_stuck_call(stuc
     assert err.decode() == "entropic-mcp: stopped (SIGTERM)\n"
 
 
+def test_sigterm_is_reported_when_the_loop_absorbed_the_interrupt(project, monkeypatch):
+    # SIGTERM becomes a Ctrl-C; one that lands as the event loop's main task is finishing is
+    # absorbed by the loop's runner and serve returns normally: it still stopped on SIGTERM.
+    import signal
+
+    from entropic_mcp import _children, _serve
+
+    def serve_absorbing_the_interrupt(manager, **kwargs):
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except KeyboardInterrupt:
+            pass
+
+    monkeypatch.setattr(_serve, "serve", serve_absorbing_the_interrupt)
+    monkeypatch.setattr(_children, "become_subreaper", lambda: None)
+    monkeypatch.setattr(_children, "stop_descendants", lambda: [])
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        result = CliRunner().invoke(cli, ["serve"], obj={})
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.endswith("entropic-mcp: stopped (SIGTERM)\n")
+
+
 def test_serve_in_a_terminal_shows_how_to_connect_and_stops_on_the_first_ctrl_c(stuck_project):
     import os
     import pty

@@ -67,11 +67,15 @@ def serve(ctx: click.Context, transport: str | None, host: str | None, port: int
     become_subreaper()
     terminated = _stop_on_sigterm()
     try:
-        run(manager, transport=chosen, host=host, port=port)
-    except KeyboardInterrupt:
-        if not terminated:
-            raise Interrupted from None
-        click.echo("entropic-mcp: stopped (SIGTERM)", err=True)
+        try:
+            run(manager, transport=chosen, host=host, port=port)
+        except KeyboardInterrupt:
+            if not terminated:
+                raise Interrupted from None
+        # Said whether or not the interrupt came out of run(): one that lands as the event loop's
+        # main task is finishing is absorbed by the loop's runner, and serve just returns.
+        if terminated:
+            click.echo("entropic-mcp: stopped (SIGTERM)", err=True)
     finally:
         from .._sandbox import uninstall
 
