@@ -7,6 +7,8 @@ import random
 import pytest
 from entropic_mcp._storage import _search
 from entropic_mcp._storage._search import SearchIndex, query_words
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _index(*docs: tuple[str, str, str]) -> SearchIndex:
@@ -80,3 +82,68 @@ def test_search_agrees_with_brute_force_on_random_texts(monkeypatch: pytest.Monk
         words = query_words(" ".join(rng.choices([*alphabet, "a", "b", "%", "_", "."], k=rng.choice([1, 2, 3]))))
         max_results = rng.choice([1, 3, 10])
         assert index.search(words, max_results) == _reference(docs, words, max_results), words
+
+
+def test_a_late_older_completion_ranks_by_its_recency_not_its_arrival() -> None:
+    index = SearchIndex()
+    index.add("new", "fix a.b", "a.b done", ("2026-01-02", 2))
+    index.add("old", "fix a.b", "a.b done", ("2026-01-01", 1))
+    assert index.search(["a.b"], 1) == ["new"]  # checked against the texts, newest first
+    assert index.search(["fix", "done"], 5) == ["new", "old"]
+    index.add("newest", "fix a.b", "x", ("2026-01-03", 3))
+    assert index.search(["fix"], 5) == ["newest", "new", "old"]
+    assert index.search(["a.b"], 5) == ["new", "old", "newest"]
+
+
+def test_adding_a_delegation_again_replaces_its_texts() -> None:
+    index = _index(("a", "alpha", "x"), ("b", "alpha", "y"))
+    index.add("a", "beta", "z", ("2026-01-01", 0))
+    assert index.search(["alpha"], 5) == ["b"]
+    assert index.search(["beta"], 5) == ["a"]
+    assert len(index) == 2
+
+
+_ALPHABET = ["ab", "ba", "abc", "c", "x%", "a_b", "b.c", "Ab", "zz", "ÉTÉ", "straße", "q"]
+_texts = st.lists(st.sampled_from(_ALPHABET), max_size=5).map(" ".join)
+_query_word = st.sampled_from([*_ALPHABET, "a", "b", "%", "_", ".", "été", "STRASSE", "zzz", "b c"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    corpus=st.lists(
+        st.tuples(_texts, _texts, st.sampled_from(["2026-01-01", "2026-01-02", "2026-01-03"])), max_size=40
+    ),
+    arrival=st.randoms(use_true_random=False),
+    removed=st.sets(st.integers(0, 39), max_size=8),
+    queries=st.lists(st.tuples(st.lists(_query_word, max_size=4), st.sampled_from([1, 2, 3, 10])), max_size=8),
+    broad=st.sampled_from([256, 3, 1]),
+)
+def test_search_agrees_with_a_naive_scan(
+    corpus: list[tuple[str, str, str]],
+    arrival: random.Random,
+    removed: set[int],
+    queries: list[tuple[list[str], int]],
+    broad: int,
+) -> None:
+    # Completion stamps tie across delegations (the counter breaks the tie, as in the backend), and
+    # the delegations arrive in any order, so the index cannot take arrival for recency.
+    docs = {f"d{i}": (task, summary, (stamp, i)) for i, (task, summary, stamp) in enumerate(corpus)}
+    index = SearchIndex()
+    for delegation_id in arrival.sample(sorted(docs), len(docs)):
+        task, summary, recency = docs[delegation_id]
+        index.add(delegation_id, task, summary, recency)
+    for i in removed:
+        index.remove(f"d{i}")
+        docs.pop(f"d{i}", None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_search, "_BROAD", broad)
+        for query, max_results in queries:
+            words = query_words(" ".join(query))
+            ranked = []
+            for delegation_id, (task, summary, recency) in docs.items():
+                task, summary = task.casefold(), summary.casefold()
+                if all(w in summary or w in task for w in words):
+                    ranked.append((sum(w in summary for w in words), recency, delegation_id))
+            ranked.sort(reverse=True)
+            expected = [entry[2] for entry in ranked[:max_results]]
+            assert index.search(words, max_results) == expected, words
