@@ -470,7 +470,11 @@ def test_sigterm_is_reported_when_the_loop_absorbed_the_interrupt(project, monke
     # absorbed by the loop's runner and serve returns normally: it still stopped on SIGTERM.
     import signal
 
-    from entropic_mcp import _children, _serve
+    from entropic_mcp import _children, _isolation, _serve
+
+    # The interrupt it raises is counted as a real one; the count outlives the test otherwise
+    # and every later KeyboardInterrupt raised by plugin code would stop the test process.
+    monkeypatch.setattr(_isolation, "_interrupts", _isolation._interrupts)
 
     def serve_absorbing_the_interrupt(manager, **kwargs):
         try:
@@ -481,11 +485,12 @@ def test_sigterm_is_reported_when_the_loop_absorbed_the_interrupt(project, monke
     monkeypatch.setattr(_serve, "serve", serve_absorbing_the_interrupt)
     monkeypatch.setattr(_children, "become_subreaper", lambda: None)
     monkeypatch.setattr(_children, "stop_descendants", lambda: [])
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     try:
         result = CliRunner().invoke(cli, ["serve"], obj={})
     finally:
-        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
     assert result.exit_code == 0, result.output
     assert result.stderr.endswith("entropic-mcp: stopped (SIGTERM)\n")
 
