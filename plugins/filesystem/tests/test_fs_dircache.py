@@ -377,7 +377,7 @@ def test_many_patterns_over_one_listing_keep_the_budget_exact(cached, tree):
     ):
         assert cached.ok("glob", {"pattern": pattern}, conversation=f"c{i}") is not None
     held = 0
-    for listing in cache._entries.values():
+    for listing in cache.held():
         views = listing.views or {}
         assert len(views) <= 8
         held += len(listing.files) + len(listing.dirs) + 1 + sum(n for _, n in views.values())

@@ -122,18 +122,31 @@ class ListingCache:
         self._fs_types: dict[int, str] = {}
         #: A listing was stored since the last ``records`` (the store on disk is behind).
         self.dirty = False
+        #: Records from the store not turned into listings yet (``seed``): a new server whose
+        #: first glob is answered whole (``_answers``) never builds them.
+        self._pending: tuple[list[Any], int] | None = None
 
     def __len__(self) -> int:
+        self._settle()
         return len(self._entries)
 
     @property
     def names(self) -> int:
+        self._settle()
         return self._names
+
+    def held(self) -> list[Listing]:
+        """The listings held, least recently used first."""
+        self._settle()
+        with self._lock:
+            return list(self._entries.values())
 
     # -- lookups and stores ---------------------------------------------------------------
 
     def get(self, st: os.stat_result) -> Listing | None:
         """The listing of the directory ``st`` describes, if it has not changed since it was read."""
+        if self._pending is not None:
+            self._settle()
         key = (st.st_dev, st.st_ino)
         with self._lock:
             listing = self._entries.get(key)
@@ -152,6 +165,8 @@ class ListingCache:
         return started_ns - newest >= self.margin_ns and trusted(st.st_dev)
 
     def put(self, st: os.stat_result, listing: Listing) -> None:
+        if self._pending is not None:
+            self._settle()
         key = (st.st_dev, st.st_ino)
         with self._lock:
             old = self._entries.pop(key, None)
@@ -200,6 +215,7 @@ class ListingCache:
 
     def records(self) -> list[tuple[int, int, int, int, int, str, str]]:
         """Every listing held, least recently used first, as the store writes it; clears ``dirty``."""
+        self._settle()
         with self._lock:
             self.dirty = False
             return [
@@ -220,7 +236,20 @@ class ListingCache:
 
         Each is still checked against the directory's ``fstat`` on use (``get``). Records that
         are malformed, racy against the write time or on a filesystem not trusted now are dropped.
+        They are turned into listings when the cache is first used, not now.
         """
+        self._settle()
+        with self._lock:
+            self._pending = (records, written_ns)
+
+    def _settle(self) -> None:
+        """Turn the records ``seed`` was given into listings, once."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self._seed_now(*pending)
+
+    def _seed_now(self, records: list[Any], written_ns: int) -> None:
         trusted = self.trust_checker()
         newest_allowed = written_ns - self.margin_ns
         kept: list[tuple[tuple[int, int], Listing]] = []
@@ -252,6 +281,7 @@ class ListingCache:
     def clear(self) -> None:
         with self._lock:
             self.dirty = False
+            self._pending = None
             self._entries.clear()
             self._names = 0
             self._fs_types.clear()

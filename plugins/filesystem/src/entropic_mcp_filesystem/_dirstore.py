@@ -40,7 +40,7 @@ from typing import Any
 from entropic_mcp.toolkit.paths import cache_directory
 
 MAGIC = b"entropic-mcp listings\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: format version, marshal version, Python major and minor, CRC-32 and length of the payload
 HEADER = struct.Struct(">HHBBIQ")
 MAX_STORE_BYTES = 256 << 20
@@ -58,17 +58,25 @@ def default_directory() -> Path:
 
 
 class Snapshot:
-    """What one store file holds: when it was written, listings, ignore-file texts and their keys."""
+    """What one store file holds: when it was written, listings, ignore-file texts and their keys,
+    and whole glob answers with their traces (``_answers``)."""
 
-    __slots__ = ("ignores", "listings", "texts", "written_ns")
+    __slots__ = ("answers", "ignores", "listings", "texts", "written_ns")
 
     def __init__(
-        self, *, written_ns: int, listings: list[ListingRecord], texts: list[bytes], ignores: list[IgnoreRecord]
+        self,
+        *,
+        written_ns: int,
+        listings: list[ListingRecord],
+        texts: list[bytes],
+        ignores: list[IgnoreRecord],
+        answers: list[Any] | None = None,
     ) -> None:
         self.written_ns = written_ns
         self.listings = listings
         self.texts = texts
         self.ignores = ignores
+        self.answers = answers if answers is not None else []
 
 
 class ListingStore:
@@ -134,7 +142,9 @@ def _python() -> tuple[int, int]:
 
 
 def encode(snapshot: Snapshot, root: str) -> bytes:
-    payload = marshal.dumps((root, snapshot.written_ns, snapshot.listings, snapshot.texts, snapshot.ignores))
+    payload = marshal.dumps(
+        (root, snapshot.written_ns, snapshot.listings, snapshot.texts, snapshot.ignores, snapshot.answers)
+    )
     major, minor = _python()
     header = HEADER.pack(FORMAT_VERSION, marshal.version, major, minor, zlib.crc32(payload), len(payload))
     return MAGIC + header + payload
@@ -158,7 +168,7 @@ def decode(data: bytes, root: str) -> Snapshot | None:
         return None
     try:
         value: Any = marshal.loads(payload)
-        stored_root, written_ns, listings, texts, ignores = value
+        stored_root, written_ns, listings, texts, ignores, answers = value
     except (ValueError, TypeError, EOFError):
         return None
     if (
@@ -167,7 +177,9 @@ def decode(data: bytes, root: str) -> Snapshot | None:
         or type(listings) is not list
         or type(texts) is not list
         or type(ignores) is not list
+        or type(answers) is not list
     ):
         return None
-    # The records are checked where they are used (``ListingCache.seed``, ``IgnoreCache.seed``).
-    return Snapshot(written_ns=written_ns, listings=listings, texts=texts, ignores=ignores)
+    # The records are checked where they are used (``ListingCache.seed``, ``IgnoreCache.prepare``,
+    # ``Answers.seed``).
+    return Snapshot(written_ns=written_ns, listings=listings, texts=texts, ignores=ignores, answers=answers)

@@ -13,7 +13,7 @@ from ._fsio import Location, printable
 from ._globpat import Matcher, compile_glob
 from ._rules import WalkGate
 from ._text import fit_result, path_lines, wants_json
-from ._walk import NameDir, Walk, start
+from ._walk import NameDir, Start, Walk, start
 
 
 class Glob(FilesystemTool):
@@ -22,7 +22,8 @@ class Glob(FilesystemTool):
 
     def execute(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         fs = self.fs
-        pattern = compile_glob(toolkit.text(args, "pattern", required=True))
+        pattern_text = toolkit.text(args, "pattern", required=True)
+        pattern = compile_glob(pattern_text)
         sort = toolkit.choice(args, "sort", ("path", "mtime"), default="path")
         offset = toolkit.integer(args, "offset", default=0, minimum=0)
         as_json = wants_json(args)
@@ -42,8 +43,23 @@ class Glob(FilesystemTool):
                 return ToolResult.json([]) if as_json else ToolResult(text="(no matches)")
             raise
         settings = fs.settings
-        walk = Walk(limit=settings.max_walk_entries, cache=fs.ignore_cache, cancelled=ctx.cancelled)
+        cache = fs.ignore_cache
+        walk = Walk(limit=settings.max_walk_entries, cache=cache, cancelled=ctx.cancelled)
         depth = None if pattern.max_depth is None else max(1, pattern.max_depth - len(prefix_parts))
+        # The whole answer of an earlier walk, if nothing that decided it has changed (``_answers``).
+        answer_key = _answer_key(pattern_text, walk_loc, top, depth, settings.max_walk_entries, resolved.inside)
+        if answer_key is not None:
+            cache.prepare()
+            try:
+                remembered = cache.answers.get(answer_key, top.fd)
+            except BaseException:
+                os.close(top.fd)
+                raise
+            if remembered is not None:
+                os.close(top.fd)
+                return self._answer(remembered, top, walk, ctx, sort, offset, as_json)
+            walk.tracing = True
+            walk.saves = False
         if resolved.inside:
             cut = len(search_rel) + 1 if search_rel else 0
 
@@ -77,6 +93,20 @@ class Glob(FilesystemTool):
                         extend(join(n) for n in directory.kept(matched))
         finally:
             os.close(top.fd)
+        if answer_key is not None:  # a walk that ended normally: keep its answer if it saw it all
+            trace = walk.trace
+            if trace is not None and trace.ok and not (walk.truncated or walk.stopped or walk.too_deep):
+                found.sort()
+                cache.answers.put(answer_key, trace, found)
+            cache.save()
+        return self._answer(found, top, walk, ctx, sort, offset, as_json)
+
+    def _answer(
+        self, found: list[str], top: Start, walk: Walk, ctx: CallContext, sort: str, offset: int, as_json: bool
+    ) -> ToolResult:
+        """The result for the root-relative (or walk-relative) matches ``found`` (any order)."""
+        fs = self.fs
+        settings = fs.settings
         gate = WalkGate(ctx, fs.root)
         if gate.active:
             found = [r for r in found if not gate.refused(top.display(r))]
@@ -123,6 +153,36 @@ class Glob(FilesystemTool):
             empty="(no matches)",
             offset=offset,
         )
+
+
+def _answer_key(
+    pattern: str, loc: Location, top: Start, depth: int | None, limit: int, inside: bool
+) -> tuple[object, ...] | None:
+    """What a glob's matches depend on besides the directories it visits, or None: not kept.
+
+    The ignore rules in force at the top go in by their text (two files of the same text decide
+    alike); one too large to be kept by text, and walks outside the root, keep no answer.
+    """
+    if not inside:
+        return None
+    rules: list[object] = []
+    for cut, level in top.stack:
+        if level.source is None:
+            return None
+        rules.append((cut, level.source))
+    entropic = top.entropic
+    if entropic is not None and entropic.source is None:
+        return None
+    return (
+        "glob",
+        pattern,
+        loc.parts,
+        top.rel,
+        depth,
+        limit,
+        tuple(rules),
+        entropic.source if entropic is not None else None,
+    )
 
 
 def _by_suffix(directory: NameDir, suffixes: tuple[str, ...]) -> Callable[[], list[str]]:

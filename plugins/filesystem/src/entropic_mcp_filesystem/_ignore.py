@@ -105,6 +105,7 @@ class IgnoreCache:
     """
 
     def __init__(self, max_entries: int = MAX_CACHED) -> None:
+        from ._answers import Answers
         from ._dircache import ListingCache
 
         self.max_entries = max_entries
@@ -115,6 +116,8 @@ class IgnoreCache:
         self._by_text: OrderedDict[bytes, IgnoreFile] = OrderedDict()
         self._lock = threading.Lock()
         self.listings = ListingCache()
+        #: Whole glob answers with the directories and ignore files that decided them (``_answers``).
+        self.answers = Answers()
         self.store: ListingStore | None = None
         #: Ignore-file texts from the store by key, compiled when a file with that key is loaded.
         self._stored: dict[tuple[int, ...], bytes] = {}
@@ -142,6 +145,7 @@ class IgnoreCache:
         texts = snapshot.texts
         stored: dict[tuple[int, ...], bytes] = {}
         newest_allowed = snapshot.written_ns - self.listings.margin_ns
+        self.answers.seed(snapshot.answers, newest_allowed)
         for record in snapshot.ignores:
             try:
                 dev, ino, size, mtime, ctime, index = record
@@ -158,7 +162,7 @@ class IgnoreCache:
     def save(self) -> None:
         """Write both caches to the store if either learnt something since the last save."""
         store = self.store
-        if store is None or not (self._dirty or self.listings.dirty):
+        if store is None or not (self._dirty or self.listings.dirty or self.answers.dirty):
             return
         from ._dirstore import Snapshot
 
@@ -175,50 +179,58 @@ class IgnoreCache:
             for key, text in self._stored.items():  # seeded and not used by this server yet
                 if key not in self._files:
                     ignores.append((*key, texts.setdefault(text, len(texts))))
-        store.write(Snapshot(written_ns=written_ns, listings=listings, texts=list(texts), ignores=ignores))
+        answers = self.answers.records()
+        store.write(
+            Snapshot(written_ns=written_ns, listings=listings, texts=list(texts), ignores=ignores, answers=answers)
+        )
 
     def load(self, dir_fd: int, name: str) -> IgnoreFile | None:
         """The ignore file ``name`` in the directory ``dir_fd`` (never through a link); None if absent."""
+        return self.load_keyed(dir_fd, name)[0]
+
+    def load_keyed(self, dir_fd: int, name: str) -> tuple[IgnoreFile | None, tuple[int, ...] | None]:
+        """``load`` and the stat key the answer was decided by; None for the key when no key vouches
+        for it: the file is racy (an edit in the same tick would keep its key) or vanished."""
         if not self._seeded:
             self.prepare()
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_FILE_BYTES:
-            return None
+            return None, None
         key = _key(st)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_FILE_BYTES:
+            return None, key
         with self._lock:
             cached = self._files.get(key)
             text = self._stored.pop(key, None) if cached is None and self._stored else None
         if cached is not None and cached.data is None:
             with self._lock:
                 self._files.move_to_end(key)
-            return cached.result()
+            return cached.result(), key
         if text is not None:  # the store's copy of a file whose key (ctime included) is unchanged
             entry = _Entry(self._compiled(text), None)
             self._remember(key, entry)
-            return entry.result()
+            return entry.result(), key
         return self._read(dir_fd, name)
 
-    def _read(self, dir_fd: int, name: str) -> IgnoreFile | None:
+    def _read(self, dir_fd: int, name: str) -> tuple[IgnoreFile | None, tuple[int, ...] | None]:
         started = self.listings.clock()
         try:
             fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
         except OSError:
-            return None
+            return None, None
         try:
             st = os.fstat(fd)
         except OSError:
             os.close(fd)
-            return None
+            return None, None
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_FILE_BYTES:
             os.close(fd)
-            return None
+            return None, None
         try:
             data = read_all(fd)
         except OSError:
-            return None
+            return None, None
         key = _key(st)
         racy = started - max(st.st_mtime_ns, st.st_ctime_ns) < self.listings.margin_ns
         with self._lock:
@@ -231,7 +243,7 @@ class IgnoreCache:
         self._remember(key, entry)
         if not racy:
             self._dirty = True
-        return entry.result()
+        return entry.result(), None if racy else key
 
     def _remember(self, key: tuple[int, ...], entry: _Entry) -> None:
         with self._lock:
@@ -263,6 +275,7 @@ class IgnoreCache:
             self._seeded = False
             self._dirty = False
         self.listings.clear()
+        self.answers.clear()
 
 
 def _key(st: os.stat_result) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 from entropic_mcp import ToolError
 
+from ._answers import Trace
 from ._dircache import Listing
 from ._fsio import DIR_FLAGS, Location, open_dir
 from ._ignore import ENTROPICIGNORE, GITIGNORE, IgnoreCache, IgnoreFile, Level, NameRules, stack_verdict
@@ -125,6 +126,12 @@ class Walk:
     #: ``_name_rules`` by the (entropic, stack) pair itself: most directories inherit their parent's
     #: stack object, so this is one tuple hash per directory instead of building the rules' key.
     _by_stack: dict[tuple[object, ...], NameRules | None] = attrs.field(factory=dict)
+    #: Record what a names walk visits (``_answers.Trace``), for an answer to be kept with it.
+    tracing: bool = False
+    trace: Trace | None = None
+    #: Write the caches to the store when a names walk ends (a caller that keeps more after the
+    #: walk turns this off and calls ``cache.save`` itself).
+    saves: bool = True
     _started: int = 0
     _trusted: Callable[[int], bool] | None = None
 
@@ -270,12 +277,19 @@ class Walk:
         """
         self.cache.prepare()
         self._started = self.cache.listings.clock()  # before any directory of this walk is stat'ed
+        if self.tracing:
+            listings = self.cache.listings
+            self._trusted = self._trusted or listings.trust_checker()
+            self.trace = Trace(self._started, listings.margin_ns, self._trusted)
         # One generator and a stack of open directories, not one generator per directory: a yield
         # from a directory at depth d no longer passes through 2d suspended frames. The order, the
         # limits and when each descriptor is closed are those of ``_descend``.
         entered = self._enter_names(top_fd, top_rel, stack, entropic, 1)
         if entered is None:
-            self.cache.save()
+            if self.trace is not None:
+                self.trace.fail()
+            if self.saves:
+                self.cache.save()
             return
         yield entered[0]
         #: (descriptor, its directory, the sub-directories still to visit); the top one is the caller's
@@ -294,7 +308,11 @@ class Walk:
                 try:
                     child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 except OSError:
-                    continue  # replaced by a link, removed or unreadable since it was listed: not followed
+                    # replaced by a link, removed or unreadable since it was listed: not followed,
+                    # and no answer kept (a chmod of it would not show in the listing above)
+                    if self.trace is not None:
+                        self.trace.fail()
+                    continue
                 rel = f"{parent.rel}/{name}" if parent.rel else name
                 try:
                     entered = self._enter_names(child, rel, parent.stack, parent.entropic, parent.depth + 1)
@@ -303,6 +321,8 @@ class Walk:
                     raise
                 if entered is None:
                     os.close(child)
+                    if self.trace is not None:
+                        self.trace.fail()
                     continue
                 frames.append((child, entered[0], iter(())))
                 yield entered[0]
@@ -310,7 +330,8 @@ class Walk:
         finally:
             for fd, _, _ in frames[1:]:  # a walk stopped, left early or failed still closes what it opened
                 os.close(fd)
-        self.cache.save()
+        if self.saves:
+            self.cache.save()
 
     def _children(self, entered: tuple[NameDir, list[str]], max_depth: int | None) -> Iterator[str]:
         """The sub-directories of a directory just visited that the walk goes on to (``_descend``'s limits)."""
@@ -342,10 +363,20 @@ class Walk:
             listing = self._read_listing(fd, st)
             if listing is None:
                 return None
+        trace = self.trace
         if listing.has_gitignore:
-            found = self.cache.load(fd, GITIGNORE)
+            if trace is None:
+                found = self.cache.load(fd, GITIGNORE)
+            else:
+                found, ignore_key = self.cache.load_keyed(fd, GITIGNORE)
+                if ignore_key is None:
+                    trace.fail()
+                else:
+                    trace.directory(depth - 1, rel[rel.rfind("/") + 1 :] if depth > 1 else "", st, ignore_key)
             if found is not None:
                 stack = (*stack, (len(rel) + 1 if rel else 0, found))
+        elif trace is not None:
+            trace.directory(depth - 1, rel[rel.rfind("/") + 1 :] if depth > 1 else "", st, None)
         key = (rel, entropic, stack)
         rules = self._name_rules(entropic, stack)
         subdirs = (
