@@ -63,8 +63,8 @@ def test_a_repeated_glob_is_answered_without_a_walk(tree, server, fresh, monkeyp
 
 def test_a_new_servers_first_glob_is_answered_from_the_store(tree, server, fresh, monkeypatch):
     expected = glob(server(tree), "**/*.py")
-    snapshot = store_of(tree).read()
-    assert snapshot is not None and len(snapshot.answers) == 1
+    stored = store_of(tree).read_answers()
+    assert stored is not None and len(stored[1]) == 1
     counted = walks(monkeypatch)
     harness = server(tree)
     assert glob(harness, "**/*.py") == expected == fresh(tree, "**/*.py") != []
@@ -197,10 +197,10 @@ def test_answers_are_bounded_in_number_and_names(tree, server, monkeypatch):
 def test_malformed_answers_in_the_store_are_ignored(tree, server, fresh):
     glob(server(tree), "**/*.py")
     store = store_of(tree)
-    snapshot = store.read()
-    assert snapshot is not None
-    (key, trace, answer) = snapshot.answers[0]
-    newest = snapshot.written_ns - 1  # within the racy margin of the write time
+    stored = store.read_answers()
+    assert stored is not None
+    written_ns, ((key, trace, answer),) = stored
+    newest = written_ns - 1  # within the racy margin of the write time
     bad = [
         (key, trace, ["a list"]),
         (key, "not a list", answer),
@@ -211,8 +211,22 @@ def test_malformed_answers_in_the_store_are_ignored(tree, server, fresh):
         (key, [(0, "", 1, 2, 3, 4, ("a", 2, 3, 4, 5))], answer),
         "not a record",
     ]
-    snapshot.answers = bad
-    store.path.write_bytes(_dirstore.encode(snapshot, store.root))
+    store.write_answers(written_ns, bad)
+    harness = server(tree)
+    harness.server.ignore_cache.prepare()
+    assert len(harness.server.ignore_cache.answers) == 0
+    assert glob(harness, "**/*.py") == fresh(tree, "**/*.py")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda data: data[:-3] + bytes(3), lambda data: b"", lambda data: data.replace(b"answers", b"listings", 1)],
+    ids=["corrupt", "empty", "another-kind-of-file"],
+)
+def test_an_unusable_answers_file_is_ignored(tree, server, fresh, damage):
+    glob(server(tree), "**/*.py")
+    path = store_of(tree).answers_path
+    path.write_bytes(damage(path.read_bytes()))
     harness = server(tree)
     harness.server.ignore_cache.prepare()
     assert len(harness.server.ignore_cache.answers) == 0
@@ -222,18 +236,33 @@ def test_malformed_answers_in_the_store_are_ignored(tree, server, fresh):
 def test_an_answer_whose_directories_were_forged_is_not_used(tree, server, fresh):
     glob(server(tree), "**/*.py")
     store = store_of(tree)
-    snapshot = store.read()
-    assert snapshot is not None
-    key, trace, _ = snapshot.answers[0]
-    snapshot.answers = [(key, trace, "forged.py")]
+    stored = store.read_answers()
+    assert stored is not None
+    written_ns, ((key, trace, _),) = stored
     inode_moved = [(d, n, dev, ino + 1, m, c, i) for d, n, dev, ino, m, c, i in trace]
-    snapshot.answers.append((("glob", "x"), inode_moved, "x"))
-    store.path.write_bytes(_dirstore.encode(snapshot, store.root))
+    store.write_answers(written_ns, [(key, trace, "forged.py"), (("glob", "x"), inode_moved, "x")])
     # the trace is the real one, so the forged paths are served: the store is the user's own file
     assert glob(server(tree), "**/*.py") == ["forged.py"]
-    snapshot.answers = [(key, inode_moved, "forged.py")]
-    store.path.write_bytes(_dirstore.encode(snapshot, store.root))
+    store.write_answers(written_ns, [(key, inode_moved, "forged.py")])
     assert glob(server(tree), "**/*.py") == fresh(tree, "**/*.py")  # one inode off: walked
+
+
+def test_pruning_a_root_removes_its_answers_too(tmp_path, server, monkeypatch):
+
+    monkeypatch.setattr(_dirstore, "MAX_STORE_FILES", 1)
+    roots = []
+    for n in range(2):
+        project = tmp_path / f"p{n}"
+        populate(project, {"a.py": "x"})
+        age(project)
+        glob(server(project), "**/*.py")
+        roots.append(project)
+        os.utime(store_of(project).path, ns=(10**18 + n, 10**18 + n))
+    glob(server(roots[1]), "**/*.md")  # writes p1's answers and prunes
+    (tmp_path / "p1" / "b.py").write_text("x")
+    glob(server(roots[1]), "**/*")  # p1's listings change: the store is written and pruned
+    left = sorted(p.name for p in store_of(roots[0]).directory.iterdir())
+    assert left == sorted([store_of(roots[1]).path.name, store_of(roots[1]).answers_path.name])
 
 
 def test_a_trace_that_skips_a_depth_is_not_valid(root):

@@ -263,7 +263,8 @@ def test_at_most_max_store_files_roots_are_kept(tmp_path, monkeypatch, server):
         roots.append(project)
         os.utime(store_of(project).path, ns=(OLD_NS + n, OLD_NS + n))  # the order of writing, unambiguous
     left = sorted(p.name for p in store_of(roots[0]).directory.iterdir())
-    assert left == sorted(store_of(r).path.name for r in roots[2:])
+    kept = [store_of(r) for r in roots[2:]]
+    assert left == sorted([s.path.name for s in kept] + [s.answers_path.name for s in kept])  # answers go with them
 
 
 def test_set_working_dir_uses_the_new_roots_store(tree, tmp_path, server):

@@ -40,7 +40,11 @@ from typing import Any
 from entropic_mcp.toolkit.paths import cache_directory
 
 MAGIC = b"entropic-mcp listings\n"
-FORMAT_VERSION = 2
+#: The whole glob answers (``_answers``) live beside the listings in a file of their own, so that
+#: keeping a new answer writes that answer, not every listing again.
+ANSWERS_MAGIC = b"entropic-mcp answers\n"
+ANSWERS_SUFFIX = ".answers"
+FORMAT_VERSION = 1
 #: format version, marshal version, Python major and minor, CRC-32 and length of the payload
 HEADER = struct.Struct(">HHBBIQ")
 MAX_STORE_BYTES = 256 << 20
@@ -58,25 +62,17 @@ def default_directory() -> Path:
 
 
 class Snapshot:
-    """What one store file holds: when it was written, listings, ignore-file texts and their keys,
-    and whole glob answers with their traces (``_answers``)."""
+    """What one store file holds: when it was written, listings, ignore-file texts and their keys."""
 
-    __slots__ = ("answers", "ignores", "listings", "texts", "written_ns")
+    __slots__ = ("ignores", "listings", "texts", "written_ns")
 
     def __init__(
-        self,
-        *,
-        written_ns: int,
-        listings: list[ListingRecord],
-        texts: list[bytes],
-        ignores: list[IgnoreRecord],
-        answers: list[Any] | None = None,
+        self, *, written_ns: int, listings: list[ListingRecord], texts: list[bytes], ignores: list[IgnoreRecord]
     ) -> None:
         self.written_ns = written_ns
         self.listings = listings
         self.texts = texts
         self.ignores = ignores
-        self.answers = answers if answers is not None else []
 
 
 class ListingStore:
@@ -88,21 +84,42 @@ class ListingStore:
         digest = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:32]
         self.path = self.directory / digest
 
+    @property
+    def answers_path(self) -> Path:
+        return self.path.with_name(self.path.name + ANSWERS_SUFFIX)
+
     def read(self) -> Snapshot | None:
         """The snapshot on disk, or None when there is none usable (missing, corrupt, foreign, too big)."""
-        try:
-            with open(self.path, "rb") as handle:
-                data = handle.read(MAX_STORE_BYTES + 1)
-        except OSError:
-            return None
-        return decode(data, self.root)
+        data = _read(self.path)
+        return decode(data, self.root) if data is not None else None
 
     def write(self, snapshot: Snapshot) -> None:
         """Replace the file atomically; failures are ignored (the next server walks the disk)."""
-        data = encode(snapshot, self.root)
+        if self._replace(self.path, encode(snapshot, self.root)):
+            self._prune()
+
+    def read_answers(self) -> tuple[int, list[Any]] | None:
+        """(when written, the answer records) from the answers file, or None when it is not usable."""
+        data = _read(self.answers_path)
+        if data is None:
+            return None
+        value = _payload(data, ANSWERS_MAGIC)
+        try:
+            stored_root, written_ns, answers = value
+        except (TypeError, ValueError):
+            return None
+        if stored_root != self.root or type(written_ns) is not int or type(answers) is not list:
+            return None
+        return written_ns, answers
+
+    def write_answers(self, written_ns: int, answers: list[Any]) -> None:
+        """Replace the answers file atomically (failures are ignored, as ``write``'s)."""
+        self._replace(self.answers_path, _framed(ANSWERS_MAGIC, (self.root, written_ns, answers)))
+
+    def _replace(self, path: Path, data: bytes) -> bool:
         if len(data) > MAX_STORE_BYTES:
-            return
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+            return False
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -112,51 +129,63 @@ class ListingStore:
                     view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         except OSError:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-            return
-        self._prune()
+            return False
+        return True
 
     def _prune(self) -> None:
+        """At most ``MAX_STORE_FILES`` roots: the least recently written go, with their answers."""
         try:
             with os.scandir(self.directory) as scan:
-                found = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in scan if e.is_file()]
+                found = [
+                    (e.stat(follow_symlinks=False).st_mtime_ns, e.path)
+                    for e in scan
+                    if e.is_file() and not e.name.endswith(ANSWERS_SUFFIX)
+                ]
         except OSError:
             return
         if len(found) <= MAX_STORE_FILES:
             return
         found.sort()
         for _, path in found[: len(found) - MAX_STORE_FILES]:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            for doomed in (path, path + ANSWERS_SUFFIX):
+                try:
+                    os.unlink(doomed)
+                except OSError:
+                    pass
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_STORE_BYTES + 1)
+    except OSError:
+        return None
 
 
 def _python() -> tuple[int, int]:
     return sys.version_info[0], sys.version_info[1]
 
 
-def encode(snapshot: Snapshot, root: str) -> bytes:
-    payload = marshal.dumps(
-        (root, snapshot.written_ns, snapshot.listings, snapshot.texts, snapshot.ignores, snapshot.answers)
-    )
+def _framed(magic: bytes, value: Any) -> bytes:
+    payload = marshal.dumps(value)
     major, minor = _python()
     header = HEADER.pack(FORMAT_VERSION, marshal.version, major, minor, zlib.crc32(payload), len(payload))
-    return MAGIC + header + payload
+    return magic + header + payload
 
 
-def decode(data: bytes, root: str) -> Snapshot | None:
-    """The snapshot in ``data`` if it is whole, of this format and Python, and of ``root``; else None."""
-    if not data.startswith(MAGIC) or len(data) > MAX_STORE_BYTES:
+def _payload(data: bytes, magic: bytes) -> Any:
+    """The value framed in ``data`` if it is whole and of this format and Python; else None."""
+    if not data.startswith(magic) or len(data) > MAX_STORE_BYTES:
         return None
-    start = len(MAGIC) + HEADER.size
+    start = len(magic) + HEADER.size
     try:
-        version, marshal_version, major, minor, crc, length = HEADER.unpack_from(data, len(MAGIC))
+        version, marshal_version, major, minor, crc, length = HEADER.unpack_from(data, len(magic))
     except struct.error:
         return None
     payload = memoryview(data)[start:]
@@ -167,9 +196,21 @@ def decode(data: bytes, root: str) -> Snapshot | None:
     ):
         return None
     try:
-        value: Any = marshal.loads(payload)
-        stored_root, written_ns, listings, texts, ignores, answers = value
+        return marshal.loads(payload)
     except (ValueError, TypeError, EOFError):
+        return None
+
+
+def encode(snapshot: Snapshot, root: str) -> bytes:
+    return _framed(MAGIC, (root, snapshot.written_ns, snapshot.listings, snapshot.texts, snapshot.ignores))
+
+
+def decode(data: bytes, root: str) -> Snapshot | None:
+    """The snapshot in ``data`` if it is whole, of this format and Python, and of ``root``; else None."""
+    value = _payload(data, MAGIC)
+    try:
+        stored_root, written_ns, listings, texts, ignores = value
+    except (ValueError, TypeError):
         return None
     if (
         stored_root != root
@@ -177,9 +218,7 @@ def decode(data: bytes, root: str) -> Snapshot | None:
         or type(listings) is not list
         or type(texts) is not list
         or type(ignores) is not list
-        or type(answers) is not list
     ):
         return None
-    # The records are checked where they are used (``ListingCache.seed``, ``IgnoreCache.prepare``,
-    # ``Answers.seed``).
-    return Snapshot(written_ns=written_ns, listings=listings, texts=texts, ignores=ignores, answers=answers)
+    # The records are checked where they are used (``ListingCache.seed``, ``IgnoreCache.prepare``).
+    return Snapshot(written_ns=written_ns, listings=listings, texts=texts, ignores=ignores)

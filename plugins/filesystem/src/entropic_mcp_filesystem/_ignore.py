@@ -138,14 +138,18 @@ class IgnoreCache:
                 return
             self._seeded = True
             store = self.store
-        snapshot = store.read() if store is not None else None
+        if store is None:
+            return
+        answers = store.read_answers()
+        if answers is not None:
+            self.answers.seed(answers[1], answers[0] - self.listings.margin_ns)
+        snapshot = store.read()
         if snapshot is None:
             return
         self.listings.seed(snapshot.listings, snapshot.written_ns)
         texts = snapshot.texts
         stored: dict[tuple[int, ...], bytes] = {}
         newest_allowed = snapshot.written_ns - self.listings.margin_ns
-        self.answers.seed(snapshot.answers, newest_allowed)
         for record in snapshot.ignores:
             try:
                 dev, ino, size, mtime, ctime, index = record
@@ -162,7 +166,11 @@ class IgnoreCache:
     def save(self) -> None:
         """Write both caches to the store if either learnt something since the last save."""
         store = self.store
-        if store is None or not (self._dirty or self.listings.dirty or self.answers.dirty):
+        if store is None:
+            return
+        if self.answers.dirty:
+            store.write_answers(self.listings.clock(), self.answers.records())
+        if not (self._dirty or self.listings.dirty):
             return
         from ._dirstore import Snapshot
 
@@ -179,10 +187,7 @@ class IgnoreCache:
             for key, text in self._stored.items():  # seeded and not used by this server yet
                 if key not in self._files:
                     ignores.append((*key, texts.setdefault(text, len(texts))))
-        answers = self.answers.records()
-        store.write(
-            Snapshot(written_ns=written_ns, listings=listings, texts=list(texts), ignores=ignores, answers=answers)
-        )
+        store.write(Snapshot(written_ns=written_ns, listings=listings, texts=list(texts), ignores=ignores))
 
     def load(self, dir_fd: int, name: str) -> IgnoreFile | None:
         """The ignore file ``name`` in the directory ``dir_fd`` (never through a link); None if absent."""
