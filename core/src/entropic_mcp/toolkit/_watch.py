@@ -6,7 +6,6 @@ import os
 import signal
 import threading
 import time
-import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -44,6 +43,7 @@ class Run:
         self,
         loop: asyncio.AbstractEventLoop,
         popen: subprocess.Popen[bytes],
+        pipes: tuple[int, int | None],
         out: HeadTail,
         err: HeadTail | None,
         stdin: bytes | None,
@@ -59,16 +59,18 @@ class Run:
         self.failure: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._until: Callable[[], bool] = _never
-        self._readers: dict[int, tuple[typing.IO[bytes], HeadTail, bool]] = {}
+        # The read ends of the program's stdout (and stderr) pipes: the run's, closed when they end.
+        stdout, stderr = pipes
+        self._readers: dict[int, tuple[HeadTail, bool]] = {stdout: (out, True)}
+        if stderr is not None and err is not None:
+            self._readers[stderr] = (err, False)
         self._input = memoryview(stdin) if stdin is not None else None
         self._pidfd: int | None = None
         self._reaper: threading.Thread | None = None
         try:
-            assert popen.stdout is not None
-            self._watch(popen.stdout, out, is_stdout=True)
-            if err is not None:
-                assert popen.stderr is not None
-                self._watch(popen.stderr, err, is_stdout=False)
+            for fd in self._readers:
+                os.set_blocking(fd, False)
+                loop.add_reader(fd, self._readable, fd)
             if popen.stdin is not None:
                 os.set_blocking(popen.stdin.fileno(), False)
                 loop.add_writer(popen.stdin.fileno(), self._writable)
@@ -89,14 +91,8 @@ class Run:
 
     # -- callbacks on the loop ------------------------------------------------------------------
 
-    def _watch(self, file: typing.IO[bytes], sink: HeadTail, *, is_stdout: bool) -> None:
-        fd = file.fileno()
-        os.set_blocking(fd, False)
-        self._readers[fd] = (file, sink, is_stdout)
-        self.loop.add_reader(fd, self._readable, fd)
-
     def _readable(self, fd: int) -> None:
-        _, sink, is_stdout = self._readers[fd]
+        sink, is_stdout = self._readers[fd]
         try:
             data = os.read(fd, CHUNK_BYTES)
         except BlockingIOError:
@@ -124,10 +120,9 @@ class Run:
             self._wake()
 
     def _unwatch(self, fd: int) -> None:
-        found = self._readers.pop(fd, None)
-        if found is not None:
+        if self._readers.pop(fd, None) is not None:
             self.loop.remove_reader(fd)
-            found[0].close()
+            os.close(fd)
 
     def _writable(self) -> None:
         assert self.popen.stdin is not None

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _tracing
 from .._errors import ToolError
-from .._sandbox import Sandbox
+from .._sandbox import Sandbox, blocked_note
+from .._sandbox import sandbox_for as _lookup
 from ._output import HeadTail, ProcessResult
 from ._watch import POLL_SECONDS, Run, group_alive
 
@@ -83,31 +84,46 @@ async def run_process(
     started = time.monotonic()
     argv = tuple(argv)
     loop = asyncio.get_running_loop()
+    # Made first: a cap below its least refuses the call before anything starts.
+    out = HeadTail(max_output_bytes, keep_tail=not stop_at_cap)
+    err = None if merge_stderr else HeadTail(max_output_bytes if stderr_bytes is None else stderr_bytes)
     prepared = _sandboxed(argv, cwd=cwd, env=env, sandbox=sandbox)
+    # The output pipes are made here, not by Popen (which wraps its read ends in buffered file
+    # objects we never read through) and stdin is one /dev/null kept open: a short program's
+    # start costs five system calls and their Python less. The read ends are the run's to close.
+    out_read, out_write = os.pipe()
+    err_read, err_write = (-1, -1) if merge_stderr else os.pipe()
     try:
         popen = prepared.popen(
             cwd=str(cwd),
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            stdin=subprocess.PIPE if stdin is not None else _devnull(),
+            stdout=out_write,
+            stderr=subprocess.STDOUT if merge_stderr else err_write,
             start_new_session=True,
         )
-    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+    except BaseException as exc:
         prepared.close()
-        raise ToolError("not_found", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+        _close_fds(out_read, out_write, err_read, err_write)
+        if isinstance(exc, (FileNotFoundError, PermissionError, NotADirectoryError)):
+            raise ToolError("not_found", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+        raise
+    _close_fds(out_write, err_write)
+    try:
+        span = None if _tracing.tracer is None else _traced_start(argv, popen.pid, started)
     except BaseException:
         prepared.close()
+        _close_fds(out_read, err_read)
         raise
-    span = None if _tracing.tracer is None else _traced_start(argv, popen.pid, started)
     try:
         result = await _run_popen(
             loop,
             popen,
+            (out_read, None if merge_stderr else err_read),
             argv,
+            out,
+            err,
             started=started,
             timeout=timeout,
-            max_output_bytes=max_output_bytes,
-            stderr_bytes=stderr_bytes,
             cancelled=cancelled,
             grace=grace,
             merge_stderr=merge_stderr,
@@ -126,6 +142,27 @@ async def run_process(
     return result
 
 
+_DEVNULL: int | None = None
+
+
+def _devnull() -> int:
+    """One ``/dev/null`` for every run's stdin (close-on-exec here; the child gets its own copy)."""
+    global _DEVNULL
+    if _DEVNULL is None:
+        fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        if _DEVNULL is None:
+            _DEVNULL = fd
+        else:  # another thread opened it meanwhile
+            os.close(fd)
+    return _DEVNULL
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+
+
 def _traced_start(argv: tuple[str, ...], pid: int, started: float) -> Any:
     from .._traced import start_process
 
@@ -141,23 +178,17 @@ def _traced_end(span: Any, result: ProcessResult | None, exc: BaseException | No
 def sandbox_for(server: str | None = None) -> Sandbox:
     """The OS sandbox of ``server``'s programs as ``[sandbox]`` configures it (``None``: the
     default every plugin gets). Off when the host set none up (a server used bare, a test)."""
-    from .._sandbox import sandbox_for as lookup
-
-    return lookup(server)
+    return _lookup(server)
 
 
 def sandbox_blocked(output: str, sandbox: Sandbox, *, exit_code: int | None) -> str | None:
     """A note for the model when a failed run's ``output`` shows the sandbox refusing a write,
     a read or a connection: what was blocked and which setting the user can change (else None)."""
-    from .._sandbox import blocked_note
-
     return blocked_note(output, sandbox, exit_code=exit_code)
 
 
 def _sandboxed(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None, sandbox: Sandbox | None) -> Any:
-    from .._sandbox import sandbox_for as lookup
-
-    chosen = lookup(None) if sandbox is None else sandbox
+    chosen = _lookup(None) if sandbox is None else sandbox
     if chosen.active:
         import shutil
 
@@ -173,12 +204,13 @@ def _sandboxed(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] |
 async def _run_popen(
     loop: asyncio.AbstractEventLoop,
     popen: subprocess.Popen[bytes],
+    pipes: tuple[int, int | None],
     argv: tuple[str, ...],
+    out: HeadTail,
+    err: HeadTail | None,
     *,
     started: float,
     timeout: float,
-    max_output_bytes: int,
-    stderr_bytes: int | None,
     cancelled: threading.Event | None,
     grace: float,
     merge_stderr: bool,
@@ -188,9 +220,7 @@ async def _run_popen(
 ) -> ProcessResult:
     import asyncio
 
-    out = HeadTail(max_output_bytes, keep_tail=not stop_at_cap)
-    err = None if merge_stderr else HeadTail(max_output_bytes if stderr_bytes is None else stderr_bytes)
-    run = Run(loop, popen, out, err, stdin, on_output, stop_at_cap)
+    run = Run(loop, popen, pipes, out, err, stdin, on_output, stop_at_cap)
     timed_out = was_cancelled = False
     try:
         deadline = started + timeout
