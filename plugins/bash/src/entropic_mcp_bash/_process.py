@@ -77,10 +77,9 @@ class ShellRun:
             ToolError: ``not_directory`` when the working directory is gone, ``shell_unavailable``
                 when the shell cannot be started.
         """
-        # The runner's ``not_found`` does not tell a missing program from a missing directory:
-        # the directory is checked first, and again when the start fails (it may go meanwhile).
-        if not self.cwd.is_dir():
-            raise self._directory_gone()
+        # The runner's ``not_found`` does not tell a missing program from a missing directory: the
+        # directory is looked at when the start fails (a missing one fails the start, in the
+        # sandbox too), not before every run.
         try:
             done = await toolkit.run_process(
                 self.argv,
