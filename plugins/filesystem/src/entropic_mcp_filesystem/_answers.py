@@ -45,25 +45,29 @@ GITIGNORE = ".gitignore"
 class Trace:
     """What one walk visited, in order; ``ok`` turns False at the first thing that rules it out."""
 
-    __slots__ = ("margin_ns", "ok", "records", "started", "trusted")
+    __slots__ = ("_device", "newest", "ok", "records", "trusted")
 
     def __init__(self, started: int, margin_ns: int, trusted: Callable[[int], bool]) -> None:
         self.records: list[TraceRecord] = []
         self.ok = True
-        self.started = started
-        self.margin_ns = margin_ns
+        #: The newest timestamp a directory may carry: older than the walk by the racy margin.
+        self.newest = started - margin_ns
         self.trusted = trusted
-
-    def old_enough(self, mtime: int, ctime: int) -> bool:
-        return self.started - max(mtime, ctime) >= self.margin_ns
+        self._device = -1  # the last device found trusted (a walk seldom leaves its filesystem)
 
     def directory(self, depth: int, name: str, st: os.stat_result, ignore: tuple[int, ...] | None) -> None:
         if not self.ok:
             return
-        if not (self.old_enough(st.st_mtime_ns, st.st_ctime_ns) and self.trusted(st.st_dev)):
-            self.ok = False
+        mtime, ctime, dev = st.st_mtime_ns, st.st_ctime_ns, st.st_dev
+        if mtime > self.newest or ctime > self.newest:
+            self.fail()
             return
-        self.records.append((depth, name, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, ignore))
+        if dev != self._device:
+            if not self.trusted(dev):
+                self.fail()
+                return
+            self._device = dev
+        self.records.append((depth, name, dev, st.st_ino, mtime, ctime, ignore))
 
     def fail(self) -> None:
         self.ok = False

@@ -13,7 +13,7 @@ from ._fsio import Location, printable
 from ._globpat import Matcher, compile_glob
 from ._rules import WalkGate
 from ._text import fit_result, path_lines, wants_json
-from ._walk import NameDir, Start, Walk, start
+from ._walk import NameDir, Start, Walk, collector_paused, start
 
 
 class Glob(FilesystemTool):
@@ -49,9 +49,10 @@ class Glob(FilesystemTool):
         # The whole answer of an earlier walk, if nothing that decided it has changed (``_answers``).
         answer_key = _answer_key(pattern_text, walk_loc, top, depth, settings.max_walk_entries, resolved.inside)
         if answer_key is not None:
-            cache.prepare()
             try:
-                remembered = cache.answers.get(answer_key, top.fd)
+                with collector_paused():  # the store's records are many small containers, all kept
+                    cache.prepare()
+                    remembered = cache.answers.get(answer_key, top.fd)
             except BaseException:
                 os.close(top.fd)
                 raise
@@ -74,31 +75,33 @@ class Glob(FilesystemTool):
         suffixes = pattern.name_suffixes
         name_matcher = pattern.name_matcher
         path_select = pattern.matcher.select
-        found: list[str] = []
-        extend = found.extend
-        try:
-            for directory in walk.walk_names(top.fd, top.rel, top.stack, top.entropic, max_depth=depth):
-                if not directory.has_files:
-                    continue
-                # The matches of one directory depend only on its (cached) names: remembered with them.
-                if suffixes is not None:
-                    extend(directory.derived(("suffixes", suffixes), _by_suffix(directory, suffixes)))
-                elif name_matcher is not None:
-                    extend(directory.derived(("name", name_matcher.key), _by_name(directory, name_matcher)))
-                else:
-                    names, join = directory.names, directory.join
-                    lead = to_match(join(""))  # what every name of this directory is matched after
-                    matched = [names[i] for i in path_select([lead + n for n in names])]
-                    if matched:
-                        extend(join(n) for n in directory.kept(matched))
-        finally:
-            os.close(top.fd)
-        if answer_key is not None:  # a walk that ended normally: keep its answer if it saw it all
-            trace = walk.trace
-            if trace is not None and trace.ok and not (walk.truncated or walk.stopped or walk.too_deep):
-                found.sort()
-                cache.answers.put(answer_key, trace, found)
-            cache.save()
+        # No collections while the walk allocates what it keeps (``collector_paused``).
+        with collector_paused():
+            found: list[str] = []
+            extend = found.extend
+            try:
+                for directory in walk.walk_names(top.fd, top.rel, top.stack, top.entropic, max_depth=depth):
+                    if not directory.has_files:
+                        continue
+                    # The matches of one directory depend only on its (cached) names: remembered with them.
+                    if suffixes is not None:
+                        extend(directory.derived(("suffixes", suffixes), _by_suffix(directory, suffixes)))
+                    elif name_matcher is not None:
+                        extend(directory.derived(("name", name_matcher.key), _by_name(directory, name_matcher)))
+                    else:
+                        names, join = directory.names, directory.join
+                        lead = to_match(join(""))  # what every name of this directory is matched after
+                        matched = [names[i] for i in path_select([lead + n for n in names])]
+                        if matched:
+                            extend(join(n) for n in directory.kept(matched))
+            finally:
+                os.close(top.fd)
+            if answer_key is not None:  # a walk that ended normally: keep its answer if it saw it all
+                trace = walk.trace
+                if trace is not None and trace.ok and not (walk.truncated or walk.stopped or walk.too_deep):
+                    found.sort()
+                    cache.answers.put(answer_key, trace, found)
+                cache.save()
         return self._answer(found, top, walk, ctx, sort, offset, as_json)
 
     def _answer(
