@@ -348,6 +348,7 @@ def bench_glob(repeat: int) -> tuple[float, float, int, int]:
     def first_ever() -> int:
         # No store at all: every listing read, every ignore file compiled, and the store written.
         store.path.unlink(missing_ok=True)
+        store.answers_path.unlink(missing_ok=True)
         return first_call()
 
     def git_alone() -> int:
