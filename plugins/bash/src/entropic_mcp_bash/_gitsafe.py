@@ -140,8 +140,15 @@ class GitOverrides:
         """``env`` plus the overrides, after any ``GIT_CONFIG_PARAMETERS`` pairs it already carries."""
         keys: dict[str, None] = {}
         for directory in directories:
-            if os.path.isdir(directory):
-                keys.update(dict.fromkeys(self._keys(directory, env)))
+            # A listing still current answers without looking at the directory itself (one stat
+            # a call less): were the directory gone since, its keys only add overrides to a run
+            # that fails to start there. A directory not listed is listed only if it is one.
+            with self._lock:
+                listing = self._listings.get(directory)
+            if listing is not None and listing.current():
+                keys.update(dict.fromkeys(listing.keys))
+            elif os.path.isdir(directory):
+                keys.update(dict.fromkeys(self._relist(directory, env)))
         listed = tuple(keys)
         last = self._last
         if last is not None and last[0] is env and last[1] == listed:
@@ -156,11 +163,8 @@ class GitOverrides:
         self._last = (env, listed, result)
         return dict(result)
 
-    def _keys(self, directory: Path, env: Mapping[str, str]) -> tuple[str, ...]:
-        with self._lock:
-            listing = self._listings.get(directory)
-        if listing is not None and listing.current():
-            return listing.keys
+    def _relist(self, directory: Path, env: Mapping[str, str]) -> tuple[str, ...]:
+        """List ``directory`` afresh (its listing is missing or out of date) and keep the listing."""
         # Listed with the static overrides in force (the listing itself must run nothing).
         listing = _list(directory, {**env, PARAMETERS: _static_parameters()})
         now = time.time()
