@@ -252,14 +252,17 @@ class ExecuteTool(ToolBase):
         usually are) and break the JSON; cutting the output here keeps head, tail and a valid object.
         Failures (timeout, cancelled) stay JSON objects, as every tool error is.
         """
-        cap = _result_cap(ctx)
         limit = self.server.settings.max_output_bytes
         if not as_json and not error:
-            if cap:  # plain text: the footer is the only fixed part, and nothing is escaped
+            # plain text: the footer is the only fixed part, and nothing is escaped; no output
+            # (most commands that succeed) needs no room worked out
+            cap = _result_cap(ctx) if output.total else 0
+            if cap:
                 fixed = len(as_text({**data, "output": "x", "truncated": True}).encode()) + 64  # + the marker
                 limit = max(0, min(limit, cap - fixed))
             payload = {**data, "output": output.text(limit), "truncated": output.truncated(limit)}
             return ToolResult(text=as_text(payload), structured=payload)
+        cap = _result_cap(ctx)
         fixed = 0
         if cap:
             fixed = len(orjson.dumps({**data, "output": "", "truncated": True})) + 64  # + the marker
