@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.05
 #: Bytes read from a pipe at a time.
 CHUNK_BYTES = 1 << 16
+#: Reads of a pipe done at once when the program's exit is seen (what it left and the end).
+LEFT_READS = 4
 
 
 def _never() -> bool:
@@ -49,6 +51,7 @@ class Run:
         stdin: bytes | None,
         on_output: Callable[[bytes], None] | None,
         stop_at_cap: bool,
+        held: tuple[int, ...] = (),
     ) -> None:
         self.loop = loop
         self.popen = popen
@@ -64,6 +67,10 @@ class Run:
         self._readers: dict[int, tuple[HeadTail, bool]] = {stdout: (out, True)}
         if stderr is not None and err is not None:
             self._readers[stderr] = (err, False)
+        # The write ends of those pipes, kept open here until the program's exit is seen: its exit
+        # then ends nothing early, so one wake-up (the exit) instead of two (the pipes' end a few
+        # microseconds before the exit) ends a short run. Closed at the exit, or before a drain.
+        self._held = list(held)
         self._input = memoryview(stdin) if stdin is not None else None
         self._pidfd: int | None = None
         self._reaper: threading.Thread | None = None
@@ -91,21 +98,22 @@ class Run:
 
     # -- callbacks on the loop ------------------------------------------------------------------
 
-    def _readable(self, fd: int) -> None:
+    def _readable(self, fd: int) -> bool:
+        """Read a piece; whether the pipe is still watched and may hold more."""
         sink, is_stdout = self._readers[fd]
         try:
             data = os.read(fd, CHUNK_BYTES)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             data = b""
         if not data:
             self._unwatch(fd)
             self._wake()
-            return
+            return False
         sink.feed(data)
         if not is_stdout:
-            return
+            return True
         if self.on_output is not None:
             try:
                 self.on_output(data)
@@ -113,11 +121,19 @@ class Run:
                 self.failure = exc
                 self._unwatch(fd)
                 self._wake()
-                return
+                return False
         if self.stop_at_cap and sink.total > sink.limit:
             self.overflow = True
             self._unwatch(fd)
             self._wake()
+            return False
+        return True
+
+    def _let_go(self) -> None:
+        """Close the pipes' write ends kept here: the pipes end once nothing else holds them."""
+        held, self._held = self._held, []
+        for fd in held:
+            os.close(fd)
 
     def _unwatch(self, fd: int) -> None:
         if self._readers.pop(fd, None) is not None:
@@ -168,6 +184,14 @@ class Run:
 
     def _set_exited(self) -> None:
         self.exited = True
+        if self._held:
+            self._let_go()
+            # What the program left in the pipes and their end (when nothing else holds them),
+            # read now rather than on another turn of the loop.
+            for fd in list(self._readers):
+                for _ in range(LEFT_READS):
+                    if fd not in self._readers or not self._readable(fd):
+                        break
         self._wake()
 
     def _wake(self) -> None:
@@ -234,6 +258,7 @@ class Run:
 
     async def drain(self, grace: float) -> None:
         """Read what is left in the pipes until they end, for ``grace`` seconds at most."""
+        self._let_go()
         end = time.monotonic() + grace
         while self._readers and (left := end - time.monotonic()) > 0:
             await self.wait(left, self.pipes_ended)
@@ -251,6 +276,7 @@ class Run:
 
     def release(self) -> None:
         """Stop watching and close the pipes (what is unread stays unread)."""
+        self._let_go()
         for fd in list(self._readers):
             self._unwatch(fd)
         self._close_stdin()

@@ -90,7 +90,8 @@ async def run_process(
     prepared = _sandboxed(argv, cwd=cwd, env=env, sandbox=sandbox)
     # The output pipes are made here, not by Popen (which wraps its read ends in buffered file
     # objects we never read through) and stdin is one /dev/null kept open: a short program's
-    # start costs five system calls and their Python less. The read ends are the run's to close.
+    # start costs five system calls and their Python less. Both ends are the run's to close (it
+    # keeps the write ends until the program's exit is seen: see ``Run``).
     out_read, out_write = os.pipe()
     err_read, err_write = (-1, -1) if merge_stderr else os.pipe()
     try:
@@ -107,18 +108,18 @@ async def run_process(
         if isinstance(exc, (FileNotFoundError, PermissionError, NotADirectoryError)):
             raise ToolError("not_found", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
         raise
-    _close_fds(out_write, err_write)
     try:
         span = None if _tracing.tracer is None else _traced_start(argv, popen.pid, started)
     except BaseException:
         prepared.close()
-        _close_fds(out_read, err_read)
+        _close_fds(out_read, out_write, err_read, err_write)
         raise
     try:
         result = await _run_popen(
             loop,
             popen,
             (out_read, None if merge_stderr else err_read),
+            (out_write,) if merge_stderr else (out_write, err_write),
             argv,
             out,
             err,
@@ -205,6 +206,7 @@ async def _run_popen(
     loop: asyncio.AbstractEventLoop,
     popen: subprocess.Popen[bytes],
     pipes: tuple[int, int | None],
+    held: tuple[int, ...],
     argv: tuple[str, ...],
     out: HeadTail,
     err: HeadTail | None,
@@ -220,7 +222,7 @@ async def _run_popen(
 ) -> ProcessResult:
     import asyncio
 
-    run = Run(loop, popen, pipes, out, err, stdin, on_output, stop_at_cap)
+    run = Run(loop, popen, pipes, out, err, stdin, on_output, stop_at_cap, held)
     timed_out = was_cancelled = False
     try:
         deadline = started + timeout
