@@ -17,6 +17,8 @@ import test_fs_dirstore
 from entropic_mcp_filesystem import _answers, _dirstore, _walk
 from entropic_mcp_filesystem._answers import Answers, Trace, still_valid
 from entropic_mcp_filesystem._walk import Walk
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_fs_dirstore import age, count_calls, edit_in_place, glob, populate, store_of
 
 server = test_fs_dirstore.server  # a new server whose caches' clock runs 10 s ahead
@@ -57,14 +59,17 @@ def test_a_repeated_glob_is_answered_without_a_walk(tree, server, fresh, monkeyp
     counted = walks(monkeypatch)
     assert harness.ok("glob", {"pattern": "**/*.py"}, conversation="c2") == first
     assert counted[0] == 0
-    assert harness.ok("glob", {"pattern": "**/*.md"}, conversation="c3") == ["docs/readme.md"]
-    assert counted[0] == 1  # an answer is per pattern
+    assert harness.ok("glob", {"pattern": "src/**/*.md"}, conversation="c3") == []
+    assert counted[0] == 1  # an answer is per pattern, and one below the root is walked
+    # any pattern from the root is the root's whole answer filtered
+    assert harness.ok("glob", {"pattern": "**/*.md"}, conversation="c4") == ["docs/readme.md"]
+    assert counted[0] == 1
 
 
 def test_a_new_servers_first_glob_is_answered_from_the_store(tree, server, fresh, monkeypatch):
     expected = glob(server(tree), "**/*.py")
     stored = store_of(tree).read_answers()
-    assert stored is not None and len(stored[1]) == 1
+    assert stored is not None and sorted(key[0] for key, _, _ in stored[1]) == ["glob", "tree"]
     counted = walks(monkeypatch)
     harness = server(tree)
     assert glob(harness, "**/*.py") == expected == fresh(tree, "**/*.py") != []
@@ -184,7 +189,7 @@ def test_a_directory_the_walk_could_not_open_keeps_no_answer(tree, server, monke
 def test_answers_are_bounded_in_number_and_names(tree, server, monkeypatch):
     harness = server(tree)
     for n in range(_answers.MAX_ANSWERS + 3):
-        harness.ok("glob", {"pattern": f"**/*{n}*"}, conversation=f"c{n}")
+        harness.ok("glob", {"pattern": f"src/**/*{n}*"}, conversation=f"c{n}")  # below the root: walked
     assert len(harness.server.ignore_cache.answers) == _answers.MAX_ANSWERS
     small = Answers(max_answers=8, max_names=10)
     trace = Trace(started=10**19, margin_ns=0, trusted=lambda dev: True)
@@ -199,7 +204,8 @@ def test_malformed_answers_in_the_store_are_ignored(tree, server, fresh):
     store = store_of(tree)
     stored = store.read_answers()
     assert stored is not None
-    written_ns, ((key, trace, answer),) = stored
+    written_ns, records = stored
+    ((key, trace, answer),) = [record for record in records if record[0][0] == "glob"]
     newest = written_ns - 1  # within the racy margin of the write time
     bad = [
         (key, trace, ["a list"]),
@@ -238,7 +244,8 @@ def test_an_answer_whose_directories_were_forged_is_not_used(tree, server, fresh
     store = store_of(tree)
     stored = store.read_answers()
     assert stored is not None
-    written_ns, ((key, trace, _),) = stored
+    written_ns, records = stored
+    ((key, trace, _),) = [record for record in records if record[0][0] == "glob"]
     inode_moved = [(d, n, dev, ino + 1, m, c, i) for d, n, dev, ino, m, c, i in trace]
     store.write_answers(written_ns, [(key, trace, "forged.py"), (("glob", "x"), inode_moved, "x")])
     # the trace is the real one, so the forged paths are served: the store is the user's own file
@@ -277,3 +284,73 @@ def test_a_trace_that_skips_a_depth_is_not_valid(root):
         assert not still_valid([top, (1, "missing", 0, 0, 0, 0, None)], fd)
     finally:
         os.close(fd)
+
+
+PATTERNS = [
+    "**/*",
+    "**/*.py",
+    "**/*.{py,md}",
+    "*",
+    "*.py",
+    "*/*.py",
+    "src/*.py",
+    "**/m.py",
+    "**/[mn].py",
+    "**/?.py",
+    "src/**",
+    "**/pkg/**/*.py",
+    "**/deep/*",
+    "{src,docs}/**/*",
+    "**/*.log",
+    "**/t.tmp",
+]
+
+
+@pytest.mark.parametrize("first", ["**/*.py", "*.md"], ids=["whole-tree-first", "depth-limited-first"])
+def test_every_pattern_from_the_roots_whole_answer_equals_its_walk(tree, server, fresh, monkeypatch, first):
+    from entropic_mcp_filesystem._globpat import compile_glob
+
+    harness = server(tree)
+    glob(harness, first)
+    counted = walks(monkeypatch)
+    for n, pattern in enumerate(PATTERNS):
+        expected = fresh(tree, pattern)
+        before = counted[0]
+        assert harness.ok("glob", {"pattern": pattern}, conversation=f"p{n}") == expected, pattern
+        if first == "**/*.py" and not compile_glob(pattern).prefix:
+            assert counted[0] == before, pattern  # from the root's whole answer, no walk
+    # a depth-limited glob sees part of the tree: the whole answer came from the first unlimited one
+    assert [key[0] for key in harness.server.ignore_cache.answers._entries].count("tree") == 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(
+        st.tuples(
+            st.sampled_from(["", "d", "d/e", "f", "f/g/h"]), st.sampled_from(["a.py", "b.log", "c.md", ".x", "m"])
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    ignores=st.lists(
+        st.tuples(st.sampled_from(["", "d", "f"]), st.sampled_from(["*.log\n", "e/\n", "!b.log\n", "/c.md\n", "g\n"])),
+        max_size=3,
+    ),
+    patterns=st.lists(st.sampled_from([*PATTERNS, "d/**/*.py", "**/e/*", "f/*/*/*", "**/.x", "**/*.m"]), max_size=6),
+)
+def test_any_pattern_filtered_from_the_whole_answer_equals_a_fresh_walk(files, ignores, patterns, server, fresh):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(os.path.realpath(tmp)) / "root"
+        root.mkdir()
+        populate(root, {f"{d}/{n}".lstrip("/"): "x" for d, n in files})
+        populate(root, {f"{d}/.gitignore".lstrip("/"): text for d, text in ignores})
+        age(root)
+        harness = server(root)
+        assert glob(harness, "**/*") == fresh(root, "**/*")
+        again = server(root)  # from the store, as a new server
+        for n, pattern in enumerate(patterns):
+            expected = fresh(root, pattern)
+            assert harness.ok("glob", {"pattern": pattern}, conversation=f"p{n}") == expected, pattern
+            assert again.ok("glob", {"pattern": pattern}, conversation=f"p{n}") == expected, pattern

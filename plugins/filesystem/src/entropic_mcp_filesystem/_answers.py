@@ -123,6 +123,9 @@ class Answers:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, key: Any) -> bool:
+        return key in self._entries
+
     def get(self, key: Any, top_fd: int) -> list[str] | None:
         """The answer for ``key`` if its trace still holds under ``top_fd`` (a new list), else None."""
         with self._lock:

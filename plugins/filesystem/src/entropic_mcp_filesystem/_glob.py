@@ -10,7 +10,7 @@ from entropic_mcp import AccessLevel, CallContext, ToolError, ToolResult, load_t
 
 from ._base import FilesystemTool, truncation, walk_note
 from ._fsio import Location, printable
-from ._globpat import Matcher, compile_glob
+from ._globpat import GlobPattern, Matcher, compile_glob
 from ._rules import WalkGate
 from ._text import fit_result, path_lines, wants_json
 from ._walk import NameDir, Start, Walk, collector_paused, start
@@ -47,12 +47,22 @@ class Glob(FilesystemTool):
         walk = Walk(limit=settings.max_walk_entries, cache=cache, cancelled=ctx.cancelled)
         depth = None if pattern.max_depth is None else max(1, pattern.max_depth - len(prefix_parts))
         # The whole answer of an earlier walk, if nothing that decided it has changed (``_answers``).
-        answer_key = _answer_key(pattern_text, walk_loc, top, depth, settings.max_walk_entries, resolved.inside)
+        limit = settings.max_walk_entries
+        answer_key = _answer_key("glob", pattern_text, walk_loc, top, depth, limit, resolved.inside)
+        # From the root, every file the ignore rules keep is kept too: any later pattern is that
+        # list filtered, as the walk would have filtered each directory's names.
+        tree_key = _answer_key("tree", "", walk_loc, top, None, limit, resolved.inside) if not walk_loc.parts else None
         if answer_key is not None:
             try:
                 with collector_paused():  # the store's records are many small containers, all kept
                     cache.prepare()
-                    remembered = cache.answers.get(answer_key, top.fd)
+                    answers = cache.answers
+                    known = answer_key in answers
+                    remembered = answers.get(answer_key, top.fd) if known else None
+                    if remembered is None and tree_key is not None and not known:
+                        every = answers.get(tree_key, top.fd)
+                        if every is not None:
+                            remembered = _select(every, pattern, depth)
             except BaseException:
                 os.close(top.fd)
                 raise
@@ -61,6 +71,7 @@ class Glob(FilesystemTool):
                 return self._answer(remembered, top, walk, ctx, sort, offset, as_json)
             walk.tracing = True
             walk.saves = False
+        every_kept: list[str] | None = [] if tree_key is not None and answer_key is not None else None
         if resolved.inside:
             cut = len(search_rel) + 1 if search_rel else 0
 
@@ -83,6 +94,10 @@ class Glob(FilesystemTool):
                 for directory in walk.walk_names(top.fd, top.rel, top.stack, top.entropic, max_depth=depth):
                     if not directory.has_files:
                         continue
+                    if every_kept is not None:
+                        rel = directory.rel
+                        kept = directory.kept(directory.names)
+                        every_kept.extend([f"{rel}/{n}" for n in kept] if rel else kept)
                     # The matches of one directory depend only on its (cached) names: remembered with them.
                     if suffixes is not None:
                         extend(directory.derived(("suffixes", suffixes), _by_suffix(directory, suffixes)))
@@ -101,6 +116,9 @@ class Glob(FilesystemTool):
                 if trace is not None and trace.ok and not (walk.truncated or walk.stopped or walk.too_deep):
                     found.sort()
                     cache.answers.put(answer_key, trace, found)
+                    if every_kept is not None and depth is None:  # a depth limit saw part of the tree
+                        every_kept.sort()
+                        cache.answers.put(tree_key, trace, every_kept)
                 cache.save()
         return self._answer(found, top, walk, ctx, sort, offset, as_json)
 
@@ -158,8 +176,22 @@ class Glob(FilesystemTool):
         )
 
 
+def _select(paths: list[str], pattern: GlobPattern, depth: int | None) -> list[str]:
+    """The root-relative ``paths`` (every file a walk from the root keeps) that a walk for
+    ``pattern`` would have found: the same test on the same names, directory by directory."""
+    if depth is not None:  # files of the directories down to that level: fewer separators
+        paths = [p for p in paths if p.count("/") < depth]
+    suffixes = pattern.name_suffixes
+    if suffixes is not None:  # no suffix holds a "/": the path ends as its file name does
+        return [p for p in paths if p.endswith(suffixes)]
+    if pattern.name_matcher is not None:
+        names = [p[p.rfind("/") + 1 :] for p in paths]
+        return [paths[i] for i in pattern.name_matcher.select(names)]
+    return [paths[i] for i in pattern.matcher.select(paths)]
+
+
 def _answer_key(
-    pattern: str, loc: Location, top: Start, depth: int | None, limit: int, inside: bool
+    kind: str, pattern: str, loc: Location, top: Start, depth: int | None, limit: int, inside: bool
 ) -> tuple[object, ...] | None:
     """What a glob's matches depend on besides the directories it visits, or None: not kept.
 
@@ -177,7 +209,7 @@ def _answer_key(
     if entropic is not None and entropic.source is None:
         return None
     return (
-        "glob",
+        kind,
         pattern,
         loc.parts,
         top.rel,
