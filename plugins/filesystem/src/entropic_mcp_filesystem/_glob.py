@@ -94,10 +94,8 @@ class Glob(FilesystemTool):
                 for directory in walk.walk_names(top.fd, top.rel, top.stack, top.entropic, max_depth=depth):
                     if not directory.has_files:
                         continue
-                    if every_kept is not None:
-                        rel = directory.rel
-                        kept = directory.kept(directory.names)
-                        every_kept.extend([f"{rel}/{n}" for n in kept] if rel else kept)
+                    if every_kept is not None:  # remembered with the listing: a re-walk redoes changed ones
+                        every_kept.extend(directory.derived(("kept",), _all_kept(directory)))
                     # The matches of one directory depend only on its (cached) names: remembered with them.
                     if suffixes is not None:
                         extend(directory.derived(("suffixes", suffixes), _by_suffix(directory, suffixes)))
@@ -117,8 +115,7 @@ class Glob(FilesystemTool):
                     found.sort()
                     cache.answers.put(answer_key, trace, found)
                     if every_kept is not None and depth is None:  # a depth limit saw part of the tree
-                        every_kept.sort()
-                        cache.answers.put(tree_key, trace, every_kept)
+                        cache.answers.put(tree_key, trace, every_kept)  # in walk order: filtered, then sorted
                 cache.save()
         return self._answer(found, top, walk, ctx, sort, offset, as_json)
 
@@ -174,6 +171,15 @@ class Glob(FilesystemTool):
             empty="(no matches)",
             offset=offset,
         )
+
+
+def _all_kept(directory: NameDir) -> Callable[[], list[str]]:
+    def compute() -> list[str]:
+        kept = directory.kept(directory.names)
+        rel = directory.rel
+        return [f"{rel}/{n}" for n in kept] if rel else list(kept)
+
+    return compute
 
 
 def _select(paths: list[str], pattern: GlobPattern, depth: int | None) -> list[str]:
