@@ -95,7 +95,7 @@ class Glob(FilesystemTool):
                     if not directory.has_files:
                         continue
                     if every_kept is not None:  # remembered with the listing: a re-walk redoes changed ones
-                        every_kept.extend(directory.derived(("kept",), _all_kept(directory)))
+                        every_kept.extend(directory.derived(("kept",), directory.kept_paths))
                     # The matches of one directory depend only on its (cached) names: remembered with them.
                     if suffixes is not None:
                         extend(directory.derived(("suffixes", suffixes), _by_suffix(directory, suffixes)))
@@ -171,15 +171,6 @@ class Glob(FilesystemTool):
             empty="(no matches)",
             offset=offset,
         )
-
-
-def _all_kept(directory: NameDir) -> Callable[[], list[str]]:
-    def compute() -> list[str]:
-        kept = directory.kept(directory.names)
-        rel = directory.rel
-        return [f"{rel}/{n}" for n in kept] if rel else list(kept)
-
-    return compute
 
 
 def _select(paths: list[str], pattern: GlobPattern, depth: int | None) -> list[str]:

@@ -323,13 +323,15 @@ class NameRules:
     known not to be ignored, and a name-only line matches the bare name at any depth.
     """
 
-    __slots__ = ("_files", "_verdicts")
+    __slots__ = ("_files", "_ignored", "_verdicts")
 
     def __init__(self, files: Sequence[IgnoreFile]) -> None:
         self._files = tuple(files)
         #: The stack's verdict by name (``name/`` for a directory), bounded: names repeat across
         #: the directories of a walk, so most are one dictionary look-up instead of one call per file.
         self._verdicts: dict[str, bool] = {}
+        #: The names of ``_verdicts`` that are ignored (``keep_all`` tests a directory against it at once).
+        self._ignored: set[str] = set()
 
     @classmethod
     def for_stack(cls, entropic: IgnoreFile | None, stack: Sequence[Level]) -> NameRules | None:
@@ -352,15 +354,37 @@ class NameRules:
             return [n for n in names if not decide(n)]
         for n in names:
             if n not in verdicts:
-                verdicts[n] = decide(n)
+                self._remember(n, decide(n))
         return [n for n in names if not verdicts[n]]
+
+    def keep_all(self, names: list[str]) -> list[str]:
+        """``keep(names)`` for a whole directory: the names not seen yet decided once, then one set test
+        of the directory against the ignored ones (most directories hold none); ``names`` may be returned."""
+        if not self._files:
+            return names
+        verdicts = self._verdicts
+        unknown = set(names).difference(verdicts)
+        if unknown:
+            if len(verdicts) + len(unknown) > MAX_REMEMBERED_NAMES:
+                return self.keep(names)
+            for n in unknown:
+                self._remember(n, self._decide(n))
+        ignored = self._ignored
+        if ignored.isdisjoint(names):
+            return names
+        return [n for n in names if n not in ignored]
+
+    def _remember(self, name: str, verdict: bool) -> None:
+        self._verdicts[name] = verdict
+        if verdict:
+            self._ignored.add(name)
 
     def ignored(self, name: str) -> bool:
         verdict = self._verdicts.get(name)
         if verdict is None:
             verdict = self._decide(name)
             if len(self._verdicts) < MAX_REMEMBERED_NAMES:
-                self._verdicts[name] = verdict
+                self._remember(name, verdict)
         return verdict
 
     def _decide(self, name: str) -> bool:

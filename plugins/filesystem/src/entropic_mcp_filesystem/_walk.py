@@ -99,6 +99,17 @@ class NameDir:
     def join(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
 
+    def kept_paths(self) -> list[str]:
+        """Every file of this directory the ignore rules keep, as walk-relative paths (directory order)."""
+        listing = self._listing
+        names = listing._files if listing._files is not None else listing.text.split("\0")
+        rules = self._rules
+        kept = rules.keep_all(names) if rules is not None else self.kept(names)
+        if not self.rel:
+            return list(kept)
+        lead = self.rel + "/"
+        return (lead + ("\0" + lead).join(kept)).split("\0") if kept else []
+
     def kept(self, names: list[str]) -> list[str]:
         """``names`` (files of this directory) without those the ignore rules exclude."""
         rules = self._rules
