@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import test_fs_dirstore
-from entropic_mcp_filesystem import _answers, _dirstore, _walk
+from entropic_mcp_filesystem import _answers, _walk
 from entropic_mcp_filesystem._answers import Answers, Trace, still_valid
 from entropic_mcp_filesystem._walk import Walk
 from hypothesis import HealthCheck, given, settings
@@ -199,13 +199,19 @@ def test_answers_are_bounded_in_number_and_names(tree, server, monkeypatch):
     assert len(small) == 1 and small.records() == [("k", [], "a\0b")]
 
 
-def test_malformed_answers_in_the_store_are_ignored(tree, server, fresh):
-    glob(server(tree), "**/*.py")
+def glob_answer_in_the_store(tree: Path) -> tuple[Any, int, Any, list[Any], str]:
+    """The store of ``tree``, when its answers were written, and the one answer of a pattern it holds."""
     store = store_of(tree)
     stored = store.read_answers()
     assert stored is not None
     written_ns, records = stored
     ((key, trace, answer),) = [record for record in records if record[0][0] == "glob"]
+    return store, written_ns, key, trace, answer
+
+
+def test_malformed_answers_in_the_store_are_ignored(tree, server, fresh):
+    glob(server(tree), "**/*.py")
+    store, written_ns, key, trace, answer = glob_answer_in_the_store(tree)
     newest = written_ns - 1  # within the racy margin of the write time
     bad = [
         (key, trace, ["a list"]),
@@ -241,35 +247,13 @@ def test_an_unusable_answers_file_is_ignored(tree, server, fresh, damage):
 
 def test_an_answer_whose_directories_were_forged_is_not_used(tree, server, fresh):
     glob(server(tree), "**/*.py")
-    store = store_of(tree)
-    stored = store.read_answers()
-    assert stored is not None
-    written_ns, records = stored
-    ((key, trace, _),) = [record for record in records if record[0][0] == "glob"]
+    store, written_ns, key, trace, _ = glob_answer_in_the_store(tree)
     inode_moved = [(d, n, dev, ino + 1, m, c, i) for d, n, dev, ino, m, c, i in trace]
     store.write_answers(written_ns, [(key, trace, "forged.py"), (("glob", "x"), inode_moved, "x")])
     # the trace is the real one, so the forged paths are served: the store is the user's own file
     assert glob(server(tree), "**/*.py") == ["forged.py"]
     store.write_answers(written_ns, [(key, inode_moved, "forged.py")])
     assert glob(server(tree), "**/*.py") == fresh(tree, "**/*.py")  # one inode off: walked
-
-
-def test_pruning_a_root_removes_its_answers_too(tmp_path, server, monkeypatch):
-
-    monkeypatch.setattr(_dirstore, "MAX_STORE_FILES", 1)
-    roots = []
-    for n in range(2):
-        project = tmp_path / f"p{n}"
-        populate(project, {"a.py": "x"})
-        age(project)
-        glob(server(project), "**/*.py")
-        roots.append(project)
-        os.utime(store_of(project).path, ns=(10**18 + n, 10**18 + n))
-    glob(server(roots[1]), "**/*.md")  # writes p1's answers and prunes
-    (tmp_path / "p1" / "b.py").write_text("x")
-    glob(server(roots[1]), "**/*")  # p1's listings change: the store is written and pruned
-    left = sorted(p.name for p in store_of(roots[0]).directory.iterdir())
-    assert left == sorted([store_of(roots[1]).path.name, store_of(roots[1]).answers_path.name])
 
 
 def test_a_trace_that_skips_a_depth_is_not_valid(root):

@@ -126,8 +126,11 @@ class Answers:
     def __contains__(self, key: Any) -> bool:
         return key in self._entries
 
-    def get(self, key: Any, top_fd: int) -> list[str] | None:
-        """The answer for ``key`` if its trace still holds under ``top_fd`` (a new list), else None."""
+    def get(self, key: Any, top_fd: int, *, copy: bool = True) -> list[str] | None:
+        """The answer for ``key`` if its trace still holds under ``top_fd``, else None.
+
+        A new list, unless ``copy`` is false: then the one held, for a caller that only reads it.
+        """
         with self._lock:
             found = self._entries.get(key)
         if found is None:
@@ -146,7 +149,7 @@ class Answers:
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
-        return list(answer)
+        return list(answer) if copy else answer
 
     def put(self, key: Any, trace: Trace, answer: list[str]) -> None:
         if not trace.ok or len(answer) > self.max_names // 2:

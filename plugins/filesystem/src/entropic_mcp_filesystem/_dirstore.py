@@ -13,6 +13,9 @@ after a walk that read something new. Nothing in the file is trusted as it stand
   walk finds a file with that exact key (``IgnoreCache.load``); racy ones are never written;
 * listings of a filesystem not in ``TRUSTED_FS`` now are dropped.
 
+Whole glob answers (``_answers``) are kept in a second file beside it, ``<the same name>.answers``,
+framed and checked the same way, and pruned with it.
+
 The file lives outside the project (``<cache dir>/listings/<hash of the canonical root>``),
 is replaced atomically, starts with a magic line, a format version and the Python version
 (``marshal`` is version-specific), and carries a CRC-32 of its payload: anything unreadable,

@@ -60,9 +60,9 @@ class Glob(FilesystemTool):
                     known = answer_key in answers
                     remembered = answers.get(answer_key, top.fd) if known else None
                     if remembered is None and tree_key is not None and not known:
-                        every = answers.get(tree_key, top.fd)
+                        every = answers.get(tree_key, top.fd, copy=False)
                         if every is not None:
-                            remembered = _select(every, pattern, depth)
+                            remembered = _select(every, pattern)
             except BaseException:
                 os.close(top.fd)
                 raise
@@ -173,11 +173,13 @@ class Glob(FilesystemTool):
         )
 
 
-def _select(paths: list[str], pattern: GlobPattern, depth: int | None) -> list[str]:
+def _select(paths: list[str], pattern: GlobPattern) -> list[str]:
     """The root-relative ``paths`` (every file a walk from the root keeps) that a walk for
-    ``pattern`` would have found: the same test on the same names, directory by directory."""
-    if depth is not None:  # files of the directories down to that level: fewer separators
-        paths = [p for p in paths if p.count("/") < depth]
+    ``pattern`` would have found: the same test on the same names, directory by directory.
+
+    A walk's depth limit needs no test of its own: it is set only for patterns without ``**``,
+    whose matcher matches paths of its own number of segments alone. A new list, always.
+    """
     suffixes = pattern.name_suffixes
     if suffixes is not None:  # no suffix holds a "/": the path ends as its file name does
         return [p for p in paths if p.endswith(suffixes)]
